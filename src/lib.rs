@@ -1,0 +1,8 @@
+//! csi-gateway: serves every Container Storage Interface dialect on one socket and translates
+//! each call to a plugin of any dialect through one hub model (CSI v1).
+//!
+//! The modules follow the data path:
+//! - [`dialect`]: the four wire dialects — generated types, descriptors and method tables.
+#![forbid(unsafe_code)]
+
+pub mod dialect;
