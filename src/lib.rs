@@ -3,6 +3,8 @@
 //!
 //! The modules follow the data path:
 //! - [`dialect`]: the four wire dialects — generated types, descriptors and method tables.
+//! - [`hub`]: the hub model (CSI v1) every call is translated through.
 #![forbid(unsafe_code)]
 
 pub mod dialect;
+pub mod hub;
