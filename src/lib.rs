@@ -6,5 +6,15 @@
 //! - [`hub`]: the hub model (CSI v1) every call is translated through.
 #![forbid(unsafe_code)]
 
+pub mod check;
+pub mod config;
 pub mod dialect;
+pub mod embedded;
+pub mod endpoint;
+pub mod front;
+pub mod gateway;
+pub mod grpc;
 pub mod hub;
+pub mod load;
+pub mod translate;
+pub mod upstream;

@@ -1,6 +1,18 @@
-//! The `csi-gateway` command.
-use clap::{Parser, Subcommand};
+//! The `csi-gateway` command: `run` (the default) serves every CSI dialect on one socket;
+//! `check` identifies any CSI endpoint; `dialects` lists what this build knows.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand};
+use csi_gateway::config::{self, Overrides};
 use csi_gateway::dialect::Dialect;
+use csi_gateway::endpoint::Endpoint;
+
+/// Exit code for a configuration the gateway refuses (sysexits EX_USAGE).
+const EXIT_CONFIG: u8 = 64;
 
 #[derive(Parser)]
 #[command(
@@ -10,18 +22,149 @@ use csi_gateway::dialect::Dialect;
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// Serve (the default): listen on the front socket and translate to the upstream plugin.
+    Run(RunArgs),
+    /// Detect the dialect of a CSI endpoint and print its identity and capabilities.
+    Check {
+        /// The endpoint, e.g. unix:///var/lib/kubelet/plugins/driver/csi.sock.
+        #[arg(long)]
+        endpoint: String,
+        /// Skip detection and assume this dialect.
+        #[arg(long)]
+        dialect: Option<String>,
+        #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+    },
     /// Print the CSI dialects this build knows, from its compiled descriptors.
     Dialects,
 }
 
-fn main() -> anyhow::Result<()> {
+#[derive(Args, Clone, Default)]
+struct RunArgs {
+    /// TOML configuration; without it the built-in default (config/gateway.toml) is used.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Front socket (overrides the file and CSI_ENDPOINT).
+    #[arg(long)]
+    listen: Option<String>,
+    /// Upstream plugin endpoint, or "embedded".
+    #[arg(long)]
+    upstream: Option<String>,
+    /// Upstream dialect: auto, v1, v0.3, v0.2, v0.1, v0.1-oneof.
+    #[arg(long)]
+    upstream_dialect: Option<String>,
+    /// Which of v0.1 and v0.1-oneof the front serves under the package `csi`.
+    #[arg(long)]
+    legacy_dialect: Option<String>,
+    /// Log format: text or json.
+    #[arg(long)]
+    log_format: Option<String>,
+    /// Log level filter, e.g. info or csi_gateway=debug.
+    #[arg(long)]
+    log_level: Option<String>,
+}
+
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command.unwrap_or(Command::Dialects) {
-        Command::Dialects => print_dialects(),
+    let result = match cli.command {
+        Some(Command::Run(args)) => run(args),
+        None => run(cli.run),
+        Some(Command::Check {
+            endpoint,
+            dialect,
+            timeout,
+        }) => check(&endpoint, dialect.as_deref(), timeout),
+        Some(Command::Dialects) => {
+            print_dialects();
+            Ok(ExitCode::SUCCESS)
+        }
+    };
+    result.unwrap_or_else(|e| {
+        eprintln!("csi-gateway: {e:#}");
+        ExitCode::FAILURE
+    })
+}
+
+fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let overrides = Overrides {
+        listen: args.listen,
+        upstream: args.upstream,
+        upstream_dialect: args.upstream_dialect,
+        legacy_dialect: args.legacy_dialect,
+        log_format: args.log_format,
+        log_level: args.log_level,
+    };
+    let config = match config::File::load(args.config.as_deref())
+        .and_then(|f| f.resolve(std::env::var("CSI_ENDPOINT").ok(), overrides))
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("csi-gateway: configuration error: {e}");
+            return Ok(ExitCode::from(EXIT_CONFIG));
+        }
+    };
+    init_logging(config.log_json, &config.log_level)?;
+    let runtime = if std::env::var("CSI_GATEWAY_THREADS").as_deref() == Ok("1") {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Runtime::new()
+    }
+    .context("starting the runtime")?;
+    runtime.block_on(async {
+        let running = csi_gateway::gateway::start(&config).await?;
+        wait_for_signal().await?;
+        tracing::info!(grace = ?config.grace_period, "shutting down");
+        running.shutdown().await;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+fn check(endpoint: &str, dialect: Option<&str>, timeout: Duration) -> anyhow::Result<ExitCode> {
+    let endpoint: Endpoint = endpoint.parse()?;
+    let dialect = dialect.map(str::parse::<Dialect>).transpose()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let report = runtime.block_on(csi_gateway::check::check(&endpoint, dialect, timeout));
+    match report {
+        Ok(text) => {
+            print!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(s) => anyhow::bail!("{endpoint}: {:?}: {}", s.code(), s.message()),
+    }
+}
+
+fn init_logging(json: bool, level: &str) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
+        .with_context(|| format!("log level {level:?}"))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+    Ok(())
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
     }
     Ok(())
 }

@@ -1,0 +1,131 @@
+//! End-to-end load, measured from outside the gateway the way a user would: separate processes
+//! on UNIX sockets. In one run it measures a minimal fixed-reply upstream called directly (the
+//! baseline), through a socat byte relay (the reference point), through the gateway with the
+//! same dialect on both sides (frames relayed undecoded), and through the gateway translating a
+//! v0.3 call to the v1 upstream. Ratios are against the direct figure of the same run.
+//!
+//! `cargo bench --bench e2e` (env: E2E_DURATION=3s, E2E_ROUNDS=3, E2E_CONCURRENCY=1,16,64).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(cmd: &mut Command) -> Proc {
+    Proc(
+        cmd.stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn"),
+    )
+}
+
+fn wait_for_socket(path: &Path) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::os::unix::net::UnixStream::connect(path).is_err() {
+        assert!(Instant::now() < until, "{} did not come up", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn main() {
+    // `cargo bench` passes --bench; `cargo test --benches` passes nothing: only measure when asked.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sock = |name: &str| -> PathBuf { dir.path().join(name) };
+    let gateway = env!("CARGO_BIN_EXE_csi-gateway");
+    let load = env!("CARGO_BIN_EXE_csi-gateway-load");
+
+    let _upstream = spawn(
+        Command::new(load)
+            .args(["fixed-upstream", "--listen"])
+            .arg(sock("up.sock")),
+    );
+    wait_for_socket(&sock("up.sock"));
+    let socat = which("socat").map(|s| {
+        spawn(
+            Command::new(s)
+                .arg(format!("UNIX-LISTEN:{},fork", sock("socat.sock").display()))
+                .arg(format!("UNIX-CONNECT:{}", sock("up.sock").display())),
+        )
+    });
+    let _gw = spawn(
+        Command::new(gateway)
+            .args([
+                "run",
+                "--log-level",
+                "error",
+                "--upstream-dialect",
+                "v1",
+                "--listen",
+            ])
+            .arg(sock("gw.sock"))
+            .arg("--upstream")
+            .arg(sock("up.sock")),
+    );
+    wait_for_socket(&sock("gw.sock"));
+    std::thread::sleep(Duration::from_millis(300)); // the gateway's first upstream connection
+
+    let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+    let common = [
+        "--duration".to_string(),
+        env("E2E_DURATION", "3s"),
+        "--rounds".into(),
+        env("E2E_ROUNDS", "3"),
+        "--concurrency".into(),
+        env("E2E_CONCURRENCY", "1,16,64"),
+        "--warmup".into(),
+        "500ms".into(),
+    ];
+    let target = |name: &str, s: &str| format!("{name}=unix://{}", sock(s).display());
+    let mut passthrough = Command::new(load);
+    passthrough
+        .arg("run")
+        .args(&common)
+        .arg("--target")
+        .arg(target("direct", "up.sock"));
+    if socat.is_some() {
+        wait_for_socket(&sock("socat.sock"));
+        passthrough
+            .arg("--target")
+            .arg(target("socat", "socat.sock"));
+    } else {
+        eprintln!("socat not installed: no byte-relay reference point");
+    }
+    passthrough
+        .arg("--target")
+        .arg(target("gateway", "gw.sock"));
+    println!("# v1 Probe: direct vs socat vs gateway (v1 -> v1, relayed)");
+    assert!(passthrough.status().unwrap().success());
+
+    println!("\n# Probe translated: direct v1 vs gateway (v0.3 front -> v1 upstream)");
+    let translated = Command::new(load)
+        .arg("run")
+        .args(&common)
+        .arg("--target")
+        .arg(target("direct", "up.sock"))
+        .arg("--target")
+        .arg(target("v0.3->v1", "gw.sock"))
+        .args(["--path", "/csi.v0.Identity/Probe"])
+        .status()
+        .unwrap();
+    assert!(translated.success());
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file())
+}

@@ -1,0 +1,442 @@
+//! Configuration: a TOML file (`config/gateway.toml` is both the commented example and the
+//! built-in default), `CSI_ENDPOINT` for the listen address, and command-line overrides, in
+//! that order of precedence from low to high. Everything is validated before anything binds, so
+//! a bad configuration fails fast with a message and never half-starts.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::dialect::Dialect;
+use crate::endpoint::Endpoint;
+
+/// The built-in default: `config/gateway.toml`.
+pub const DEFAULT_TOML: &str = include_str!("../../config/gateway.toml");
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{origin}: {message}")]
+    Parse { origin: String, message: String },
+    #[error("{field}: {message}")]
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
+}
+
+/// The configuration file as written.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct File {
+    pub listen: ListenFile,
+    pub upstream: UpstreamFile,
+    #[serde(default)]
+    pub embedded: EmbeddedFile,
+    #[serde(default)]
+    pub log: LogFile,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenFile {
+    pub endpoint: String,
+    /// Octal, e.g. "0660".
+    pub mode: Option<String>,
+    pub owner_uid: Option<u32>,
+    pub owner_gid: Option<u32>,
+    /// Which of `v0.1` and `v0.1-oneof` answers under the package `csi`.
+    #[serde(default = "default_legacy")]
+    pub legacy_dialect: String,
+    #[serde(default = "default_grace", with = "humantime_serde")]
+    pub grace_period: Duration,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamFile {
+    /// `unix:///path`, or `embedded` for the built-in reference backend.
+    pub endpoint: String,
+    #[serde(default = "default_auto")]
+    pub dialect: String,
+    #[serde(default = "default_connect_timeout", with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    #[serde(default = "default_backoff_initial", with = "humantime_serde")]
+    pub backoff_initial: Duration,
+    #[serde(default = "default_backoff_max", with = "humantime_serde")]
+    pub backoff_max: Duration,
+}
+
+/// The in-process reference backend used when `upstream.endpoint = "embedded"`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddedFile {
+    #[serde(default = "default_embedded_dialect")]
+    pub dialect: String,
+    #[serde(default = "default_embedded_socket")]
+    pub socket: PathBuf,
+    #[serde(default = "default_embedded_data")]
+    pub data_dir: PathBuf,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogFile {
+    #[serde(default = "default_log_format")]
+    pub format: String,
+    #[serde(default = "default_log_level")]
+    pub level: String,
+}
+
+impl Default for EmbeddedFile {
+    fn default() -> Self {
+        EmbeddedFile {
+            dialect: default_embedded_dialect(),
+            socket: default_embedded_socket(),
+            data_dir: default_embedded_data(),
+        }
+    }
+}
+
+impl Default for LogFile {
+    fn default() -> Self {
+        LogFile {
+            format: default_log_format(),
+            level: default_log_level(),
+        }
+    }
+}
+
+fn default_legacy() -> String {
+    "v0.1".into()
+}
+fn default_grace() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_auto() -> String {
+    "auto".into()
+}
+fn default_connect_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+fn default_backoff_initial() -> Duration {
+    Duration::from_millis(100)
+}
+fn default_backoff_max() -> Duration {
+    Duration::from_secs(5)
+}
+fn default_embedded_dialect() -> String {
+    "v0.1-oneof".into()
+}
+fn default_embedded_socket() -> PathBuf {
+    "/tmp/csi-gateway/backend/csi.sock".into()
+}
+fn default_embedded_data() -> PathBuf {
+    "/tmp/csi-gateway/backend-data".into()
+}
+fn default_log_format() -> String {
+    "text".into()
+}
+fn default_log_level() -> String {
+    "info".into()
+}
+
+/// Command-line and environment overrides; `None` keeps the file's value.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub listen: Option<String>,
+    pub upstream: Option<String>,
+    pub upstream_dialect: Option<String>,
+    pub legacy_dialect: Option<String>,
+    pub log_format: Option<String>,
+    pub log_level: Option<String>,
+}
+
+/// The validated configuration the gateway runs with.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub listen: Endpoint,
+    pub socket_mode: Option<u32>,
+    pub socket_owner: Option<(u32, u32)>,
+    pub front_dialects: Vec<Dialect>,
+    pub grace_period: Duration,
+    pub upstream: UpstreamTarget,
+    pub upstream_dialect: Option<Dialect>,
+    pub connect_timeout: Duration,
+    pub backoff_initial: Duration,
+    pub backoff_max: Duration,
+    pub log_json: bool,
+    pub log_level: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum UpstreamTarget {
+    Endpoint(Endpoint),
+    /// The in-process reference backend, serving `dialect` on `socket`.
+    Embedded {
+        dialect: Dialect,
+        socket: PathBuf,
+        data_dir: PathBuf,
+    },
+}
+
+impl File {
+    pub fn parse(text: &str, origin: &str) -> Result<File, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            origin: origin.to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    pub fn load(path: Option<&std::path::Path>) -> Result<File, ConfigError> {
+        match path {
+            None => File::parse(DEFAULT_TOML, "built-in default configuration"),
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|source| ConfigError::Read {
+                    path: p.into(),
+                    source,
+                })?;
+                File::parse(&text, &p.display().to_string())
+            }
+        }
+    }
+
+    /// Applies `CSI_ENDPOINT` (`csi_endpoint`) and `overrides`, then validates.
+    pub fn resolve(
+        mut self,
+        csi_endpoint: Option<String>,
+        o: Overrides,
+    ) -> Result<Config, ConfigError> {
+        if let Some(e) = csi_endpoint.filter(|e| !e.is_empty()) {
+            self.listen.endpoint = e;
+        }
+        let set = |slot: &mut String, v: Option<String>| {
+            if let Some(v) = v {
+                *slot = v;
+            }
+        };
+        set(&mut self.listen.endpoint, o.listen);
+        set(&mut self.upstream.endpoint, o.upstream);
+        set(&mut self.upstream.dialect, o.upstream_dialect);
+        set(&mut self.listen.legacy_dialect, o.legacy_dialect);
+        set(&mut self.log.format, o.log_format);
+        set(&mut self.log.level, o.log_level);
+        self.validate()
+    }
+
+    fn validate(self) -> Result<Config, ConfigError> {
+        let invalid = |field, message: String| ConfigError::Invalid { field, message };
+        let listen: Endpoint = self
+            .listen
+            .endpoint
+            .parse()
+            .map_err(|e| invalid("listen.endpoint", format!("{e}")))?;
+        if !matches!(listen, Endpoint::Unix(_)) {
+            return Err(invalid(
+                "listen.endpoint",
+                "the front listens on a UNIX socket (unix:///path)".into(),
+            ));
+        }
+        let legacy = match self.listen.legacy_dialect.parse::<Dialect>() {
+            Ok(d @ (Dialect::V0_1 | Dialect::V0_1Oneof)) => d,
+            _ => {
+                return Err(invalid(
+                    "listen.legacy_dialect",
+                    format!(
+                        "{:?}: must be \"v0.1\" or \"v0.1-oneof\"",
+                        self.listen.legacy_dialect
+                    ),
+                ))
+            }
+        };
+        let socket_mode = match &self.listen.mode {
+            None => None,
+            Some(m) => Some(
+                u32::from_str_radix(m.trim_start_matches("0o"), 8)
+                    .ok()
+                    .filter(|m| *m <= 0o7777)
+                    .ok_or_else(|| {
+                        invalid(
+                            "listen.mode",
+                            format!("{m:?} is not an octal file mode like \"0660\""),
+                        )
+                    })?,
+            ),
+        };
+        let socket_owner = match (self.listen.owner_uid, self.listen.owner_gid) {
+            (None, None) => None,
+            (Some(u), Some(g)) => Some((u, g)),
+            _ => {
+                return Err(invalid(
+                    "listen.owner_uid",
+                    "set both owner_uid and owner_gid, or neither".into(),
+                ))
+            }
+        };
+        let upstream_dialect = match self.upstream.dialect.as_str() {
+            "auto" => None,
+            d => Some(
+                d.parse::<Dialect>()
+                    .map_err(|e| invalid("upstream.dialect", format!("{e}, or \"auto\"")))?,
+            ),
+        };
+        let upstream = if self.upstream.endpoint == "embedded" {
+            let dialect = self
+                .embedded
+                .dialect
+                .parse()
+                .map_err(|e| invalid("embedded.dialect", format!("{e}")))?;
+            UpstreamTarget::Embedded {
+                dialect,
+                socket: self.embedded.socket,
+                data_dir: self.embedded.data_dir,
+            }
+        } else {
+            let e: Endpoint = self
+                .upstream
+                .endpoint
+                .parse()
+                .map_err(|e| invalid("upstream.endpoint", format!("{e}")))?;
+            if let Endpoint::Tcp(_) = e {
+                return Err(invalid(
+                    "upstream.endpoint",
+                    format!("{e}: TCP upstreams are reached only over mutually authenticated TLS, which this build does not configure yet"),
+                ));
+            }
+            UpstreamTarget::Endpoint(e)
+        };
+        if let (Endpoint::Unix(l), UpstreamTarget::Endpoint(Endpoint::Unix(u))) =
+            (&listen, &upstream)
+        {
+            if l == u {
+                return Err(invalid(
+                    "upstream.endpoint",
+                    "the upstream cannot be the gateway's own socket".into(),
+                ));
+            }
+        }
+        let log_json = match self.log.format.as_str() {
+            "text" => false,
+            "json" => true,
+            f => {
+                return Err(invalid(
+                    "log.format",
+                    format!("{f:?}: must be \"text\" or \"json\""),
+                ))
+            }
+        };
+        if self.upstream.backoff_initial.is_zero()
+            || self.upstream.backoff_initial > self.upstream.backoff_max
+        {
+            return Err(invalid(
+                "upstream.backoff_initial",
+                "must be above zero and at most upstream.backoff_max".into(),
+            ));
+        }
+        Ok(Config {
+            listen,
+            socket_mode,
+            socket_owner,
+            front_dialects: vec![Dialect::V1, Dialect::V0_3, legacy],
+            grace_period: self.listen.grace_period,
+            upstream,
+            upstream_dialect,
+            connect_timeout: self.upstream.connect_timeout,
+            backoff_initial: self.upstream.backoff_initial,
+            backoff_max: self.upstream.backoff_max,
+            log_json,
+            log_level: self.log.level,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(toml_text: &str) -> Result<Config, ConfigError> {
+        File::parse(toml_text, "test")?.resolve(None, Overrides::default())
+    }
+
+    #[test]
+    fn the_built_in_default_is_valid() {
+        let c = File::load(None)
+            .unwrap()
+            .resolve(None, Overrides::default())
+            .unwrap();
+        assert!(matches!(
+            c.upstream,
+            UpstreamTarget::Embedded {
+                dialect: Dialect::V0_1Oneof,
+                ..
+            }
+        ));
+        assert_eq!(
+            c.front_dialects,
+            vec![Dialect::V1, Dialect::V0_3, Dialect::V0_1]
+        );
+    }
+
+    #[test]
+    fn csi_endpoint_then_flags_override_the_file() {
+        let f = File::load(None).unwrap();
+        let c = f
+            .clone()
+            .resolve(Some("unix:///run/a.sock".into()), Overrides::default())
+            .unwrap();
+        assert_eq!(c.listen, Endpoint::Unix("/run/a.sock".into()));
+        let o = Overrides {
+            listen: Some("/run/b.sock".into()),
+            ..Default::default()
+        };
+        let c = f.resolve(Some("unix:///run/a.sock".into()), o).unwrap();
+        assert_eq!(c.listen, Endpoint::Unix("/run/b.sock".into()));
+    }
+
+    #[test]
+    fn bad_values_name_their_field() {
+        let base =
+            "[listen]\nendpoint = \"unix:///a.sock\"\n[upstream]\nendpoint = \"unix:///b.sock\"\n";
+        assert!(with(base).is_ok());
+        let cases = [
+            (base.replace("unix:///a.sock", "a.sock"), "listen.endpoint"),
+            (
+                base.replace("unix:///b.sock", "tcp://h:1"),
+                "upstream.endpoint",
+            ),
+            (
+                base.replace("unix:///b.sock", "unix:///a.sock"),
+                "upstream.endpoint",
+            ),
+            (format!("{base}dialect = \"v9\"\n"), "upstream.dialect"),
+            (
+                base.replace("[upstream]", "legacy_dialect = \"v0.3\"\n[upstream]"),
+                "listen.legacy_dialect",
+            ),
+            (
+                base.replace("[upstream]", "mode = \"rw\"\n[upstream]"),
+                "listen.mode",
+            ),
+            (
+                base.replace("[upstream]", "owner_uid = 1\n[upstream]"),
+                "listen.owner_uid",
+            ),
+            (format!("{base}[log]\nformat = \"xml\"\n"), "log.format"),
+        ];
+        for (text, field) in cases {
+            match with(&text) {
+                Err(ConfigError::Invalid { field: f, .. }) => assert_eq!(f, field, "{text}"),
+                other => panic!("{text}: expected an error on {field}, got {other:?}"),
+            }
+        }
+        assert!(matches!(
+            with(&format!("{base}bogus = 1\n")),
+            Err(ConfigError::Parse { .. })
+        ));
+    }
+}

@@ -1,0 +1,142 @@
+//! Accepts connections and serves each one's streams. A front connection gets its own upstream
+//! connection, and both connections' I/O and all the calls between them run inside one task: a
+//! call is never handed to another task or thread inside the gateway (no per-call task, no
+//! shared-connection task to wake). When the private upstream connection cannot be had, calls
+//! fall back to the supervisor's shared one. On shutdown every connection is told to go away and
+//! gets `grace` to finish its calls.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::UnixListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::upstream::conn::{Connection, Driver};
+
+use super::call::handle;
+use super::Shared;
+
+/// Serves until `shutdown` turns true, then drains for at most `grace`.
+pub async fn serve(
+    listener: UnixListener,
+    shared: Arc<Shared>,
+    shutdown: watch::Receiver<bool>,
+    grace: Duration,
+) {
+    let mut connections = JoinSet::new();
+    let mut stop = shutdown.clone();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((io, _)) => {
+                    connections.spawn(serve_connection(io, shared.clone(), shutdown.clone()));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = stopped(&mut stop) => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    drop(listener);
+    let in_flight = connections.len();
+    let drained = tokio::time::timeout(grace, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!(
+            connections = connections.len(),
+            ?grace,
+            "grace period over; abandoning unfinished calls"
+        );
+        connections.abort_all();
+    } else if in_flight > 0 {
+        tracing::info!(connections = in_flight, "drained");
+    }
+}
+
+/// Serves the streams of one HTTP/2 connection.
+pub async fn serve_connection<T>(io: T, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>)
+where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    let handshake = h2::server::Builder::new()
+        .initial_window_size(1 << 20)
+        .initial_connection_window_size(4 << 20)
+        .max_concurrent_streams(1024)
+        .handshake(io);
+    let mut conn = match tokio::time::timeout(Duration::from_secs(10), handshake).await {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(e)) => return tracing::debug!(error = %e, "HTTP/2 handshake failed"),
+        Err(_) => return tracing::debug!("HTTP/2 handshake timed out"),
+    };
+    let mut upstream = private_upstream(&shared).await;
+    let mut calls = FuturesUnordered::new();
+    let mut going_away = *shutdown.borrow();
+    if going_away {
+        conn.graceful_shutdown();
+    }
+    loop {
+        tokio::select! {
+            Some(()) = calls.next(), if !calls.is_empty() => {}
+            next = conn.accept() => match next {
+                Some(Ok((request, respond))) => {
+                    let private = upstream.as_ref().map(|(c, _)| c.clone());
+                    calls.push(handle_owned(shared.clone(), private, request, respond));
+                }
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "client connection error");
+                    break;
+                }
+                None => break,
+            },
+            () = drive(&mut upstream), if upstream.is_some() => upstream = None,
+            _ = stopped(&mut shutdown), if !going_away => {
+                going_away = true;
+                conn.graceful_shutdown();
+            }
+        }
+    }
+    // The connection is closed: whatever is left can only notice that.
+    while calls.next().await.is_some() {}
+}
+
+async fn handle_owned(
+    shared: Arc<Shared>,
+    private: Option<Connection>,
+    request: http::Request<h2::RecvStream>,
+    respond: h2::server::SendResponse<bytes::Bytes>,
+) {
+    handle(&shared, private, request, respond).await
+}
+
+/// A connection to the upstream for this front connection alone, once the upstream is live.
+async fn private_upstream(shared: &Shared) -> Option<(Connection, Driver)> {
+    let live = shared.upstream.live().ok()?;
+    match Connection::connect_undriven(live.conn.endpoint(), Duration::from_secs(2)).await {
+        Ok(pair) => Some(pair),
+        Err(e) => {
+            tracing::debug!(error = %e, "no private upstream connection; using the shared one");
+            None
+        }
+    }
+}
+
+/// Performs the private upstream connection's I/O until it ends.
+async fn drive(upstream: &mut Option<(Connection, Driver)>) {
+    match upstream {
+        Some((_, driver)) => driver.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Resolves once shutdown is signalled (holding no watch guard across awaits).
+async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|s| *s).await;
+}

@@ -1,0 +1,23 @@
+//! The front: the UNIX socket orchestrators call, the route table, and each call's path from
+//! request to reply.
+
+pub mod call;
+pub mod listener;
+pub mod relay;
+pub mod router;
+pub mod socket;
+
+use std::sync::Arc;
+
+use crate::translate::HandleStore;
+use crate::upstream::Upstream;
+
+pub use router::Router;
+
+/// What every call needs, shared by all connections.
+pub struct Shared {
+    pub router: Router,
+    pub upstream: Arc<Upstream>,
+    /// Durable VolumeHandle metadata for draft upstreams; `None` until a store is configured.
+    pub store: Option<Arc<dyn HandleStore>>,
+}

@@ -1,0 +1,97 @@
+//! The gateway assembled, top to bottom: the upstream supervisor (connect, detect, reconnect),
+//! the route table of the front dialects, the front socket, and the accept loop. Each piece is
+//! built and checked before the socket is bound, so a failure leaves nothing half-started.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::{Config, UpstreamTarget};
+use crate::endpoint::Endpoint;
+use crate::front::{listener, router::PackageClash, socket, Router, Shared};
+use crate::upstream::{self, Upstream};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Routes(#[from] PackageClash),
+    #[error("front socket: {0}")]
+    Socket(#[from] socket::SocketError),
+    #[error("embedded reference backend: {0}")]
+    Embedded(String),
+}
+
+/// A running gateway.
+pub struct Running {
+    socket: PathBuf,
+    shutdown: watch::Sender<bool>,
+    serving: JoinHandle<()>,
+    upstream: Arc<Upstream>,
+    embedded: Option<crate::embedded::Embedded>,
+}
+
+/// Starts the gateway described by `config`.
+pub async fn start(config: &Config) -> Result<Running, StartError> {
+    let router = Router::new(&config.front_dialects)?;
+    let embedded = match &config.upstream {
+        UpstreamTarget::Embedded {
+            dialect,
+            socket,
+            data_dir,
+        } => Some(
+            crate::embedded::start(*dialect, socket, data_dir)
+                .await
+                .map_err(StartError::Embedded)?,
+        ),
+        UpstreamTarget::Endpoint(_) => None,
+    };
+    let endpoint = match &config.upstream {
+        UpstreamTarget::Endpoint(e) => e.clone(),
+        UpstreamTarget::Embedded { socket, .. } => Endpoint::Unix(socket.clone()),
+    };
+    let upstream = Upstream::spawn(upstream::Settings {
+        endpoint,
+        dialect: config.upstream_dialect,
+        connect_timeout: config.connect_timeout,
+        backoff_initial: config.backoff_initial,
+        backoff_max: config.backoff_max,
+    });
+    let Endpoint::Unix(path) = &config.listen else {
+        unreachable!("config validation keeps the front on a UNIX socket")
+    };
+    let listener = socket::bind(path, config.socket_mode, config.socket_owner)?;
+    tracing::info!(listen = %config.listen, dialects = ?router.dialects(), upstream = %upstream.endpoint(), "serving");
+    let shared = Arc::new(Shared {
+        router,
+        upstream: upstream.clone(),
+        store: None,
+    });
+    let (shutdown, stop) = watch::channel(false);
+    let serving = tokio::spawn(listener::serve(listener, shared, stop, config.grace_period));
+    Ok(Running {
+        socket: path.clone(),
+        shutdown,
+        serving,
+        upstream,
+        embedded,
+    })
+}
+
+impl Running {
+    pub fn upstream(&self) -> &Arc<Upstream> {
+        &self.upstream
+    }
+
+    /// Stops accepting, lets in-flight calls finish within the grace period, removes the socket.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        let _ = self.serving.await;
+        socket::unlink(&self.socket);
+        if let Some(e) = self.embedded {
+            e.stop().await;
+        }
+        tracing::info!("stopped");
+    }
+}

@@ -1,0 +1,15 @@
+//! gRPC over HTTP/2: the few pieces the gateway's hot path needs on top of `h2` — message
+//! framing, status in headers or trailers, and reading a body with flow control. `Status` and
+//! `Code` are tonic's; the header encoding of a status is tonic's too.
+
+pub mod body;
+pub mod frame;
+pub mod status;
+
+pub use tonic::{Code, Status};
+
+/// Largest message the gateway accepts or forwards (gRPC's customary default).
+pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+
+/// The gRPC content type; requests without it are not gRPC.
+pub const CONTENT_TYPE: &str = "application/grpc";

@@ -1,0 +1,61 @@
+//! A gRPC status travels in trailers (or, for an immediate error, in the only header block:
+//! "trailers-only"). tonic encodes and decodes the headers.
+
+use http::{HeaderMap, HeaderValue};
+
+use super::{Code, Status, CONTENT_TYPE};
+
+/// Trailers (or trailers-only headers) that carry `status`.
+pub fn to_headers(status: &Status) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    if status.add_header(&mut headers).is_err() {
+        // Only a message that cannot be percent-encoded gets here; keep the code.
+        headers.clear();
+        Status::new(status.code(), "").add_header(&mut headers).ok();
+    }
+    headers
+}
+
+/// Trailers for a successful call.
+pub fn ok_trailers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert("grpc-status", HeaderValue::from_static("0"));
+    headers
+}
+
+/// The status a header block carries, if any.
+pub fn from_headers(headers: &HeaderMap) -> Option<Status> {
+    headers.get("grpc-status")?;
+    Status::from_header_map(headers)
+}
+
+/// A complete trailers-only response for `status`.
+pub fn trailers_only(status: &Status) -> http::Response<()> {
+    let mut response = http::Response::new(());
+    *response.headers_mut() = to_headers(status);
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static(CONTENT_TYPE),
+    );
+    response
+}
+
+/// The status of a reply whose trailers went missing.
+pub fn missing_status() -> Status {
+    Status::new(Code::Internal, "upstream reply ended without a gRPC status")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_survives_headers() {
+        let s = Status::not_found("volume \"v1\" does not exist: é");
+        let back = from_headers(&to_headers(&s)).unwrap();
+        assert_eq!(back.code(), Code::NotFound);
+        assert_eq!(back.message(), s.message());
+        assert_eq!(from_headers(&ok_trailers()).unwrap().code(), Code::Ok);
+        assert!(from_headers(&HeaderMap::new()).is_none());
+    }
+}

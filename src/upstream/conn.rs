@@ -1,0 +1,220 @@
+//! One HTTP/2 connection to the plugin. Calls go straight onto the `h2` connection: no request
+//! queue or buffer task sits between a caller and the socket.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use h2::client::{ResponseFuture, SendRequest};
+use h2::SendStream;
+use http::{HeaderValue, Method, Request, Uri};
+use tokio::net::UnixStream;
+use tokio::sync::watch;
+
+use crate::endpoint::Endpoint;
+use crate::grpc::{body, frame, status, Code, Status, CONTENT_TYPE};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("cannot connect to {endpoint}: {source}")]
+    Io {
+        endpoint: Endpoint,
+        source: std::io::Error,
+    },
+    #[error("connecting to {endpoint} timed out after {after:?}")]
+    Timeout { endpoint: Endpoint, after: Duration },
+    #[error("HTTP/2 handshake with {endpoint} failed: {source}")]
+    Handshake {
+        endpoint: Endpoint,
+        source: h2::Error,
+    },
+    #[error("{0} endpoints are not supported as upstream yet")]
+    Unsupported(Endpoint),
+}
+
+/// The future that performs a connection's I/O; it ends when the connection does.
+pub type Driver = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// A live HTTP/2 connection; cheap to clone.
+#[derive(Clone)]
+pub struct Connection {
+    send: SendRequest<Bytes>,
+    endpoint: Endpoint,
+    closed: watch::Receiver<bool>,
+}
+
+impl Connection {
+    /// Dials `endpoint` and spawns the task that drives the connection.
+    pub async fn connect(
+        endpoint: &Endpoint,
+        timeout: Duration,
+    ) -> Result<Connection, ConnectError> {
+        let (conn, driver) = Connection::connect_undriven(endpoint, timeout).await?;
+        tokio::spawn(driver);
+        Ok(conn)
+    }
+
+    /// Dials `endpoint` and returns the connection with the future that drives its I/O, for a
+    /// caller that polls it in its own task (the front does, so a call crosses no tasks).
+    pub async fn connect_undriven(
+        endpoint: &Endpoint,
+        timeout: Duration,
+    ) -> Result<(Connection, Driver), ConnectError> {
+        let Endpoint::Unix(path) = endpoint else {
+            return Err(ConnectError::Unsupported(endpoint.clone()));
+        };
+        let io = tokio::time::timeout(timeout, UnixStream::connect(path))
+            .await
+            .map_err(|_| ConnectError::Timeout {
+                endpoint: endpoint.clone(),
+                after: timeout,
+            })?
+            .map_err(|source| ConnectError::Io {
+                endpoint: endpoint.clone(),
+                source,
+            })?;
+        let handshake = h2::client::Builder::new()
+            .initial_window_size(1 << 20)
+            .handshake(io);
+        let (send, connection) = tokio::time::timeout(timeout, handshake)
+            .await
+            .map_err(|_| ConnectError::Timeout {
+                endpoint: endpoint.clone(),
+                after: timeout,
+            })?
+            .map_err(|source| ConnectError::Handshake {
+                endpoint: endpoint.clone(),
+                source,
+            })?;
+        let (closed_tx, closed) = watch::channel(false);
+        let ep = endpoint.clone();
+        let driver = Box::pin(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!(upstream = %ep, error = %e, "upstream connection ended");
+            }
+            let _ = closed_tx.send(true);
+        });
+        Ok((
+            Connection {
+                send,
+                endpoint: endpoint.clone(),
+                closed,
+            },
+            driver,
+        ))
+    }
+
+    /// True once the connection has ended.
+    pub fn is_closed(&self) -> bool {
+        *self.closed.borrow()
+    }
+
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Resolves when the connection has ended.
+    pub async fn closed(&self) {
+        let mut closed = self.closed.clone();
+        let _ = closed.wait_for(|c| *c).await;
+    }
+
+    /// Opens a stream for `request` (whose URI holds only the path) and returns its halves.
+    pub async fn open(
+        &self,
+        mut request: Request<()>,
+        end_of_stream: bool,
+    ) -> Result<(ResponseFuture, SendStream<Bytes>), Status> {
+        *request.uri_mut() = upstream_uri(request.uri().path())?;
+        let mut send = self
+            .send
+            .clone()
+            .ready()
+            .await
+            .map_err(|e| self.unavailable(&e))?;
+        send.send_request(request, end_of_stream)
+            .map_err(|e| self.unavailable(&e))
+    }
+
+    /// One unary call: `message` is the protobuf request, the result the protobuf reply.
+    pub async fn unary(&self, path: &str, message: &[u8]) -> Result<Bytes, Status> {
+        let request = grpc_request(path)?;
+        let (response, mut stream) = self.open(request, false).await?;
+        stream
+            .send_data(frame::encode(message), true)
+            .map_err(|e| self.unavailable(&e))?;
+        let response = response.await.map_err(|e| self.broken(&e))?;
+        let (parts, mut body) = response.into_parts();
+        if let Some(s) = status::from_headers(&parts.headers).filter(|s| s.code() != Code::Ok) {
+            return Err(s); // trailers-only error
+        }
+        if parts.status != http::StatusCode::OK {
+            return Err(Status::unknown(format!(
+                "upstream {} answered HTTP {}",
+                self.endpoint, parts.status
+            )));
+        }
+        let data = body::read_to_end(&mut body).await?;
+        let trailers = body.trailers().await.map_err(|e| self.broken(&e))?;
+        let status = trailers
+            .as_ref()
+            .and_then(status::from_headers)
+            .unwrap_or_else(status::missing_status);
+        if status.code() != Code::Ok {
+            return Err(status);
+        }
+        frame::decode_unary(&data).map(Bytes::copy_from_slice)
+    }
+
+    fn unavailable(&self, e: &h2::Error) -> Status {
+        Status::unavailable(format!("upstream {} is unavailable: {e}", self.endpoint))
+    }
+
+    fn broken(&self, e: &h2::Error) -> Status {
+        let s = body::h2_status(e, "waiting for the upstream reply");
+        Status::new(
+            s.code(),
+            format!("upstream {}: {}", self.endpoint, s.message()),
+        )
+    }
+}
+
+/// A bare gRPC POST for `path`.
+pub fn grpc_request(path: &str) -> Result<Request<()>, Status> {
+    let mut request = Request::new(());
+    *request.method_mut() = Method::POST;
+    *request.uri_mut() = path
+        .parse::<Uri>()
+        .map_err(|_| Status::internal(format!("bad gRPC path {path:?}")))?;
+    let headers = request.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static(CONTENT_TYPE),
+    );
+    headers.insert(http::header::TE, HeaderValue::from_static("trailers"));
+    Ok(request)
+}
+
+/// h2 wants an absolute URI on the client side; the authority is nominal on a socket.
+fn upstream_uri(path: &str) -> Result<Uri, Status> {
+    Uri::builder()
+        .scheme("http")
+        .authority("localhost")
+        .path_and_query(path)
+        .build()
+        .map_err(|_| Status::internal(format!("bad gRPC path {path:?}")))
+}
+
+impl crate::translate::RawUpstream for Connection {
+    fn unary<'a>(
+        &'a self,
+        path: &'static str,
+        body: Vec<u8>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<u8>, Status>> + Send + 'a>>
+    {
+        Box::pin(async move {
+            Connection::unary(self, path, &body)
+                .await
+                .map(|b| b.to_vec())
+        })
+    }
+}
