@@ -16,5 +16,7 @@ pub mod gateway;
 pub mod grpc;
 pub mod hub;
 pub mod load;
+pub mod metrics;
+pub mod observe;
 pub mod translate;
 pub mod upstream;

@@ -68,6 +68,9 @@ struct RunArgs {
     /// Log level filter, e.g. info or csi_gateway=debug.
     #[arg(long)]
     log_level: Option<String>,
+    /// Metrics and health endpoint, host:port ("" for none).
+    #[arg(long)]
+    metrics_listen: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -99,6 +102,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         legacy_dialect: args.legacy_dialect,
         log_format: args.log_format,
         log_level: args.log_level,
+        metrics_listen: args.metrics_listen,
     };
     let config = match config::File::load(args.config.as_deref())
         .and_then(|f| f.resolve(std::env::var("CSI_ENDPOINT").ok(), overrides))

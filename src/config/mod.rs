@@ -40,6 +40,8 @@ pub struct File {
     pub embedded: EmbeddedFile,
     #[serde(default)]
     pub log: LogFile,
+    #[serde(default)]
+    pub metrics: MetricsFile,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -91,6 +93,38 @@ pub struct LogFile {
     pub format: String,
     #[serde(default = "default_log_level")]
     pub level: String,
+    /// Map keys (e.g. in `volume_context`) whose values are stripped from logged bodies, on top
+    /// of every field the dialects mark as secret.
+    #[serde(default)]
+    pub redact_keys: Vec<String>,
+}
+
+/// The operations endpoint: `/metrics`, `/healthz`, `/readyz`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsFile {
+    /// `host:port`, or "" to serve none.
+    #[serde(default = "default_metrics_listen")]
+    pub listen: String,
+    /// How long `/healthz` waits for the upstream's Probe.
+    #[serde(default = "default_probe_timeout", with = "humantime_serde")]
+    pub probe_timeout: Duration,
+}
+
+impl Default for MetricsFile {
+    fn default() -> Self {
+        MetricsFile {
+            listen: default_metrics_listen(),
+            probe_timeout: default_probe_timeout(),
+        }
+    }
+}
+
+fn default_metrics_listen() -> String {
+    "127.0.0.1:9808".into()
+}
+fn default_probe_timeout() -> Duration {
+    Duration::from_secs(3)
 }
 
 impl Default for EmbeddedFile {
@@ -108,6 +142,7 @@ impl Default for LogFile {
         LogFile {
             format: default_log_format(),
             level: default_log_level(),
+            redact_keys: Vec::new(),
         }
     }
 }
@@ -155,6 +190,7 @@ pub struct Overrides {
     pub legacy_dialect: Option<String>,
     pub log_format: Option<String>,
     pub log_level: Option<String>,
+    pub metrics_listen: Option<String>,
 }
 
 /// The validated configuration the gateway runs with.
@@ -172,6 +208,10 @@ pub struct Config {
     pub backoff_max: Duration,
     pub log_json: bool,
     pub log_level: String,
+    pub redact_keys: Vec<String>,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served, if anywhere.
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    pub probe_timeout: Duration,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -226,6 +266,7 @@ impl File {
         set(&mut self.listen.legacy_dialect, o.legacy_dialect);
         set(&mut self.log.format, o.log_format);
         set(&mut self.log.level, o.log_level);
+        set(&mut self.metrics.listen, o.metrics_listen);
         self.validate()
     }
 
@@ -338,6 +379,15 @@ impl File {
                 "must be above zero and at most upstream.backoff_max".into(),
             ));
         }
+        let metrics_listen = match self.metrics.listen.trim() {
+            "" => None,
+            a => Some(a.parse().map_err(|_| {
+                invalid(
+                    "metrics.listen",
+                    format!("{a:?} is not host:port like 127.0.0.1:9808"),
+                )
+            })?),
+        };
         Ok(Config {
             listen,
             socket_mode,
@@ -351,6 +401,9 @@ impl File {
             backoff_max: self.upstream.backoff_max,
             log_json,
             log_level: self.log.level,
+            redact_keys: self.log.redact_keys,
+            metrics_listen,
+            probe_timeout: self.metrics.probe_timeout,
         })
     }
 }
@@ -427,6 +480,10 @@ mod tests {
                 "listen.owner_uid",
             ),
             (format!("{base}[log]\nformat = \"xml\"\n"), "log.format"),
+            (
+                format!("{base}[metrics]\nlisten = \"localhost\"\n"),
+                "metrics.listen",
+            ),
         ];
         for (text, field) in cases {
             match with(&text) {
