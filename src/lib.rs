@@ -4,7 +4,9 @@
 //! The modules follow the data path:
 //! - [`dialect`]: the four wire dialects — generated types, descriptors and method tables.
 //! - [`hub`]: the hub model (CSI v1) every call is translated through.
+//! - [`translate`]: conversions between each dialect and the hub, error and capability tables.
 #![forbid(unsafe_code)]
 
 pub mod dialect;
 pub mod hub;
+pub mod translate;
