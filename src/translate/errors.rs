@@ -387,6 +387,26 @@ fn specific_parts(v: error::Value) -> (i32, String) {
         V::GeneralError(g) => (g.error_code, g.error_description),
         V::CreateVolumeError(e) => (e.error_code, e.error_description),
         V::DeleteVolumeError(e) => (e.error_code, e.error_description),
+        // VOLUME_ALREADY_PUBLISHED / MAX_ATTACHED_NODES name the nodes the volume is attached
+        // to; v0.1.0 asks for "the node_id ... as part of the gRPC status.message".
+        V::ControllerPublishVolumeError(e) if !e.node_ids.is_empty() => {
+            let nodes: Vec<String> = e
+                .node_ids
+                .iter()
+                .map(|n| {
+                    super::ids::node_id_to_string(Some(n))
+                        .unwrap_or_else(|_| format!("{:?}", n.values))
+                })
+                .collect();
+            (
+                e.error_code,
+                format!(
+                    "{} (published at node_id: {})",
+                    e.error_description,
+                    nodes.join(", ")
+                ),
+            )
+        }
         V::ControllerPublishVolumeError(e) => (e.error_code, e.error_description),
         V::ControllerUnpublishVolumeError(e) => (e.error_code, e.error_description),
         V::ValidateVolumeCapabilitiesError(e) => (e.error_code, e.error_description),

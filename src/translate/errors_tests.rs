@@ -262,3 +262,22 @@ fn empty_error_is_unknown_and_gateway_failures_retryable() {
         assert_eq!(g.error_description, "gateway: upstream unreachable");
     }
 }
+
+#[test]
+fn published_node_ids_join_the_message() {
+    use crate::dialect::proto::v0_1_oneof::NodeId;
+    let e = Error {
+        value: Some(error::Value::ControllerPublishVolumeError(
+            error::ControllerPublishVolumeError {
+                error_code: 5,
+                error_description: "already published".into(),
+                node_ids: vec![NodeId {
+                    values: [("node_id".to_string(), "n1".to_string())].into(),
+                }],
+            },
+        )),
+    };
+    let s = draft_to_status(R::ControllerPublishVolume, e).unwrap_err();
+    assert_eq!(s.code(), FailedPrecondition);
+    assert_eq!(s.message(), "already published (published at node_id: n1)");
+}

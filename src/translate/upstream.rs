@@ -81,7 +81,7 @@ async fn call_v0_3(
     v0_3::upstream_reply(&request, &bytes)
 }
 
-/// Ok(true) when the call succeeded, Ok(false) when the plugin does not implement it.
+/// The reply, or `None` when the plugin does not implement the call (UNIMPLEMENTED).
 async fn answers(
     upstream: &dyn RawUpstream,
     path: &'static str,
@@ -113,15 +113,15 @@ async fn call_v0_1(
     request: Req,
 ) -> Result<Resp, Status> {
     let ver = session.version;
-    let probe_body =
-        || v0_1::upstream_request(Req::GetPluginInfo(Default::default()), ver).map(|(_, b)| b);
     match request {
-        // v0.1: ControllerProbe + NodeProbe (each service may be absent on this machine).
+        // v0.1: ControllerProbe + NodeProbe. Either service may be absent on this machine
+        // (UNIMPLEMENTED); a plugin that answered is ready (v1 `ready` absent).
         Req::Probe(_) => {
+            let (controller, node) = v0_1::probe_requests(ver)?;
             if session.controller_service != Some(false) {
-                answers(upstream, v0_1::CONTROLLER_PROBE, probe_body()?).await?;
+                answers(upstream, v0_1::CONTROLLER_PROBE, controller).await?;
             }
-            answers(upstream, v0_1::NODE_PROBE, probe_body()?).await?;
+            answers(upstream, v0_1::NODE_PROBE, node).await?;
             Ok(Resp::Probe(v1::ProbeResponse { ready: None }))
         }
         Req::GetPluginCapabilities(_) => {

@@ -97,10 +97,13 @@ fn max_entries_to_hub(v: u32) -> Result<i32, Status> {
         .map_err(|_| Status::out_of_range(format!("max_entries = {v} does not fit int32")))
 }
 
-#[path = "v0_1_rpc.rs"]
-mod rpc;
-pub(crate) use rpc::{
-    front_reply, front_request, upstream_reply, upstream_request, CONTROLLER_PROBE, NODE_PROBE,
+#[path = "v0_1_front.rs"]
+mod front;
+#[path = "v0_1_upstream.rs"]
+mod upstream;
+pub(crate) use front::{front_reply, front_request};
+pub(crate) use upstream::{
+    probe_requests, upstream_reply, upstream_request, CONTROLLER_PROBE, NODE_PROBE,
 };
 
 /// Checks a front request's `version`: v0.1.0 "Unsupported request version | 3 INVALID_ARGUMENT".

@@ -135,9 +135,12 @@ pub(crate) enum Outcome<T> {
     Success(String),
 }
 
-#[path = "v0_1_oneof_rpc.rs"]
-mod rpc;
-pub(crate) use rpc::{front_reply, front_request, upstream_reply, upstream_request};
+#[path = "v0_1_oneof_front.rs"]
+mod front;
+#[path = "v0_1_oneof_upstream.rs"]
+mod upstream;
+pub(crate) use front::{front_reply, front_request};
+pub(crate) use upstream::{upstream_reply, upstream_request};
 
 #[cfg(test)]
 #[path = "v0_1_oneof_tests.rs"]

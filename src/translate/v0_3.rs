@@ -229,11 +229,13 @@ fn plugin_caps_from_hub(c: Vec<v1::PluginCapability>) -> Vec<d::PluginCapability
         .collect()
 }
 
-#[path = "v0_3_rpc.rs"]
-mod rpc;
-pub(crate) use rpc::{
-    front_reply, front_request, node_get_id_reply, upstream_reply, upstream_request,
-    validate_reply, NODE_GET_ID,
+#[path = "v0_3_front.rs"]
+mod front;
+#[path = "v0_3_upstream.rs"]
+mod upstream;
+pub(crate) use front::{front_reply, front_request};
+pub(crate) use upstream::{
+    node_get_id_reply, upstream_reply, upstream_request, validate_reply, NODE_GET_ID,
 };
 
 #[cfg(test)]
