@@ -114,6 +114,52 @@ pub fn from_hub(table: &[CapRow], dialect: Dialect, value: i32) -> Option<i32> {
         .and_then(|r| r.value(dialect))
 }
 
+use crate::hub::v1;
+
+/// A v1 controller capability with RPC type `v`.
+pub(crate) fn v1_ctrl_cap(v: i32) -> v1::ControllerServiceCapability {
+    use v1::controller_service_capability as t;
+    v1::ControllerServiceCapability {
+        r#type: Some(t::Type::Rpc(t::Rpc { r#type: v })),
+    }
+}
+/// The RPC types of v1 controller capabilities.
+pub(crate) fn v1_ctrl_values(c: Vec<v1::ControllerServiceCapability>) -> impl Iterator<Item = i32> {
+    use v1::controller_service_capability::Type as T;
+    c.into_iter().filter_map(|c| match c.r#type? {
+        T::Rpc(r) => Some(r.r#type),
+    })
+}
+/// A v1 node capability with RPC type `v`.
+pub(crate) fn v1_node_cap(v: i32) -> v1::NodeServiceCapability {
+    use v1::node_service_capability as t;
+    v1::NodeServiceCapability {
+        r#type: Some(t::Type::Rpc(t::Rpc { r#type: v })),
+    }
+}
+/// The RPC types of v1 node capabilities.
+pub(crate) fn v1_node_values(c: Vec<v1::NodeServiceCapability>) -> impl Iterator<Item = i32> {
+    use v1::node_service_capability::Type as T;
+    c.into_iter().filter_map(|c| match c.r#type? {
+        T::Rpc(r) => Some(r.r#type),
+    })
+}
+/// A v1 plugin service capability of type `v`.
+pub(crate) fn v1_plugin_cap(v: i32) -> v1::PluginCapability {
+    use v1::plugin_capability as t;
+    v1::PluginCapability {
+        r#type: Some(t::Type::Service(t::Service { r#type: v })),
+    }
+}
+/// The service types of v1 plugin capabilities (`VolumeExpansion` entries are skipped).
+pub(crate) fn v1_plugin_values(c: Vec<v1::PluginCapability>) -> impl Iterator<Item = i32> {
+    use v1::plugin_capability::Type as T;
+    c.into_iter().filter_map(|c| match c.r#type? {
+        T::Service(s) => Some(s.r#type),
+        T::VolumeExpansion(_) => None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,50 +232,4 @@ mod tests {
         assert_eq!(from_hub(PLUGIN_SERVICE, Dialect::V0_3, 3), None);
         assert_eq!(from_hub(PLUGIN_SERVICE, Dialect::V0_3, 2), Some(2));
     }
-}
-
-use crate::hub::v1;
-
-/// A v1 controller capability with RPC type `v`.
-pub(crate) fn v1_ctrl_cap(v: i32) -> v1::ControllerServiceCapability {
-    use v1::controller_service_capability as t;
-    v1::ControllerServiceCapability {
-        r#type: Some(t::Type::Rpc(t::Rpc { r#type: v })),
-    }
-}
-/// The RPC types of v1 controller capabilities.
-pub(crate) fn v1_ctrl_values(c: Vec<v1::ControllerServiceCapability>) -> impl Iterator<Item = i32> {
-    use v1::controller_service_capability::Type as T;
-    c.into_iter().filter_map(|c| match c.r#type? {
-        T::Rpc(r) => Some(r.r#type),
-    })
-}
-/// A v1 node capability with RPC type `v`.
-pub(crate) fn v1_node_cap(v: i32) -> v1::NodeServiceCapability {
-    use v1::node_service_capability as t;
-    v1::NodeServiceCapability {
-        r#type: Some(t::Type::Rpc(t::Rpc { r#type: v })),
-    }
-}
-/// The RPC types of v1 node capabilities.
-pub(crate) fn v1_node_values(c: Vec<v1::NodeServiceCapability>) -> impl Iterator<Item = i32> {
-    use v1::node_service_capability::Type as T;
-    c.into_iter().filter_map(|c| match c.r#type? {
-        T::Rpc(r) => Some(r.r#type),
-    })
-}
-/// A v1 plugin service capability of type `v`.
-pub(crate) fn v1_plugin_cap(v: i32) -> v1::PluginCapability {
-    use v1::plugin_capability as t;
-    v1::PluginCapability {
-        r#type: Some(t::Type::Service(t::Service { r#type: v })),
-    }
-}
-/// The service types of v1 plugin capabilities (`VolumeExpansion` entries are skipped).
-pub(crate) fn v1_plugin_values(c: Vec<v1::PluginCapability>) -> impl Iterator<Item = i32> {
-    use v1::plugin_capability::Type as T;
-    c.into_iter().filter_map(|c| match c.r#type? {
-        T::Service(s) => Some(s.r#type),
-        T::VolumeExpansion(_) => None,
-    })
 }

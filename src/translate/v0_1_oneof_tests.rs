@@ -220,7 +220,7 @@ pub(crate) fn check_reply(resp: &Resp, bytes: &[u8]) {
             let types: Vec<i32> = r
                 .capabilities
                 .iter()
-                .map(|c| match c.r#type.clone().unwrap() {
+                .map(|c| match c.r#type.unwrap() {
                     d::controller_service_capability::Type::Rpc(r) => r.r#type,
                 })
                 .collect();

@@ -218,7 +218,7 @@ pub(crate) fn check_reply(resp: &Resp, bytes: &[u8]) {
             let types: Vec<i32> = x
                 .capabilities
                 .iter()
-                .map(|c| match c.r#type.clone().unwrap() {
+                .map(|c| match c.r#type.unwrap() {
                     d::controller_service_capability::Type::Rpc(r) => r.r#type,
                 })
                 .collect();
@@ -234,7 +234,7 @@ pub(crate) fn check_reply(resp: &Resp, bytes: &[u8]) {
             let types: Vec<i32> = x
                 .capabilities
                 .iter()
-                .map(|c| match c.r#type.clone().unwrap() {
+                .map(|c| match c.r#type.unwrap() {
                     d::plugin_capability::Type::Service(s) => s.r#type,
                 })
                 .collect();
