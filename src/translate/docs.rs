@@ -42,7 +42,7 @@ pub static FIELDS: &[FieldRow] = &[
     f("volume identity", "`VolumeHandle.id`", "`volume_id`", "`volume_id`", "`volume_id`", "renamed"),
     f("volume metadata", "`VolumeHandle.metadata`", "`volume_attributes` / `VolumeInfo.attributes`",
       "`volume_attributes` / `Volume.attributes`", "`volume_context`",
-      "id-only calls to a draft plugin read it from the durable handle store; FAILED_PRECONDITION without a store"),
+      "id-only calls to a draft plugin read it from the durable handle store (written before the CreateVolume/ListVolumes reply, and on publish; removed after delete); FAILED_PRECONDITION without a store; a volume unknown to the store is sent with empty metadata"),
     f("node identity", "`NodeID{values}`", "`node_id` string", "`node_id` string", "`node_id` string",
       "see the node id scheme below"),
     f("credentials", "`Credentials{data}`", "`user_credentials`",
@@ -218,7 +218,7 @@ pub fn render() -> String {
             why
         );
     }
-    out.push_str("\nA v1 plugin's OK stays OK for a draft client (e.g. DeleteVolume of a volume that does not exist). A client version the gateway does not serve gets `GeneralError UNSUPPORTED_REQUEST_VERSION` (must not retry) from a draft front and INVALID_ARGUMENT from a v0.1 front.\n");
+    out.push_str("\nA v1 plugin's OK stays OK for a draft client (e.g. DeleteVolume of a volume that does not exist). A client version the gateway does not serve gets `GeneralError UNSUPPORTED_REQUEST_VERSION` (must not retry) from a draft front and INVALID_ARGUMENT from a v0.1 front. A draft request the gateway cannot translate (e.g. a capacity over int64) is answered with the RPC's error from these tables, never with a bare gRPC status.\n");
     out
 }
 

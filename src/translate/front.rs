@@ -17,7 +17,8 @@ fn unknown_path(dialect: Dialect, path: &str) -> Status {
 /// (e.g. "/csi.Controller/CreateVolume") into a [`FrontCall`]. Validates the front's own rules
 /// (the v0.1/draft `version` field: INVALID_ARGUMENT for v0.1; for the draft an OK reply carrying
 /// `GeneralError UNSUPPORTED_REQUEST_VERSION` / `MISSING_REQUIRED_FIELD`, must-not-retry, as
-/// `FrontCall::Local`). Unknown path → UNIMPLEMENTED.
+/// `FrontCall::Local`). A draft request the gateway cannot translate is likewise answered
+/// locally with the RPC's error from [`super::errors`]. Unknown path → UNIMPLEMENTED.
 pub fn decode_front(dialect: Dialect, path: &str, body: &[u8]) -> Result<FrontCall, Status> {
     let info = dialect
         .method(path)

@@ -12,7 +12,24 @@ macro_rules! version {
 }
 
 /// A draft client's request on RPC `method` → the hub request (or the gateway's own answer).
+/// A draft client expects every refusal as gRPC OK + `error`: a request the gateway cannot
+/// translate (undecodable body, capacity over int64, node id over 256 bytes) is answered locally
+/// with the RPC's error from the table. Only an unknown method stays a gRPC UNIMPLEMENTED.
 pub(crate) fn front_request(method: &str, body: &[u8]) -> Result<FrontCall, Status> {
+    let Some(rpc) = DraftRpc::from_name(method) else {
+        return Err(Status::unimplemented(format!(
+            "unknown CSI v0.1-oneof method {method}"
+        )));
+    };
+    match translate_request(method, body) {
+        Err(status) => Ok(FrontCall::Local(error_reply(&errors::status_to_draft(
+            rpc, &status,
+        )))),
+        ok => ok,
+    }
+}
+
+fn translate_request(method: &str, body: &[u8]) -> Result<FrontCall, Status> {
     let req = match method {
         "GetSupportedVersions" => {
             let _: d::GetSupportedVersionsRequest = front_msg(body, method)?;

@@ -485,3 +485,59 @@ fn node_ids_cross_in_both_directions() {
     };
     assert!(info.node_id.starts_with(ids::PREFIX));
 }
+
+#[test]
+fn untranslatable_requests_are_answered_with_the_rpcs_error() {
+    let body = d::CreateVolumeRequest {
+        version: V,
+        capacity_range: Some(d::CapacityRange {
+            required_bytes: u64::MAX,
+            limit_bytes: 0,
+        }),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let FrontCall::Local(bytes) = front_request("CreateVolume", &body).unwrap() else {
+        panic!("local answer expected")
+    };
+    let Some(d::create_volume_response::Reply::Error(e)) =
+        d::CreateVolumeResponse::decode(bytes.as_slice())
+            .unwrap()
+            .reply
+    else {
+        panic!()
+    };
+    // OUT_OF_RANGE ↔ UNSUPPORTED_CAPACITY_RANGE.
+    let Some(d::error::Value::CreateVolumeError(c)) = e.value else {
+        panic!()
+    };
+    assert_eq!(c.error_code, 4);
+    assert!(
+        c.error_description.contains("required_bytes"),
+        "{}",
+        c.error_description
+    );
+    // A node id over 256 bytes.
+    let big = d::NodeId {
+        values: HashMap::from([("node_id".to_string(), "x".repeat(300))]),
+    };
+    let body = d::ControllerPublishVolumeRequest {
+        version: V,
+        node_id: Some(big),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    assert!(matches!(
+        front_request("ControllerPublishVolume", &body).unwrap(),
+        FrontCall::Local(_)
+    ));
+    // Garbage.
+    assert!(matches!(
+        front_request("DeleteVolume", &[0xff, 0xff]).unwrap(),
+        FrontCall::Local(_)
+    ));
+    assert_eq!(
+        front_request("NodeStageVolume", &[]).unwrap_err().code(),
+        Code::Unimplemented
+    );
+}
