@@ -208,4 +208,43 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.code(), tonic::Code::InvalidArgument);
     }
+
+    #[test]
+    fn pseudo_random_ids_round_trip_or_are_refused() {
+        // A small LCG keeps the test deterministic without a dependency.
+        let seed = std::cell::Cell::new(0x5eed_u64);
+        let next = |n: u64| {
+            seed.set(
+                seed.get()
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407),
+            );
+            (seed.get() >> 33) % n
+        };
+        let alphabet: Vec<char> = "ab:/_-=+csigw1é☃ \0".chars().collect();
+        let word = |len: u64| -> String {
+            (0..len)
+                .map(|_| alphabet[next(alphabet.len() as u64) as usize])
+                .collect()
+        };
+        for _ in 0..2000 {
+            let mut values = HashMap::new();
+            for _ in 0..next(4) {
+                let k = if next(3) == 0 {
+                    PLAIN_KEY.to_string()
+                } else {
+                    word(next(12))
+                };
+                values.insert(k, word(next(120)));
+            }
+            let original = NodeId { values };
+            match node_id_to_string(Some(&original)) {
+                Ok(s) => {
+                    assert!(s.len() <= MAX_NODE_ID_BYTES);
+                    assert_eq!(node_id_from_string(&s).unwrap(), Some(original), "{s}");
+                }
+                Err(e) => assert_eq!(e.code(), tonic::Code::OutOfRange),
+            }
+        }
+    }
 }

@@ -271,4 +271,33 @@ mod tests {
         );
         assert_eq!(known_versions(Dialect::V1)[0], Version::new(1, 12, 0));
     }
+
+    #[test]
+    fn a_draft_error_reply_is_a_status() {
+        use v0_1_oneof::error;
+        let reply = v0_1_oneof::GetSupportedVersionsResponse {
+            reply: Some(v0_1_oneof::get_supported_versions_response::Reply::Error(
+                v0_1_oneof::Error {
+                    value: Some(error::Value::GeneralError(error::GeneralError {
+                        error_code: 1,
+                        caller_must_not_retry: false,
+                        error_description: "warming up".into(),
+                    })),
+                },
+            )),
+        }
+        .encode_to_vec();
+        let err = parse_supported_versions(Dialect::V0_1Oneof, &reply).unwrap_err();
+        assert_eq!(
+            (err.code(), err.message()),
+            (tonic::Code::Unavailable, "warming up")
+        );
+        // v0.3 and v1 have no version RPC: a decodable GetPluginInfo reply means the known ones.
+        let (path, _) = supported_versions_request(Dialect::V0_3);
+        assert_eq!(path, "/csi.v0.Identity/GetPluginInfo");
+        assert_eq!(
+            parse_supported_versions(Dialect::V0_3, &[]).unwrap(),
+            known_versions(Dialect::V0_3)
+        );
+    }
 }
