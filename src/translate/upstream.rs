@@ -163,9 +163,8 @@ fn metadata_for(
 ) -> Result<HashMap<String, String>, Status> {
     let store = store.ok_or_else(|| {
         Status::failed_precondition(format!(
-            "{}: {STORE_REQUIRED} to send {} of volume {id:?} to a CSI v0.1-oneof plugin \
+            "{STORE_REQUIRED} to send {} of volume {id:?} to a CSI v0.1-oneof plugin \
              (its VolumeHandle metadata is not in the request)",
-            req.method().name(),
             req.method().name()
         ))
     })?;
@@ -201,6 +200,7 @@ async fn call_draft(
         Some(id) => metadata_for(store, &request, id)?,
         None => HashMap::new(),
     };
+    let (path, body) = v0_1_oneof::upstream_request(request.clone(), ver, metadata)?;
     // Calls that carry the context: remember it for later id-only calls (e.g. the node-side
     // gateway's NodeUnpublishVolume after NodePublishVolume).
     if let (
@@ -221,7 +221,6 @@ async fn call_draft(
             store.put(volume_id, volume_context)?;
         }
     }
-    let (path, body) = v0_1_oneof::upstream_request(request.clone(), ver, metadata)?;
     let bytes = upstream.unary(path, body).await?;
     let resp = v0_1_oneof::upstream_reply(&request, &bytes)?;
     if let Some(store) = store {
