@@ -8,3 +8,6 @@
 
 pub mod dialect;
 pub mod hub;
+
+/// The reference CSI plugin (all four dialects) the gateway is tested against.
+pub mod backend;
