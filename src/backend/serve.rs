@@ -121,14 +121,43 @@ pub async fn serve(opts: Options, shutdown: impl Future<Output = ()>) -> Result<
         data_dir = %opts.engine.data_dir.display(),
         "csi-reference-backend listening"
     );
-    let result = tonic::transport::Server::builder()
-        .add_routes(routes(opts.dialect, engine, opts.driver_name))
-        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
-        .await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_routes(routes(opts.dialect, engine, opts.driver_name))
+            .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async {
+                let _ = stopped.await;
+            }),
+    );
+    let result = tokio::select! {
+        r = &mut server => r,
+        () = shutdown => {
+            let _ = stop.send(());
+            // A CO keeps its connection open forever; drain in-flight calls for a bounded
+            // time, then stop regardless.
+            match tokio::time::timeout(DRAIN, &mut server).await {
+                Ok(r) => r,
+                Err(_) => {
+                    tracing::info!(?DRAIN, "connections still open after the drain period; closing");
+                    server.abort();
+                    Ok(Ok(()))
+                }
+            }
+        }
+    };
     let _ = std::fs::remove_file(&socket);
     tracing::info!("csi-reference-backend stopped");
-    Ok(result?)
+    match result {
+        Ok(r) => Ok(r?),
+        Err(e) => Err(ServeError::Io {
+            context: "server task".into(),
+            source: std::io::Error::other(e),
+        }),
+    }
 }
+
+/// How long a shutdown waits for in-flight calls.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Resolves on SIGTERM or SIGINT.
 pub async fn shutdown_signal() {
