@@ -733,3 +733,56 @@ async fn repeated_calls_are_idempotent() {
     };
     c.controller.controller_unpublish_volume(r).await.unwrap();
 }
+
+#[tokio::test]
+async fn explicit_symlink_mode_publishes_links() {
+    let mut opts = Options::new("v1");
+    opts.publish_mode = "symlink".into();
+    let b = Backend::start(opts).await;
+    let mut c = clients(&b).await;
+    let cap = mount(Mode::SingleNodeWriter);
+    let v = create(&mut c, "linked", cap.clone()).await;
+    let (staging, target) = (b.path("staging"), b.path("target"));
+    fs::create_dir(&target).unwrap(); // kubelet may pre-create the target; it is replaced
+    c.node
+        .node_stage_volume(stage_req(&v.volume_id, &staging, cap.clone()))
+        .await
+        .unwrap();
+    c.node
+        .node_publish_volume(publish_req(
+            &v.volume_id,
+            &staging,
+            &target,
+            cap.clone(),
+            false,
+        ))
+        .await
+        .unwrap();
+    assert!(fs::symlink_metadata(&target)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert!(
+        !support::is_mount_point(&target),
+        "symlink mode mounts nothing"
+    );
+    fs::write(target.join("x"), b"via link").unwrap();
+    assert_eq!(
+        fs::read(b.data_dir.join("volumes").join(&v.volume_id).join("x")).unwrap(),
+        b"via link"
+    );
+    let unpub = csi::NodeUnpublishVolumeRequest {
+        volume_id: v.volume_id.clone(),
+        target_path: target.display().to_string(),
+    };
+    c.node.node_unpublish_volume(unpub).await.unwrap();
+    assert!(fs::symlink_metadata(&target).is_err());
+    assert!(
+        b.data_dir
+            .join("volumes")
+            .join(&v.volume_id)
+            .join("x")
+            .exists(),
+        "unpublish keeps the data"
+    );
+}

@@ -126,6 +126,11 @@ impl Engine {
         }
     }
 
+    /// Whether ControllerPublish knows `node` (this node or a configured peer).
+    pub fn knows_node(&self, node: &str) -> bool {
+        node == self.cfg.node_id || self.cfg.peer_nodes.iter().any(|p| p == node)
+    }
+
     /// Whether the node's topology satisfies a requirement segment (every key it names
     /// must be present on the node with the same value).
     pub fn topology_matches(&self, wanted: &Segment) -> bool {

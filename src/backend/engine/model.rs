@@ -43,6 +43,36 @@ impl AccessMode {
         )
     }
 
+    /// From the wire number, which every dialect shares (1..=5 since the draft; 6 and 7 since
+    /// v1.5). `newest` is the highest number the calling dialect defines.
+    pub fn from_wire(n: i32, newest: i32) -> Option<AccessMode> {
+        if n > newest {
+            return None;
+        }
+        Some(match n {
+            1 => AccessMode::SingleNodeWriter,
+            2 => AccessMode::SingleNodeReaderOnly,
+            3 => AccessMode::MultiNodeReaderOnly,
+            4 => AccessMode::MultiNodeSingleWriter,
+            5 => AccessMode::MultiNodeMultiWriter,
+            6 => AccessMode::SingleNodeSingleWriter,
+            7 => AccessMode::SingleNodeMultiWriter,
+            _ => return None,
+        })
+    }
+
+    pub fn to_wire(self) -> i32 {
+        match self {
+            AccessMode::SingleNodeWriter => 1,
+            AccessMode::SingleNodeReaderOnly => 2,
+            AccessMode::MultiNodeReaderOnly => 3,
+            AccessMode::MultiNodeSingleWriter => 4,
+            AccessMode::MultiNodeMultiWriter => 5,
+            AccessMode::SingleNodeSingleWriter => 6,
+            AccessMode::SingleNodeMultiWriter => 7,
+        }
+    }
+
     /// Whether the mode only allows reading.
     pub fn read_only(self) -> bool {
         matches!(
