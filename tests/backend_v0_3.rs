@@ -134,15 +134,15 @@ async fn lifecycle() {
         .unwrap()
         .into_inner();
     assert_eq!(node.capabilities.len(), 1, "STAGE_UNSTAGE_VOLUME");
-    #[allow(deprecated)] // NodeGetId is deprecated in v0.3 and still served for v0.2 peers
-    assert_eq!(
-        n.node_get_id(csi::NodeGetIdRequest {})
-            .await
-            .unwrap()
-            .into_inner()
-            .node_id,
-        "node-1"
-    );
+    // NodeGetId is deprecated in v0.3 and still served for v0.2 peers.
+    #[allow(deprecated)]
+    let node_id = n
+        .node_get_id(csi::NodeGetIdRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .node_id;
+    assert_eq!(node_id, "node-1");
     let info = n
         .node_get_info(csi::NodeGetInfoRequest {})
         .await

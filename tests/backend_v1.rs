@@ -741,7 +741,7 @@ async fn explicit_symlink_mode_publishes_links() {
     let b = Backend::start(opts).await;
     let mut c = clients(&b).await;
     let cap = mount(Mode::SingleNodeWriter);
-    let v = create(&mut c, "linked", cap.clone()).await;
+    let v = create(&mut c, "linked", cap.clone(), GI).await;
     let (staging, target) = (b.path("staging"), b.path("target"));
     fs::create_dir(&target).unwrap(); // kubelet may pre-create the target; it is replaced
     c.node

@@ -786,7 +786,7 @@ async fn single_node_single_writer_publishes_once() {
     assert_code(
         n.node_publish_volume(publish(&b.path("t2"))).await,
         Code::FailedPrecondition,
-        "SINGLE_NODE_SINGLE_WRITER",
+        "SingleNodeSingleWriter",
     );
 }
 

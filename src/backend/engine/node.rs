@@ -17,6 +17,10 @@ pub struct Publish {
     pub staging_path: String,
     pub capability: Capability,
     pub readonly: bool,
+    /// Apply the v0.1/v0.3 table strictly: a volume without a MULTI_NODE access mode may be
+    /// published at one target only (FAILED_PRECONDITION for a second). v1 leaves that to
+    /// SINGLE_NODE_SINGLE_WRITER, which is what Kubernetes relies on for RWO volumes.
+    pub strict_single_target: bool,
 }
 
 /// Usage figures for NodeGetVolumeStats; inode figures are absent for block volumes.
@@ -164,12 +168,16 @@ impl Engine {
             }
             None => {}
         }
-        if req.capability.mode == AccessMode::SingleNodeSingleWriter
-            && !volume.publications.is_empty()
-        {
+        let exclusive = req.capability.mode == AccessMode::SingleNodeSingleWriter
+            || (req.strict_single_target && req.capability.mode.single_node());
+        if exclusive && !volume.publications.is_empty() {
             return Err(EngineError::precondition(
                 Precondition::InUse,
-                format!("volume {id:?} is SINGLE_NODE_SINGLE_WRITER and already published"),
+                format!(
+                    "volume {id:?} has the single-node access mode {:?} and is already published at {:?}",
+                    req.capability.mode,
+                    volume.publications.keys().collect::<Vec<_>>()
+                ),
             ));
         }
         let source = match volume.kind {

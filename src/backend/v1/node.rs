@@ -80,6 +80,7 @@ impl Node for NodeService {
             staging_path: r.staging_target_path,
             capability,
             readonly: r.readonly,
+            strict_single_target: false,
         };
         blocking(&self.0.engine, move |e| e.publish(&args))
             .await
