@@ -31,7 +31,7 @@ pub struct Page<T> {
 impl Engine {
     pub fn create_volume(&self, req: CreateVolume) -> Result<Volume> {
         if req.name.is_empty() {
-            return Err(EngineError::invalid("name", "must not be empty"));
+            return Err(EngineError::missing("name"));
         }
         let kind = rules::single_kind("volume_capabilities", &req.capabilities)?;
         rules::check_parameters("parameters", &req.parameters, rules::MUTABLE)?;
@@ -174,7 +174,7 @@ impl Engine {
 
     pub fn delete_volume(&self, id: &str) -> Result<()> {
         if id.is_empty() {
-            return Err(EngineError::invalid("volume_id", "must not be empty"));
+            return Err(EngineError::missing("volume_id"));
         }
         let _guard = self.locks.try_lock([lock::volume(id)])?;
         let Some(volume) = self.inner().state.volumes.get(id).cloned() else {
@@ -206,7 +206,7 @@ impl Engine {
         readonly: bool,
     ) -> Result<BTreeMap<String, String>> {
         if node.is_empty() {
-            return Err(EngineError::invalid("node_id", "must not be empty"));
+            return Err(EngineError::missing("node_id"));
         }
         let _guard = self.locks.try_lock([lock::volume(id)])?;
         let volume = self.volume(id)?;
@@ -263,7 +263,7 @@ impl Engine {
     /// nodes are already detached, so that is OK (v1.x rule).
     pub fn detach(&self, id: &str, node: &str) -> Result<()> {
         if id.is_empty() {
-            return Err(EngineError::invalid("volume_id", "must not be empty"));
+            return Err(EngineError::missing("volume_id"));
         }
         let _guard = self.locks.try_lock([lock::volume(id)])?;
         let Ok(volume) = self.volume(id) else {
@@ -290,10 +290,7 @@ impl Engine {
     pub fn validate(&self, id: &str, caps: &[Capability]) -> Result<bool> {
         let volume = self.volume(id)?;
         if caps.is_empty() {
-            return Err(EngineError::invalid(
-                "volume_capabilities",
-                "must not be empty",
-            ));
+            return Err(EngineError::missing("volume_capabilities"));
         }
         Ok(caps.iter().all(|c| rules::supports(volume.kind, c)))
     }

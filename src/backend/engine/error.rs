@@ -80,6 +80,9 @@ pub enum EngineError {
     Internal(String),
 }
 
+/// The reason text of a missing required field.
+const MISSING: &str = "is required and must not be empty";
+
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 
 impl EngineError {
@@ -88,6 +91,16 @@ impl EngineError {
             field: field.into(),
             reason: reason.into(),
         }
+    }
+
+    /// A required field that is absent or empty.
+    pub fn missing(field: impl Into<String>) -> Self {
+        EngineError::invalid(field, MISSING)
+    }
+
+    /// Whether this is [`EngineError::missing`] (the draft has its own code for that).
+    pub fn is_missing(&self) -> bool {
+        matches!(self, EngineError::InvalidArgument { reason, .. } if reason == MISSING)
     }
 
     pub fn not_found(kind: ObjectKind, id: impl Into<String>) -> Self {

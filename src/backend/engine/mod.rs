@@ -101,7 +101,7 @@ impl Engine {
 
     fn volume(&self, id: &str) -> Result<Volume> {
         if id.is_empty() {
-            return Err(EngineError::invalid("volume_id", "must not be empty"));
+            return Err(EngineError::missing("volume_id"));
         }
         self.inner()
             .state

@@ -36,7 +36,7 @@ pub struct Stats {
 
 fn required(field: &str, value: &str) -> Result<()> {
     if value.is_empty() {
-        return Err(EngineError::invalid(field, "must not be empty"));
+        return Err(EngineError::missing(field));
     }
     Ok(())
 }

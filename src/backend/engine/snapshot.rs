@@ -17,13 +17,10 @@ impl Engine {
         parameters: &BTreeMap<String, String>,
     ) -> Result<Snapshot> {
         if name.is_empty() {
-            return Err(EngineError::invalid("name", "must not be empty"));
+            return Err(EngineError::missing("name"));
         }
         if source_volume_id.is_empty() {
-            return Err(EngineError::invalid(
-                "source_volume_id",
-                "must not be empty",
-            ));
+            return Err(EngineError::missing("source_volume_id"));
         }
         rules::check_parameters("parameters", parameters, &[])?;
         let _guard = self
@@ -105,7 +102,7 @@ impl Engine {
 
     pub fn delete_snapshot(&self, id: &str) -> Result<()> {
         if id.is_empty() {
-            return Err(EngineError::invalid("snapshot_id", "must not be empty"));
+            return Err(EngineError::missing("snapshot_id"));
         }
         let _guard = self.locks.try_lock([lock::snapshot(id)])?;
         if !self.inner().state.snapshots.contains_key(id) {
@@ -120,7 +117,7 @@ impl Engine {
 
     pub fn get_snapshot(&self, id: &str) -> Result<Snapshot> {
         if id.is_empty() {
-            return Err(EngineError::invalid("snapshot_id", "must not be empty"));
+            return Err(EngineError::missing("snapshot_id"));
         }
         self.inner()
             .state

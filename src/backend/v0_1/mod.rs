@@ -40,7 +40,7 @@ type Reply<T> = Result<Response<T>, Status>;
 /// The `version` field is REQUIRED and must be supported ("Unsupported request version" row).
 pub fn check_version(v: Option<&csi::Version>) -> Result<(), Status> {
     match v {
-        None => Err(status(EngineError::invalid("version", "is required"))),
+        None => Err(status(EngineError::missing("version"))),
         Some(v) if *v == SUPPORTED => Ok(()),
         Some(v) => Err(status(EngineError::invalid(
             "version",
@@ -54,19 +54,17 @@ pub fn check_version(v: Option<&csi::Version>) -> Result<(), Status> {
 
 pub fn required(field: &str, value: &str) -> Result<(), Status> {
     if value.is_empty() {
-        return Err(status(EngineError::invalid(field, "must not be empty")));
+        return Err(status(EngineError::missing(field)));
     }
     Ok(())
 }
 
 pub fn capability(field: &str, cap: Option<&csi::VolumeCapability>) -> Result<Capability, Status> {
-    let cap = cap.ok_or_else(|| status(EngineError::invalid(field, "is required")))?;
-    let mode = cap.access_mode.as_ref().ok_or_else(|| {
-        status(EngineError::invalid(
-            format!("{field}.access_mode"),
-            "is required",
-        ))
-    })?;
+    let cap = cap.ok_or_else(|| status(EngineError::missing(field)))?;
+    let mode = cap
+        .access_mode
+        .as_ref()
+        .ok_or_else(|| status(EngineError::missing(format!("{field}.access_mode"))))?;
     let mode = AccessMode::from_wire(mode.mode, 5).ok_or_else(|| {
         status(EngineError::invalid(
             format!("{field}.access_mode.mode"),
@@ -96,7 +94,7 @@ pub fn capabilities(
     caps: &[csi::VolumeCapability],
 ) -> Result<Vec<Capability>, Status> {
     if caps.is_empty() {
-        return Err(status(EngineError::invalid(field, "must not be empty")));
+        return Err(status(EngineError::missing(field)));
     }
     caps.iter()
         .enumerate()

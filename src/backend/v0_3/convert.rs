@@ -14,11 +14,11 @@ pub type Result<T> = std::result::Result<T, EngineError>;
 const NEWEST_MODE: i32 = 5;
 
 pub fn capability(field: &str, cap: Option<&csi::VolumeCapability>) -> Result<Capability> {
-    let cap = cap.ok_or_else(|| EngineError::invalid(field, "is required"))?;
+    let cap = cap.ok_or_else(|| EngineError::missing(field))?;
     let mode = cap
         .access_mode
         .as_ref()
-        .ok_or_else(|| EngineError::invalid(format!("{field}.access_mode"), "is required"))?;
+        .ok_or_else(|| EngineError::missing(format!("{field}.access_mode")))?;
     let mode = AccessMode::from_wire(mode.mode, NEWEST_MODE).ok_or_else(|| {
         EngineError::invalid(
             format!("{field}.access_mode.mode"),
@@ -45,7 +45,7 @@ pub fn capability(field: &str, cap: Option<&csi::VolumeCapability>) -> Result<Ca
 
 pub fn capabilities(field: &str, caps: &[csi::VolumeCapability]) -> Result<Vec<Capability>> {
     if caps.is_empty() {
-        return Err(EngineError::invalid(field, "must not be empty"));
+        return Err(EngineError::missing(field));
     }
     caps.iter()
         .enumerate()
@@ -92,10 +92,7 @@ pub fn source(src: Option<&csi::VolumeContentSource>) -> Result<Option<Source>> 
     match src.map(|s| &s.r#type) {
         None => Ok(None),
         Some(Some(Type::Snapshot(s))) => Ok(Some(Source::Snapshot(s.id.clone()))),
-        Some(None) => Err(EngineError::invalid(
-            "volume_content_source.type",
-            "is required",
-        )),
+        Some(None) => Err(EngineError::missing("volume_content_source.type")),
     }
 }
 
@@ -141,7 +138,7 @@ pub fn max_entries(n: i32) -> Result<usize> {
 
 pub fn required(field: &str, value: &str) -> Result<()> {
     if value.is_empty() {
-        return Err(EngineError::invalid(field, "must not be empty"));
+        return Err(EngineError::missing(field));
     }
     Ok(())
 }

@@ -77,13 +77,10 @@ impl Controller for ControllerService {
     ) -> Reply<csi::ControllerPublishVolumeResponse> {
         let r = req.into_inner();
         if r.volume_id.is_empty() {
-            return Err(status(EngineError::invalid(
-                "volume_id",
-                "must not be empty",
-            )));
+            return Err(status(EngineError::missing("volume_id")));
         }
         if r.node_id.is_empty() {
-            return Err(status(EngineError::invalid("node_id", "must not be empty")));
+            return Err(status(EngineError::missing("node_id")));
         }
         let cap = convert::capability("volume_capability", r.volume_capability.as_ref())
             .map_err(status)?;
@@ -115,10 +112,7 @@ impl Controller for ControllerService {
         use csi::validate_volume_capabilities_response::Confirmed;
         let r = req.into_inner();
         if r.volume_id.is_empty() {
-            return Err(status(EngineError::invalid(
-                "volume_id",
-                "must not be empty",
-            )));
+            return Err(status(EngineError::missing("volume_id")));
         }
         let caps =
             convert::capabilities("volume_capabilities", &r.volume_capabilities).map_err(status)?;
@@ -304,15 +298,12 @@ impl Controller for ControllerService {
     ) -> Reply<csi::ControllerExpandVolumeResponse> {
         let r = req.into_inner();
         if r.volume_id.is_empty() {
-            return Err(status(EngineError::invalid(
-                "volume_id",
-                "must not be empty",
-            )));
+            return Err(status(EngineError::missing("volume_id")));
         }
         let range = r
             .capacity_range
             .as_ref()
-            .ok_or_else(|| status(EngineError::invalid("capacity_range", "is required")))?;
+            .ok_or_else(|| status(EngineError::missing("capacity_range")))?;
         let required =
             bytes("capacity_range.required_bytes", range.required_bytes).map_err(status)?;
         let limit = bytes("capacity_range.limit_bytes", range.limit_bytes).map_err(status)?;
@@ -353,10 +344,7 @@ impl Controller for ControllerService {
     ) -> Reply<csi::ControllerModifyVolumeResponse> {
         let r = req.into_inner();
         if r.mutable_parameters.is_empty() {
-            return Err(status(EngineError::invalid(
-                "mutable_parameters",
-                "must not be empty",
-            )));
+            return Err(status(EngineError::missing("mutable_parameters")));
         }
         let params = convert::map(&r.mutable_parameters);
         blocking(&self.0.engine, move |e| e.modify(&r.volume_id, &params))

@@ -12,11 +12,11 @@ use csi::volume_capability::{access_mode::Mode, AccessType, BlockVolume, MountVo
 pub type Result<T> = std::result::Result<T, EngineError>;
 
 pub fn capability(field: &str, cap: Option<&csi::VolumeCapability>) -> Result<Capability> {
-    let cap = cap.ok_or_else(|| EngineError::invalid(field, "is required"))?;
+    let cap = cap.ok_or_else(|| EngineError::missing(field))?;
     let mode = cap
         .access_mode
         .as_ref()
-        .ok_or_else(|| EngineError::invalid(format!("{field}.access_mode"), "is required"))?;
+        .ok_or_else(|| EngineError::missing(format!("{field}.access_mode")))?;
     let mode = match Mode::try_from(mode.mode) {
         Ok(Mode::SingleNodeWriter) => AccessMode::SingleNodeWriter,
         Ok(Mode::SingleNodeReaderOnly) => AccessMode::SingleNodeReaderOnly,
@@ -54,7 +54,7 @@ pub fn capability(field: &str, cap: Option<&csi::VolumeCapability>) -> Result<Ca
 
 pub fn capabilities(field: &str, caps: &[csi::VolumeCapability]) -> Result<Vec<Capability>> {
     if caps.is_empty() {
-        return Err(EngineError::invalid(field, "must not be empty"));
+        return Err(EngineError::missing(field));
     }
     caps.iter()
         .enumerate()
@@ -127,10 +127,7 @@ pub fn source(src: Option<&csi::VolumeContentSource>) -> Result<Option<Source>> 
     match &src.r#type {
         Some(Type::Snapshot(s)) => Ok(Some(Source::Snapshot(s.snapshot_id.clone()))),
         Some(Type::Volume(v)) => Ok(Some(Source::Volume(v.volume_id.clone()))),
-        None => Err(EngineError::invalid(
-            "volume_content_source.type",
-            "is required",
-        )),
+        None => Err(EngineError::missing("volume_content_source.type")),
     }
 }
 

@@ -21,16 +21,10 @@ impl Node for NodeService {
     ) -> Reply<csi::NodeStageVolumeResponse> {
         let r = req.into_inner();
         if r.volume_id.is_empty() {
-            return Err(status(EngineError::invalid(
-                "volume_id",
-                "must not be empty",
-            )));
+            return Err(status(EngineError::missing("volume_id")));
         }
         if r.staging_target_path.is_empty() {
-            return Err(status(EngineError::invalid(
-                "staging_target_path",
-                "must not be empty",
-            )));
+            return Err(status(EngineError::missing("staging_target_path")));
         }
         let cap = convert::capability("volume_capability", r.volume_capability.as_ref())
             .map_err(status)?;
@@ -61,16 +55,10 @@ impl Node for NodeService {
     ) -> Reply<csi::NodePublishVolumeResponse> {
         let r = req.into_inner();
         if r.volume_id.is_empty() {
-            return Err(status(EngineError::invalid(
-                "volume_id",
-                "must not be empty",
-            )));
+            return Err(status(EngineError::missing("volume_id")));
         }
         if r.target_path.is_empty() {
-            return Err(status(EngineError::invalid(
-                "target_path",
-                "must not be empty",
-            )));
+            return Err(status(EngineError::missing("target_path")));
         }
         let capability = convert::capability("volume_capability", r.volume_capability.as_ref())
             .map_err(status)?;
