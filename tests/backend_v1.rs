@@ -786,3 +786,40 @@ async fn explicit_symlink_mode_publishes_links() {
         "unpublish keeps the data"
     );
 }
+
+#[tokio::test]
+async fn readonly_publish_is_a_read_only_bind_mount() {
+    if !support::bind_mounts_work() {
+        eprintln!(
+            "skipped: bind mounts are not permitted here (symlink mode cannot enforce readonly)"
+        );
+        return;
+    }
+    let b = Backend::start(Options::new("v1").arg("--require-staging=false")).await;
+    let mut c = clients(&b).await;
+    let cap = mount(Mode::MultiNodeReaderOnly);
+    let v = create(&mut c, "ro", cap.clone(), GI).await;
+    fs::write(
+        b.data_dir.join("volumes").join(&v.volume_id).join("seed"),
+        b"x",
+    )
+    .unwrap();
+    let target = b.path("ro");
+    let req = publish_req(
+        &v.volume_id,
+        std::path::Path::new(""),
+        &target,
+        cap.clone(),
+        true,
+    );
+    c.node.node_publish_volume(req).await.unwrap();
+    assert_eq!(fs::read(target.join("seed")).unwrap(), b"x", "readable");
+    let err = fs::write(target.join("new"), b"y").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(30), "EROFS, got {err}");
+    let unpub = csi::NodeUnpublishVolumeRequest {
+        volume_id: v.volume_id.clone(),
+        target_path: target.display().to_string(),
+    };
+    c.node.node_unpublish_volume(unpub).await.unwrap();
+    assert!(!support::is_mount_point(&target));
+}

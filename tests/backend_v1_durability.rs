@@ -322,3 +322,50 @@ async fn help_documents_every_flag() {
         assert!(help.contains(flag), "--help lacks {flag}:\n{help}");
     }
 }
+
+/// `--publish-mode bind` where mounts are not permitted fails at start-up with a clear error
+/// (exit 64) instead of silently falling back to symlinks. As root, the unprivileged case is
+/// produced with `setpriv` (uid/gid 65534, no capabilities).
+#[tokio::test]
+async fn bind_mode_without_mount_privilege_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    for d in [dir.path().to_path_buf(), dir.path().join("sock")] {
+        fs::create_dir_all(&d).unwrap();
+        fs::set_permissions(&d, fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    let args = [
+        format!("--endpoint={}", dir.path().join("sock/csi.sock").display()),
+        format!("--data-dir={}", dir.path().join("data").display()),
+        "--publish-mode=bind".to_string(),
+    ];
+    let mut cmd = if support::bind_mounts_work() {
+        let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists());
+        let Some(setpriv) = setpriv else {
+            eprintln!("skipped: bind mounts work and setpriv is unavailable to drop privileges");
+            return;
+        };
+        let mut c = std::process::Command::new(setpriv);
+        c.args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+        ])
+        .arg(support::binary());
+        c
+    } else {
+        std::process::Command::new(support::binary())
+    };
+    let out = cmd.args(&args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(stderr.contains("--publish-mode symlink"), "{stderr}");
+    assert!(
+        !dir.path().join("sock/csi.sock").exists(),
+        "nothing is served"
+    );
+}

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::Parser;
 use csi_gateway::backend::engine::{self, size::parse_size, PublishMode, Segment};
 use csi_gateway::backend::serve::{self, Options};
@@ -126,7 +125,8 @@ fn main() -> ExitCode {
     match run(opts) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("csi-reference-backend: {e:#}");
+            // Every error here already names its cause in its message; `{e:#}` would repeat it.
+            eprintln!("csi-reference-backend: {e}");
             let config_error = e
                 .downcast_ref::<serve::ServeError>()
                 .is_some_and(|e| !matches!(e, serve::ServeError::Transport(_)));
@@ -136,7 +136,8 @@ fn main() -> ExitCode {
 }
 
 fn run(opts: Options) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    let rt = tokio::runtime::Runtime::new()
+        .map_err(|e| anyhow::anyhow!("starting the async runtime: {e}"))?;
     rt.block_on(serve::serve(opts, serve::shutdown_signal()))?;
     Ok(())
 }

@@ -81,6 +81,11 @@ pub fn attach(
             std::os::unix::fs::symlink(source, target).map_err(EngineError::io(ctx()))
         }
         PublishMode::Bind => {
+            // A crash between mounting and committing leaves the mount without a record; the
+            // CO's retry must not stack a second mount on top of it.
+            if is_mount_point(target) {
+                return Ok(());
+            }
             match kind {
                 Kind::Mount => fs::create_dir_all(target).map_err(EngineError::io(ctx()))?,
                 Kind::Block => {
@@ -101,6 +106,17 @@ pub fn attach(
             Ok(())
         }
     }
+}
+
+/// Whether `path` is a mount point now, from /proc/self/mountinfo (field 5 is the mount point,
+/// with spaces and other specials octal-escaped).
+pub fn is_mount_point(path: &Path) -> bool {
+    let Ok(info) = fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let want = path.to_string_lossy().replace(' ', "\\040");
+    info.lines()
+        .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
 }
 
 /// Undoes [`attach`]; a target that is already gone or not mounted is fine (idempotent).
