@@ -1,16 +1,13 @@
 //! The draft's Controller service. Each handler computes an [`Outcome`] and wraps it in the
 //! response's `reply` oneof; gRPC itself always answers OK.
 
-use std::sync::Arc;
-
 use tonic::{Request, Response, Status};
 
 use super::errors::{self, Rpc};
 use super::{
-    capabilities, capability, check_version, info, node_id, resolve, Draft, Outcome, NODE_KEY,
+    capabilities, capability, check_version, info, node_id, reply, resolve, run, Draft, NODE_KEY,
 };
-use crate::backend::blocking;
-use crate::backend::engine::{rules, CreateVolume, Engine, EngineError, ObjectKind, Precondition};
+use crate::backend::engine::{rules, CreateVolume, EngineError, ObjectKind, Precondition};
 use crate::dialect::proto::v0_1_oneof as csi;
 use csi::controller_server::Controller;
 
@@ -18,26 +15,6 @@ use csi::controller_server::Controller;
 pub struct ControllerService(pub Draft);
 
 type Reply<T> = Result<Response<T>, Status>;
-
-/// Runs a draft handler body off the async workers.
-async fn run<T: Send + 'static>(
-    engine: &Arc<Engine>,
-    f: impl FnOnce(&Engine) -> Outcome<T> + Send + 'static,
-) -> Outcome<T> {
-    let out = blocking(engine, move |e| Ok(f(e))).await;
-    out.unwrap_or_else(|e| Err(errors::general_from(&e)))
-}
-
-macro_rules! reply {
-    ($resp:ident, $module:ident, $outcome:expr) => {{
-        use csi::$module::Reply as R;
-        let reply = match $outcome {
-            Ok(r) => R::Result(r),
-            Err(e) => R::Error(e),
-        };
-        Ok(Response::new(csi::$resp { reply: Some(reply) }))
-    }};
-}
 
 fn node_of(n: Option<&csi::NodeId>) -> Option<String> {
     n.and_then(|n| n.values.get(NODE_KEY)).cloned()

@@ -49,6 +49,32 @@ type Reply<T> = Result<Response<T>, Status>;
 /// What each handler computes: the `Result` message or the draft `Error`.
 pub type Outcome<T> = Result<T, csi::Error>;
 
+/// Runs a handler body off the async workers; an engine task failure becomes a retryable
+/// GeneralError.
+pub async fn run<T: Send + 'static>(
+    engine: &Arc<Engine>,
+    f: impl FnOnce(&Engine) -> Outcome<T> + Send + 'static,
+) -> Outcome<T> {
+    let out = crate::backend::blocking(engine, move |e| Ok(f(e))).await;
+    out.unwrap_or_else(|e| Err(errors::general_from(&e)))
+}
+
+/// Wraps an [`Outcome`] in a response's `reply` oneof: `reply!(CreateVolumeResponse,
+/// create_volume_response, outcome)`. gRPC itself always answers OK in this dialect.
+macro_rules! reply {
+    ($resp:ident, $module:ident, $outcome:expr) => {{
+        use crate::dialect::proto::v0_1_oneof::$module::Reply as R;
+        let reply = match $outcome {
+            Ok(r) => R::Result(r),
+            Err(e) => R::Error(e),
+        };
+        Ok(tonic::Response::new(
+            crate::dialect::proto::v0_1_oneof::$resp { reply: Some(reply) },
+        ))
+    }};
+}
+pub(crate) use reply;
+
 pub fn check_version(v: Option<&csi::Version>) -> Outcome<()> {
     match v {
         None => Err(errors::missing("version")),

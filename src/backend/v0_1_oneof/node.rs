@@ -1,13 +1,10 @@
 //! The draft's Node service: NodePublish/NodeUnpublish (no staging), GetNodeID, ProbeNode.
 
-use std::sync::Arc;
-
 use tonic::{Request, Response, Status};
 
 use super::errors::{self, Rpc};
-use super::{capability, check_version, node_id, resolve, Draft, Outcome};
-use crate::backend::blocking;
-use crate::backend::engine::{Engine, Publish};
+use super::{capability, check_version, node_id, reply, resolve, run, Draft};
+use crate::backend::engine::Publish;
 use crate::dialect::proto::v0_1_oneof as csi;
 use csi::node_server::Node;
 
@@ -15,25 +12,6 @@ use csi::node_server::Node;
 pub struct NodeService(pub Draft);
 
 type Reply<T> = Result<Response<T>, Status>;
-
-async fn run<T: Send + 'static>(
-    engine: &Arc<Engine>,
-    f: impl FnOnce(&Engine) -> Outcome<T> + Send + 'static,
-) -> Outcome<T> {
-    let out = blocking(engine, move |e| Ok(f(e))).await;
-    out.unwrap_or_else(|e| Err(errors::general_from(&e)))
-}
-
-macro_rules! reply {
-    ($resp:ident, $module:ident, $outcome:expr) => {{
-        use csi::$module::Reply as R;
-        let reply = match $outcome {
-            Ok(r) => R::Result(r),
-            Err(e) => R::Error(e),
-        };
-        Ok(Response::new(csi::$resp { reply: Some(reply) }))
-    }};
-}
 
 #[tonic::async_trait]
 impl Node for NodeService {
