@@ -87,6 +87,16 @@ async fn restart_keeps_volumes_snapshots_attachments_and_publications() {
     let status = b.terminate();
     assert!(status.success(), "SIGTERM exits cleanly: {status}");
     assert!(!b.socket.exists(), "the socket is removed on shutdown");
+    // One log line per RPC, with the full method and the result code.
+    let log = b.log_text();
+    assert!(
+        log.contains("method=/csi.v1.Controller/CreateVolume code=Ok"),
+        "{log}"
+    );
+    assert!(
+        log.contains("method=/csi.v1.Node/NodePublishVolume code=Ok"),
+        "{log}"
+    );
     assert_eq!(
         fs::read_dir(b.socket.parent().unwrap()).unwrap().count(),
         0,

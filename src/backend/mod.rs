@@ -5,9 +5,11 @@
 //! - [`engine`]: dialect-free storage (volumes, snapshots, attachments, durable state, locks).
 //! - [`v1`], [`v0_3`], [`v0_1`], [`v0_1_oneof`]: each dialect's tonic services on its own
 //!   generated types, converting to engine calls and mapping engine errors to that dialect.
-//! - [`serve`]: the UNIX socket, the chosen dialect's services and clean shutdown.
+//! - [`serve`]: the UNIX socket, the chosen dialect's services and clean shutdown;
+//!   [`rpclog`] logs one line per RPC.
 
 pub mod engine;
+pub mod rpclog;
 pub mod serve;
 pub mod v0_1;
 pub mod v0_1_oneof;

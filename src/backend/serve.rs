@@ -124,6 +124,7 @@ pub async fn serve(opts: Options, shutdown: impl Future<Output = ()>) -> Result<
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let mut server = tokio::spawn(
         tonic::transport::Server::builder()
+            .layer(super::rpclog::RpcLog)
             .add_routes(routes(opts.dialect, engine, opts.driver_name))
             .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async {
                 let _ = stopped.await;
