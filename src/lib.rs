@@ -13,7 +13,8 @@
 //! - [`observe`] and [`metrics`]: the log line and metrics every call leaves; secret stripping.
 //!
 //! Around them: [`endpoint`] (endpoint syntax), [`check`] (identify any CSI endpoint),
-//! [`embedded`] (the reference backend run in-process), [`load`] (the load tool).
+//! [`embedded`] (the reference backend run in-process), [`load`] (the load tool), and
+//! [`backend`]: the reference CSI plugin (all four dialects) the gateway is tested against.
 #![forbid(unsafe_code)]
 
 pub mod config;
@@ -35,3 +36,5 @@ pub mod check;
 pub mod embedded;
 pub mod endpoint;
 pub mod load;
+
+pub mod backend;
