@@ -14,6 +14,7 @@ use crate::endpoint::Endpoint;
 use crate::front::{listener, router::PackageClash, socket, Router, Shared};
 use crate::metrics;
 use crate::observe::Redactor;
+use crate::store;
 use crate::upstream::{self, Upstream};
 
 #[derive(Debug, thiserror::Error)]
@@ -22,6 +23,8 @@ pub enum StartError {
     Routes(#[from] PackageClash),
     #[error("front socket: {0}")]
     Socket(#[from] socket::SocketError),
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
     #[error("metrics endpoint {0}: {1}")]
     Metrics(std::net::SocketAddr, std::io::Error),
     #[error("embedded reference backend: {0}")]
@@ -76,10 +79,13 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         ),
         None => None,
     };
+    let state_file = config.state_dir.join("state.redb");
+    let kv = store::embedded::Embedded::open(&state_file)?;
+    tracing::info!(state = %state_file.display(), "durable state");
     let shared = Arc::new(Shared {
         router,
         upstream: upstream.clone(),
-        store: None,
+        store: Some(Arc::new(store::Handles::new(Arc::new(kv)))),
         redactor: Redactor::new(config.redact_keys.iter().cloned()),
     });
     let (shutdown, stop) = watch::channel(false);

@@ -10,6 +10,7 @@
 //! - [`translate`]: conversions between each dialect and the hub; error and capability tables.
 //! - [`hub`]: the hub model (CSI v1) every translated call passes through.
 //! - [`upstream`]: the plugin: connection, dialect detection, version negotiation, reconnects.
+//! - [`store`]: durable gateway state (VolumeHandle metadata for draft plugins).
 //! - [`observe`] and [`metrics`]: the log line and metrics every call leaves; secret stripping.
 //!
 //! Around them: [`endpoint`] (endpoint syntax), [`check`] (identify any CSI endpoint),
@@ -27,6 +28,7 @@ pub mod dialect;
 pub mod hub;
 pub mod translate;
 
+pub mod store;
 pub mod upstream;
 
 pub mod metrics;

@@ -71,6 +71,9 @@ struct RunArgs {
     /// Metrics and health endpoint, host:port ("" for none).
     #[arg(long)]
     metrics_listen: Option<String>,
+    /// Directory of the durable state database.
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -103,6 +106,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         log_format: args.log_format,
         log_level: args.log_level,
         metrics_listen: args.metrics_listen,
+        state_dir: args.state_dir,
     };
     let config = match config::File::load(args.config.as_deref())
         .and_then(|f| f.resolve(std::env::var("CSI_ENDPOINT").ok(), overrides))

@@ -42,6 +42,15 @@ pub struct File {
     pub log: LogFile,
     #[serde(default)]
     pub metrics: MetricsFile,
+    pub state: StateFile,
+}
+
+/// Durable gateway state.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateFile {
+    /// Directory of the embedded database; never the front socket's directory.
+    pub dir: PathBuf,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -191,6 +200,7 @@ pub struct Overrides {
     pub log_format: Option<String>,
     pub log_level: Option<String>,
     pub metrics_listen: Option<String>,
+    pub state_dir: Option<PathBuf>,
 }
 
 /// The validated configuration the gateway runs with.
@@ -212,6 +222,7 @@ pub struct Config {
     /// Where `/metrics`, `/healthz` and `/readyz` are served, if anywhere.
     pub metrics_listen: Option<std::net::SocketAddr>,
     pub probe_timeout: Duration,
+    pub state_dir: PathBuf,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -267,6 +278,9 @@ impl File {
         set(&mut self.log.format, o.log_format);
         set(&mut self.log.level, o.log_level);
         set(&mut self.metrics.listen, o.metrics_listen);
+        if let Some(dir) = o.state_dir {
+            self.state.dir = dir;
+        }
         self.validate()
     }
 
@@ -379,6 +393,17 @@ impl File {
                 "must be above zero and at most upstream.backoff_max".into(),
             ));
         }
+        if let Endpoint::Unix(socket) = &listen {
+            if socket.parent() == Some(self.state.dir.as_path()) {
+                return Err(invalid(
+                    "state.dir",
+                    format!(
+                        "{}: the front socket's directory must hold only the socket (CSI spec)",
+                        self.state.dir.display()
+                    ),
+                ));
+            }
+        }
         let metrics_listen = match self.metrics.listen.trim() {
             "" => None,
             a => Some(a.parse().map_err(|_| {
@@ -404,6 +429,7 @@ impl File {
             redact_keys: self.log.redact_keys,
             metrics_listen,
             probe_timeout: self.metrics.probe_timeout,
+            state_dir: self.state.dir,
         })
     }
 }
@@ -453,17 +479,20 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_field() {
-        let base =
-            "[listen]\nendpoint = \"unix:///a.sock\"\n[upstream]\nendpoint = \"unix:///b.sock\"\n";
+        let base = "[state]\ndir = \"/var/lib/gw\"\n[listen]\nendpoint = \"unix:///run/a.sock\"\n[upstream]\nendpoint = \"unix:///b.sock\"\n";
         assert!(with(base).is_ok());
         let cases = [
-            (base.replace("unix:///a.sock", "a.sock"), "listen.endpoint"),
+            (
+                base.replace("unix:///run/a.sock", "a.sock"),
+                "listen.endpoint",
+            ),
+            (base.replace("/var/lib/gw", "/run"), "state.dir"),
             (
                 base.replace("unix:///b.sock", "tcp://h:1"),
                 "upstream.endpoint",
             ),
             (
-                base.replace("unix:///b.sock", "unix:///a.sock"),
+                base.replace("unix:///b.sock", "unix:///run/a.sock"),
                 "upstream.endpoint",
             ),
             (format!("{base}dialect = \"v9\"\n"), "upstream.dialect"),

@@ -219,6 +219,12 @@ pub fn upstream_dialect(previous: Option<&str>, dialect: &str, driver: &str) {
         .set(1.0);
 }
 
+/// One durable store operation and whether it succeeded.
+pub fn store_operation(op: &'static str, ok: bool) {
+    counter!(STORE_OPERATIONS, "operation" => op, "outcome" => if ok { "ok" } else { "error" })
+        .increment(1);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
