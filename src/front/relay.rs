@@ -95,6 +95,12 @@ async fn pump(mut from: RecvStream, mut to: SendStream<Bytes>, keep_first: bool)
         let len = chunk.len();
         // A unary body is one DATA frame ending the stream: forward it as one frame too.
         let last = from.is_end_stream();
+        if chunk.is_empty() {
+            // Clients such as hyper end a body with an empty DATA frame: the end must travel on.
+            if last && to.send_data(Bytes::new(), true).is_err() {
+                return seen;
+            }
+        }
         while !chunk.is_empty() {
             to.reserve_capacity(chunk.len());
             let granted = match std::future::poll_fn(|cx| to.poll_capacity(cx)).await {

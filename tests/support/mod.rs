@@ -11,6 +11,9 @@
 //! Everything is bounded: start-up, connects, each RPC ([`RPC_TIMEOUT`]) and process exit.
 #![allow(dead_code)] // each test crate uses a different subset
 
+pub mod front;
+pub mod gateway;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
