@@ -42,6 +42,8 @@ pub struct Running {
 
 /// Starts the gateway described by `config`.
 pub async fn start(config: &Config) -> Result<Running, StartError> {
+    // First, so nothing recorded while starting up (the upstream's state) is lost.
+    let prometheus = metrics::install();
     let router = Router::new(&config.front_dialects)?;
     let embedded = match &config.upstream {
         UpstreamTarget::Embedded {
@@ -91,7 +93,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let (shutdown, stop) = watch::channel(false);
     if let Some(listener) = metrics_listener {
         let endpoint = Arc::new(metrics::http::Endpoint {
-            prometheus: metrics::install(),
+            prometheus,
             upstream: upstream.clone(),
             probe_timeout: config.probe_timeout,
         });
