@@ -579,6 +579,39 @@ async fn validate_list_expand_modify_snapshot_rows() {
         .into_inner()
         .entries
         .is_empty());
+    // Paging and the snapshot_id filter.
+    let s2 = c
+        .create_snapshot(snap("s2", &other))
+        .await
+        .unwrap()
+        .into_inner()
+        .snapshot
+        .unwrap();
+    let mut page1 = ls("", "", "");
+    page1.max_entries = 1;
+    let p1 = c.list_snapshots(page1.clone()).await.unwrap().into_inner();
+    assert_eq!((p1.entries.len(), p1.next_token.as_str()), (1, "1"));
+    page1.starting_token = p1.next_token;
+    let p2 = c.list_snapshots(page1).await.unwrap().into_inner();
+    assert_eq!((p2.entries.len(), p2.next_token.as_str()), (1, ""));
+    assert_ne!(p1.entries[0], p2.entries[0]);
+    let only = c
+        .list_snapshots(ls(&s2.snapshot_id, "", ""))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(only.entries.len(), 1);
+    assert_eq!(
+        only.entries[0].snapshot.as_ref().unwrap().snapshot_id,
+        s2.snapshot_id
+    );
+    let mut neg = ls("", "", "");
+    neg.max_entries = -1;
+    assert_code(
+        c.list_snapshots(neg).await,
+        Code::InvalidArgument,
+        "max_entries",
+    );
     assert_code(
         c.get_snapshot(csi::GetSnapshotRequest {
             snapshot_id: "snap-nope".into(),
