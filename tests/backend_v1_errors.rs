@@ -825,8 +825,8 @@ async fn single_node_single_writer_publishes_once() {
 
 #[tokio::test]
 async fn concurrent_operation_on_a_volume_is_aborted() {
-    // Each create holds the name lock for 2s after writing its data, before committing.
-    let (b, c, _) = setup(Options::new("v1").arg("--fault-delay=2s")).await;
+    // Each create holds the name lock for 3s after writing its data, before committing.
+    let (b, c, _) = setup(Options::new("v1").arg("--fault-delay=3s")).await;
     let cap = mount(Mode::SingleNodeWriter);
     let mut first = c.clone();
     let req = create_req("slow", cap.clone(), GI);

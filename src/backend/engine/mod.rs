@@ -13,6 +13,8 @@ pub mod rules;
 pub mod size;
 mod snapshot;
 pub mod store;
+#[cfg(test)]
+mod tests;
 
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
