@@ -483,6 +483,13 @@ async fn validate_list_expand_modify_snapshot_rows() {
         Code::OutOfRange,
         "capacity_range",
     );
+    let mut wrong_type = exp(&a, 2 * GI, 0);
+    wrong_type.volume_capability = Some(block());
+    assert_code(
+        c.controller_expand_volume(wrong_type).await,
+        Code::InvalidArgument,
+        "volume_capability",
+    );
     // Modify rows.
     let modify = |id: &str, k: &str, val: &str| csi::ControllerModifyVolumeRequest {
         volume_id: id.into(),
@@ -675,10 +682,10 @@ async fn node_rows() {
         readonly,
         ..Default::default()
     };
-    // Staging required: missing path INVALID_ARGUMENT, not staged FAILED_PRECONDITION.
+    // Staging required: "staging target path not set" and "not staged" are FAILED_PRECONDITION.
     assert_code(
         n.node_publish_volume(publish("", &target, false)).await,
-        Code::InvalidArgument,
+        Code::FailedPrecondition,
         "staging_target_path",
     );
     assert_code(
@@ -789,6 +796,13 @@ async fn node_rows() {
         n.node_expand_volume(nexp(&a, 5 * GI)).await,
         Code::OutOfRange,
         "capacity_range",
+    );
+    let mut wrong_type = nexp(&a, GI);
+    wrong_type.volume_capability = Some(block());
+    assert_code(
+        n.node_expand_volume(wrong_type).await,
+        Code::InvalidArgument,
+        "volume_capability",
     );
     // Published: cannot be deleted.
     assert_code(

@@ -129,8 +129,12 @@ impl Engine {
         let id = req.volume_id.as_str();
         required("volume_id", id)?;
         required("target_path", &req.target_path)?;
-        if self.cfg.require_staging {
-            required("staging_target_path", &req.staging_path)?;
+        if self.cfg.require_staging && req.staging_path.is_empty() {
+            // The spec's own row: "Staging target path not set" is FAILED_PRECONDITION.
+            return Err(EngineError::precondition(
+                Precondition::NotStaged,
+                "staging_target_path is not set, and this plugin requires NodeStageVolume (STAGE_UNSTAGE_VOLUME)",
+            ));
         }
         let _guard = self.locks.try_lock([lock::volume(id)])?;
         let volume = self.volume(id)?;

@@ -307,7 +307,22 @@ impl Controller for ControllerService {
         let required =
             bytes("capacity_range.required_bytes", range.required_bytes).map_err(status)?;
         let limit = bytes("capacity_range.limit_bytes", range.limit_bytes).map_err(status)?;
+        let cap = r
+            .volume_capability
+            .as_ref()
+            .map(|c| convert::capability("volume_capability", Some(c)))
+            .transpose()
+            .map_err(status)?;
         let capacity = blocking(&self.0.engine, move |e| {
+            // "Exceeds capabilities": a capability the volume cannot serve is INVALID_ARGUMENT.
+            if let Some(cap) = cap {
+                if !e.validate(&r.volume_id, std::slice::from_ref(&cap))? {
+                    return Err(EngineError::invalid(
+                        "volume_capability",
+                        "does not match the volume's access type",
+                    ));
+                }
+            }
             e.expand(&r.volume_id, required, limit)
         })
         .await
