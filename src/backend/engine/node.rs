@@ -34,6 +34,21 @@ pub struct Stats {
     pub abnormal: Option<String>,
 }
 
+/// Bytes allocated by a directory tree (st_blocks, so holes and sparse files count as stored).
+fn allocated(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    let mut total = meta.blocks() * 512;
+    if meta.is_dir() {
+        if let Ok(entries) = std::fs::read_dir(path) {
+            total += entries.flatten().map(|e| allocated(&e.path())).sum::<u64>();
+        }
+    }
+    total
+}
+
 fn required(field: &str, value: &str) -> Result<()> {
     if value.is_empty() {
         return Err(EngineError::missing(field));
@@ -259,9 +274,10 @@ impl Engine {
                 abnormal: None,
             }),
             Kind::Mount => {
-                let fs_used = (st.f_blocks - st.f_bfree) * frsize;
+                // The directory shares its filesystem with others: "used" is what the volume's
+                // own tree allocates, "available" is bounded by both the capacity and statvfs.
                 let fs_avail = st.f_bavail * frsize;
-                let used = fs_used.min(volume.capacity);
+                let used = allocated(&backing).min(volume.capacity);
                 Ok(Stats {
                     total_bytes: volume.capacity,
                     available_bytes: fs_avail.min(volume.capacity - used),
