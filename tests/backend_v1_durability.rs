@@ -309,6 +309,23 @@ async fn startup_refuses_bad_configuration() {
     child.wait().unwrap();
 }
 
+/// Every dialect starts, says which dialect it serves, and shuts down cleanly (SIGTERM → exit 0,
+/// socket removed). What each dialect answers is covered by its own test file.
+#[tokio::test]
+async fn every_dialect_starts_and_stops_cleanly() {
+    for dialect in support::DIALECTS {
+        let mut b = Backend::start(Options::new(dialect)).await;
+        assert!(b.endpoint().starts_with("unix:///"));
+        let status = b.terminate();
+        assert!(status.success(), "{dialect}: {status}");
+        assert!(!b.socket.exists(), "{dialect}: socket removed");
+        assert!(
+            b.log_text().contains(&format!("dialect={dialect}")),
+            "{dialect}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn help_documents_every_flag() {
     let out = std::process::Command::new(support::binary())
