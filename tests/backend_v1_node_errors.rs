@@ -248,7 +248,18 @@ async fn node_rows() {
         "published",
     );
     n.node_unpublish_volume(unpub(&a, &target)).await.unwrap();
+    // Still staged: deleting would leave a mount of a removed directory.
+    let del = csi::DeleteVolumeRequest {
+        volume_id: a.clone(),
+        ..Default::default()
+    };
+    assert_code(
+        c.delete_volume(del.clone()).await,
+        Code::FailedPrecondition,
+        "staged",
+    );
     n.node_unstage_volume(unstage).await.unwrap();
+    c.delete_volume(del).await.unwrap();
 }
 
 #[tokio::test]
