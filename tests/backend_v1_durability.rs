@@ -72,7 +72,7 @@ async fn restart_keeps_volumes_snapshots_attachments_and_publications() {
         volume_capability: Some(cap()),
         ..Default::default()
     };
-    n.node_stage_volume(stage).await.unwrap();
+    n.node_stage_volume(stage.clone()).await.unwrap();
     let publish = csi::NodePublishVolumeRequest {
         volume_id: v.volume_id.clone(),
         staging_target_path: staging.display().to_string(),
@@ -81,6 +81,7 @@ async fn restart_keeps_volumes_snapshots_attachments_and_publications() {
         ..Default::default()
     };
     n.node_publish_volume(publish.clone()).await.unwrap();
+    fs::write(target.join("before"), b"kept").unwrap();
 
     // Clean shutdown: exit 0 and the socket is gone.
     drop((c, n));
@@ -103,9 +104,22 @@ async fn restart_keeps_volumes_snapshots_attachments_and_publications() {
         "nothing else beside the socket"
     );
 
+    // Simulate a reboot: the kernel forgets the mounts (or the links are gone); state remains.
+    if support::bind_mounts_work() && support::is_mount_point(&target) {
+        support::unmount_under(&b.work_dir);
+    } else {
+        fs::remove_file(&target).unwrap();
+        fs::remove_file(&staging).unwrap();
+    }
+    assert!(!target.join("before").exists());
+
     b.restart(None).await;
     let ch = b.channel().await;
     let (mut c, mut n) = (ControllerClient::new(ch.clone()), NodeClient::new(ch));
+    // The CO stages and publishes again after a reboot: both are remade, not just acknowledged.
+    n.node_stage_volume(stage).await.unwrap();
+    n.node_publish_volume(publish.clone()).await.unwrap();
+    assert_eq!(fs::read(target.join("before")).unwrap(), b"kept");
     let got = c
         .controller_get_volume(csi::ControllerGetVolumeRequest {
             volume_id: v.volume_id.clone(),

@@ -75,7 +75,15 @@ impl Engine {
             capability: cap.clone(),
         };
         match volume.stagings.get(staging_path) {
-            Some(s) if *s == wanted => return Ok(()),
+            // Staged already: make sure the bind is still there (it is gone after a reboot).
+            Some(s) if *s == wanted => {
+                if volume.kind == Kind::Mount {
+                    let path = Path::new(staging_path);
+                    let src = self.store.volume_path(id);
+                    mounter::attach(self.cfg.publish_mode, Kind::Mount, &src, path, false)?;
+                }
+                return Ok(());
+            }
             Some(_) => {
                 return Err(EngineError::AlreadyExists(format!(
                     "volume {id:?} is staged at {staging_path:?} with a different capability"
@@ -177,8 +185,27 @@ impl Engine {
             staging_path: req.staging_path.clone(),
             symlink,
         };
+        let source = match volume.kind {
+            Kind::Mount if staged => Path::new(&req.staging_path).to_path_buf(),
+            _ => self.store.volume_path(id),
+        };
+        let target = Path::new(&req.target_path);
+        // The same publication again (how the mount was made does not matter) is OK; it is
+        // made again if it vanished (a reboot), as kubelet re-publishes after one.
+        let same = |p: &Publication| {
+            p.readonly == wanted.readonly
+                && p.capability == wanted.capability
+                && p.staging_path == wanted.staging_path
+        };
         match volume.publications.get(&req.target_path) {
-            Some(p) if *p == wanted => return Ok(()),
+            Some(p) if same(p) => {
+                let mode = if p.symlink {
+                    PublishMode::Symlink
+                } else {
+                    PublishMode::Bind
+                };
+                return mounter::attach(mode, volume.kind, &source, target, req.readonly);
+            }
             Some(_) => {
                 return Err(EngineError::AlreadyExists(format!(
                     "volume {id:?} is published at {:?} with different arguments",
@@ -199,11 +226,6 @@ impl Engine {
                 ),
             ));
         }
-        let source = match volume.kind {
-            Kind::Mount if staged => Path::new(&req.staging_path).to_path_buf(),
-            _ => self.store.volume_path(id),
-        };
-        let target = Path::new(&req.target_path);
         mounter::attach(
             self.cfg.publish_mode,
             volume.kind,
