@@ -302,6 +302,16 @@ async fn startup_refuses_bad_configuration() {
             "{flag}"
         );
     }
+    // Two plugins on one data directory: the second is refused (its socket differs).
+    let out = std::process::Command::new(support::binary())
+        .arg(format!("--endpoint={}", b.path("second.sock").display()))
+        .arg(format!("--data-dir={}", b.data_dir.display()))
+        .arg("--publish-mode=symlink")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in use by another"));
+    assert!(!b.path("second.sock").exists());
     // CSI_ENDPOINT works as well as --endpoint (bare path form).
     let sock = b.path("env.sock");
     let mut child = std::process::Command::new(support::binary())

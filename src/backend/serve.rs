@@ -108,8 +108,9 @@ pub fn routes(dialect: Dialect, engine: Arc<Engine>, driver_name: String) -> Rou
 pub async fn serve(opts: Options, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
     let socket = socket_path(&opts.endpoint)?;
     check_layout(&socket, &opts.engine.data_dir)?;
-    let engine = Arc::new(Engine::open(opts.engine.clone())?);
+    // A live plugin on this socket is refused before the engine touches the data directory.
     clear_stale(&socket).await?;
+    let engine = Arc::new(Engine::open(opts.engine.clone())?);
     let listener = UnixListener::bind(&socket).map_err(|source| ServeError::Io {
         context: format!("binding {}", socket.display()),
         source,
