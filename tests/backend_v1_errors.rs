@@ -417,6 +417,25 @@ async fn validate_list_expand_modify_snapshot_rows() {
         .unwrap()
         .into_inner();
     assert!(no.confirmed.is_none() && !no.message.is_empty());
+    let mut other_params = v(&a, vec![cap.clone()]);
+    other_params.parameters = HashMap::from([("tier".into(), "fast".into())]);
+    let no = c
+        .validate_volume_capabilities(other_params)
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        no.confirmed.is_none() && no.message.contains("parameters"),
+        "{no:?}"
+    );
+    let mut own_context = v(&a, vec![cap.clone()]);
+    own_context.volume_context = HashMap::from([("kind".into(), "mount".into())]);
+    let ok = c
+        .validate_volume_capabilities(own_context)
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(ok.confirmed.is_some(), "{ok:?}");
     // ListVolumes: bad token ABORTED, negative max INVALID_ARGUMENT, paging.
     for n in 0..4 {
         create(&mut c, &format!("p{n}"), cap.clone()).await;
