@@ -233,11 +233,16 @@ impl Engine {
             target,
             req.readonly,
         )?;
-        self.commit(|state| {
+        let committed = self.commit(|state| {
             let v = state.volumes.get_mut(id).expect("locked");
             v.publications.insert(req.target_path.clone(), wanted);
             Ok(())
-        })
+        });
+        if committed.is_err() {
+            // Unrecorded mounts would outlive the error the CO sees; take it back.
+            let _ = mounter::detach(target, symlink);
+        }
+        committed
     }
 
     pub fn unpublish(&self, id: &str, target: &str) -> Result<()> {
