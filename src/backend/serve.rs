@@ -161,20 +161,21 @@ pub async fn serve(opts: Options, shutdown: impl Future<Output = ()>) -> Result<
 /// How long a shutdown waits for in-flight calls.
 const DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Resolves on SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
+/// Installs the SIGTERM/SIGINT handlers now and returns a future that resolves on either.
+///
+/// Call it (inside the runtime) before [`serve`] binds: a handler installed lazily, when the
+/// future is first polled, leaves a window after the socket is ready in which SIGTERM still
+/// has its default action and kills the process instead of shutting it down cleanly.
+pub fn shutdown_signal() -> std::io::Result<impl Future<Output = ()>> {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        // Without signal handlers we can only run until killed.
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
-    }
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+            _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+        }
+    })
 }
 
 #[cfg(test)]
