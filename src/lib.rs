@@ -16,5 +16,6 @@ pub mod gateway;
 pub mod grpc;
 pub mod hub;
 pub mod load;
+pub mod tls;
 pub mod translate;
 pub mod upstream;

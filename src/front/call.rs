@@ -2,6 +2,7 @@
 //! Otherwise: decode the front dialect into the hub, call the upstream in its dialect, and encode
 //! the outcome back — errors included, since the draft answers errors inside an OK reply.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -9,7 +10,9 @@ use h2::server::SendResponse;
 use h2::RecvStream;
 use http::{HeaderValue, Request, Response};
 
+use crate::dialect::Dialect;
 use crate::grpc::{body, frame, status, Status, CONTENT_TYPE};
+use crate::tls::Authorization;
 use crate::translate::{self, FrontCall};
 use crate::upstream::{Connection, Live};
 
@@ -32,6 +35,20 @@ pub async fn handle(
         ));
         return reply_status(&mut respond, &s);
     };
+    if let Some(a) = request.extensions().get::<Arc<Authorization>>() {
+        if !a.allows(route.method.service) {
+            let s = a.denied(&path, route.method.service);
+            tracing::warn!(peer = %a.peer, method = %path, "call refused: service not allowed for this peer");
+            // The draft dialect answers errors inside an OK reply; the others in the status.
+            return match route.dialect {
+                Dialect::V0_1Oneof => reply(
+                    &mut respond,
+                    translate::encode_front(route.dialect, &path, Err(s)),
+                ),
+                _ => reply_status(&mut respond, &s),
+            };
+        }
+    }
     let live = match shared.upstream.live() {
         Ok(live) => live,
         Err(s) => {
