@@ -5,17 +5,8 @@
 
 mod bridge_support;
 
-use std::sync::Arc;
-use std::time::Duration;
-
 use bridge_support::*;
-use bytes::Bytes;
-use csi_gateway::grpc::frame;
 use csi_gateway::tls::gencerts::{DevCa, Leaf};
-use rustls::ClientConfig;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use tokio::io::{AsyncRead, AsyncWrite};
 
 const ALLOWED: &str = "node-1.csi-gateway.test";
 
@@ -95,77 +86,4 @@ async fn the_appliance_refuses_every_peer_it_should_and_says_why() {
 
     // No refused connection reached the plugin: only the good one's probe was relayed.
     assert_eq!(b.count("bridge peer connected"), 1, "{}", b.log());
-}
-
-/// A client configuration trusting `roots`, presenting `identity` if any.
-fn client_config(
-    roots: &str,
-    identity: Option<&csi_gateway::tls::gencerts::Issued>,
-) -> ClientConfig {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut store = rustls::RootCertStore::empty();
-    store
-        .add(CertificateDer::from_pem_slice(roots.as_bytes()).unwrap())
-        .unwrap();
-    let builder = ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(store);
-    let mut config = match identity {
-        None => builder.with_no_client_auth(),
-        Some(i) => builder
-            .with_client_auth_cert(
-                vec![CertificateDer::from_pem_slice(i.cert_pem.as_bytes()).unwrap()],
-                PrivateKeyDer::from_pem_slice(i.key_pem.as_bytes()).unwrap(),
-            )
-            .unwrap(),
-    };
-    config.alpn_protocols = vec![b"h2".to_vec()];
-    config
-}
-
-/// TLS to the appliance, then one v1 Probe; any failure on the way is the error.
-async fn tls_probe(port: u16, config: ClientConfig) -> Result<(), String> {
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .map_err(|e| e.to_string())?;
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
-        .map_err(|e| format!("handshake: {e}"))?;
-    h2_probe(tls).await
-}
-
-/// `/csi.v1.Identity/Probe` over HTTP/2 on `io`, bounded in time; Ok only on grpc-status 0.
-async fn h2_probe<T>(io: T) -> Result<(), String>
-where
-    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let probe = async {
-        let (send, conn) = h2::client::handshake(io).await.map_err(|e| e.to_string())?;
-        tokio::spawn(conn);
-        let mut request = csi_gateway::upstream::conn::grpc_request("/csi.v1.Identity/Probe")
-            .map_err(|s| s.to_string())?;
-        *request.uri_mut() = "http://localhost/csi.v1.Identity/Probe".parse().unwrap();
-        let mut send = send.ready().await.map_err(|e| e.to_string())?;
-        let (response, mut stream) = send
-            .send_request(request, false)
-            .map_err(|e| e.to_string())?;
-        stream
-            .send_data(frame::encode(&[]), true)
-            .map_err(|e| e.to_string())?;
-        let mut body = response.await.map_err(|e| e.to_string())?.into_body();
-        while let Some(chunk) = body.data().await {
-            let chunk: Bytes = chunk.map_err(|e| e.to_string())?;
-            let _ = body.flow_control().release_capacity(chunk.len());
-        }
-        let trailers = body.trailers().await.map_err(|e| e.to_string())?;
-        match trailers.as_ref().and_then(|t| t.get("grpc-status")) {
-            Some(v) if v == "0" => Ok(()),
-            other => Err(format!("grpc-status {other:?}")),
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), probe)
-        .await
-        .unwrap_or_else(|_| Err("timed out".into()))
 }
