@@ -138,6 +138,48 @@ async fn a_dead_upstream_fails_over_to_the_next_listed() {
         .expect("Probe through the failover upstream");
 }
 
+/// The appliance stops answering (SIGSTOP: the TCP connection stays open, nothing replies):
+/// the node gateway's HTTP/2 keepalive notices, drops the connection and reconnects once the
+/// appliance is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keepalive_detects_a_silent_peer() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let pki = Pki::new(d, "keepalive");
+    let (scert, skey) = pki.issue("server", &Leaf::server(&["localhost"]));
+    let (ccert, ckey) = pki.issue("client", &Leaf::client(&[CLIENT_DNS], &[]));
+    let _plugin = fixed_upstream(&d.join("up.sock"));
+    let port = free_port();
+    let b = gateway(
+        "appliance",
+        d,
+        &(front_section(
+            &d.join("b.sock"),
+            &format!("unix://{}", d.join("up.sock").display()),
+        ) + &appliance_section(port, &scert, &skey, &pki.ca_path, "")),
+    );
+    b.wait_log("appliance listening");
+    let a = gateway(
+        "node",
+        d,
+        &(front_section(&d.join("a.sock"), &format!("tcp://127.0.0.1:{port}"))
+            + &upstream_tls_section(
+                &ccert,
+                &ckey,
+                &pki.ca_path,
+                "keepalive_interval = \"200ms\"\nkeepalive_timeout = \"300ms\"",
+            )),
+    );
+    a.wait_log("upstream connected");
+    b.signal("STOP");
+    a.wait_log("upstream peer unresponsive; dropping the connection");
+    b.signal("CONT");
+    a.wait_log_n("upstream connected", 2);
+    call(&d.join("a.sock"), "/csi.v1.Identity/Probe")
+        .await
+        .expect("Probe after the reconnect");
+}
+
 /// A v1 server on loopback that requires a client certificate from `ca`, records each peer,
 /// and answers every call with a GetPluginInfoResponse. Returns its port.
 async fn mtls_v1_server(

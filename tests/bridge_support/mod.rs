@@ -85,12 +85,17 @@ impl Proc {
     }
 
     pub fn hangup(&self) {
+        self.signal("HUP")
+    }
+
+    /// Sends `SIG<name>` (HUP, STOP, CONT) to the process.
+    pub fn signal(&self, name: &str) {
         let ok = Command::new("kill")
-            .args(["-HUP", &self.pid().to_string()])
+            .args([&format!("-{name}"), &self.pid().to_string()])
             .status()
             .unwrap()
             .success();
-        assert!(ok, "kill -HUP {}", self.name);
+        assert!(ok, "kill -{name} {}", self.name);
     }
 }
 
