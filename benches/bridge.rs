@@ -84,7 +84,10 @@ fn main() {
         let p = d.join(format!("{name}.toml"));
         std::fs::write(
             &p,
-            format!("{text}\n[log]\nlevel = \"info\"\nformat = \"json\"\n"),
+            format!(
+                "{text}\n[log]\nlevel = \"info\"\nformat = \"json\"\n[state]\ndir = {:?}\n[metrics]\nlisten = \"\"\n",
+                d.join(format!("{name}-state"))
+            ),
         )
         .unwrap();
         p

@@ -5,12 +5,16 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config::{Config, UpstreamTarget};
 use crate::endpoint::Endpoint;
 use crate::front::{listener, router::PackageClash, socket, Router, Shared};
+use crate::metrics;
+use crate::observe::Redactor;
+use crate::store;
 use crate::upstream::{self, Upstream};
 
 #[derive(Debug, thiserror::Error)]
@@ -19,6 +23,10 @@ pub enum StartError {
     Routes(#[from] PackageClash),
     #[error("front socket: {0}")]
     Socket(#[from] socket::SocketError),
+    #[error(transparent)]
+    Store(#[from] store::StoreError),
+    #[error("metrics endpoint {0}: {1}")]
+    Metrics(std::net::SocketAddr, std::io::Error),
     #[error("embedded reference backend: {0}")]
     Embedded(String),
     #[error(transparent)]
@@ -100,10 +108,22 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     };
     let listener = socket::bind(path, config.socket_mode, config.socket_owner)?;
     tracing::info!(listen = %config.listen, dialects = ?router.dialects(), upstream = %upstream.endpoint(), "serving");
+    let metrics_listener = match config.metrics_listen {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .map_err(|e| StartError::Metrics(addr, e))?,
+        ),
+        None => None,
+    };
+    let state_file = config.state_dir.join("state.redb");
+    let kv = store::embedded::Embedded::open(&state_file)?;
+    tracing::info!(state = %state_file.display(), "durable state");
     let shared = Arc::new(Shared {
         router,
         upstream: upstream.clone(),
-        store: None,
+        store: Some(Arc::new(store::Handles::new(Arc::new(kv)))),
+        redactor: Redactor::new(config.redact_keys.iter().cloned()),
     });
     let (shutdown, stop) = watch::channel(false);
     let appliance = appliance.map(|(tcp, acceptor)| {
@@ -115,6 +135,15 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
             config.grace_period,
         ))
     });
+    if let Some(listener) = metrics_listener {
+        let endpoint = Arc::new(metrics::http::Endpoint {
+            prometheus: metrics::install(),
+            upstream: upstream.clone(),
+            probe_timeout: config.probe_timeout,
+        });
+        tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "metrics and health endpoint");
+        tokio::spawn(metrics::http::serve(listener, endpoint, stop.clone()));
+    }
     let serving = tokio::spawn(listener::serve(listener, shared, stop, config.grace_period));
     Ok(Running {
         socket: path.clone(),

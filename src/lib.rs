@@ -1,21 +1,45 @@
 //! csi-gateway: serves every Container Storage Interface dialect on one socket and translates
 //! each call to a plugin of any dialect through one hub model (CSI v1).
 //!
-//! The modules follow the data path:
+//! The modules, in the order a call meets them:
+//! - [`config`]: the TOML file, `CSI_ENDPOINT` and flags, validated before anything binds.
+//! - [`gateway`]: the pieces assembled and started, top to bottom.
+//! - [`front`]: the UNIX socket clients call; route table by gRPC path; one call's path.
+//! - [`grpc`]: gRPC framing and status over HTTP/2.
 //! - [`dialect`]: the four wire dialects — generated types, descriptors and method tables.
-//! - [`hub`]: the hub model (CSI v1) every call is translated through.
+//! - [`translate`]: conversions between each dialect and the hub; error and capability tables.
+//! - [`hub`]: the hub model (CSI v1) every translated call passes through.
+//! - [`upstream`]: the plugin: connection, dialect detection, version negotiation, reconnects.
+//! - [`tls`]: the remote appliance bridge — mutual TLS to a TCP upstream, and the appliance
+//!   listener with per-service authorization (docs/bridge.md).
+//! - [`store`]: durable gateway state (VolumeHandle metadata for draft plugins).
+//! - [`observe`] and [`metrics`]: the log line and metrics every call leaves; secret stripping.
+//!
+//! Around them: [`endpoint`] (endpoint syntax), [`check`] (identify any CSI endpoint),
+//! [`embedded`] (the reference backend run in-process), [`load`] (the load tool), and
+//! [`backend`]: the reference CSI plugin (all four dialects) the gateway is tested against.
 #![forbid(unsafe_code)]
 
-pub mod check;
 pub mod config;
+pub mod gateway;
+
+pub mod front;
+pub mod grpc;
+
 pub mod dialect;
+pub mod hub;
+pub mod translate;
+
+pub mod store;
+pub mod tls;
+pub mod upstream;
+
+pub mod metrics;
+pub mod observe;
+
+pub mod check;
 pub mod embedded;
 pub mod endpoint;
-pub mod front;
-pub mod gateway;
-pub mod grpc;
-pub mod hub;
 pub mod load;
-pub mod tls;
-pub mod translate;
-pub mod upstream;
+
+pub mod backend;

@@ -81,6 +81,12 @@ struct RunArgs {
     /// Log level filter, e.g. info or csi_gateway=debug.
     #[arg(long)]
     log_level: Option<String>,
+    /// Metrics and health endpoint, host:port ("" for none).
+    #[arg(long)]
+    metrics_listen: Option<String>,
+    /// Directory of the durable state database.
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -118,6 +124,8 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         legacy_dialect: args.legacy_dialect,
         log_format: args.log_format,
         log_level: args.log_level,
+        metrics_listen: args.metrics_listen,
+        state_dir: args.state_dir,
     };
     let config = match config::File::load(args.config.as_deref())
         .and_then(|f| f.resolve(std::env::var("CSI_ENDPOINT").ok(), overrides))
@@ -189,9 +197,11 @@ fn init_logging(json: bool, level: &str) -> anyhow::Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
         .with_context(|| format!("log level {level:?}"))?;
+    use std::io::IsTerminal as _;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     if json {
         builder.json().init();
     } else {

@@ -46,6 +46,17 @@ pub struct File {
     pub log: LogFile,
     /// The mTLS listener of a gateway on a remote appliance (see docs/bridge.md).
     pub appliance: Option<ApplianceFile>,
+    #[serde(default)]
+    pub metrics: MetricsFile,
+    pub state: StateFile,
+}
+
+/// Durable gateway state.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateFile {
+    /// Directory of the embedded database; never the front socket's directory.
+    pub dir: PathBuf,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -102,6 +113,38 @@ pub struct LogFile {
     pub format: String,
     #[serde(default = "default_log_level")]
     pub level: String,
+    /// Map keys (e.g. in `volume_context`) whose values are stripped from logged bodies, on top
+    /// of every field the dialects mark as secret.
+    #[serde(default)]
+    pub redact_keys: Vec<String>,
+}
+
+/// The operations endpoint: `/metrics`, `/healthz`, `/readyz`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsFile {
+    /// `host:port`, or "" to serve none.
+    #[serde(default = "default_metrics_listen")]
+    pub listen: String,
+    /// How long `/healthz` waits for the upstream's Probe.
+    #[serde(default = "default_probe_timeout", with = "humantime_serde")]
+    pub probe_timeout: Duration,
+}
+
+impl Default for MetricsFile {
+    fn default() -> Self {
+        MetricsFile {
+            listen: default_metrics_listen(),
+            probe_timeout: default_probe_timeout(),
+        }
+    }
+}
+
+fn default_metrics_listen() -> String {
+    "127.0.0.1:9808".into()
+}
+fn default_probe_timeout() -> Duration {
+    Duration::from_secs(3)
 }
 
 impl Default for EmbeddedFile {
@@ -119,6 +162,7 @@ impl Default for LogFile {
         LogFile {
             format: default_log_format(),
             level: default_log_level(),
+            redact_keys: Vec::new(),
         }
     }
 }
@@ -166,6 +210,8 @@ pub struct Overrides {
     pub legacy_dialect: Option<String>,
     pub log_format: Option<String>,
     pub log_level: Option<String>,
+    pub metrics_listen: Option<String>,
+    pub state_dir: Option<PathBuf>,
 }
 
 /// The validated configuration the gateway runs with.
@@ -186,6 +232,11 @@ pub struct Config {
     pub failover: Vec<Endpoint>,
     pub upstream_tls: Option<crate::tls::ClientSettings>,
     pub appliance: Option<crate::tls::ServerSettings>,
+    pub redact_keys: Vec<String>,
+    /// Where `/metrics`, `/healthz` and `/readyz` are served, if anywhere.
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    pub probe_timeout: Duration,
+    pub state_dir: PathBuf,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -240,6 +291,10 @@ impl File {
         set(&mut self.listen.legacy_dialect, o.legacy_dialect);
         set(&mut self.log.format, o.log_format);
         set(&mut self.log.level, o.log_level);
+        set(&mut self.metrics.listen, o.metrics_listen);
+        if let Some(dir) = o.state_dir {
+            self.state.dir = dir;
+        }
         self.validate()
     }
 
@@ -382,6 +437,26 @@ impl File {
                 "must be above zero and at most upstream.backoff_max".into(),
             ));
         }
+        if let Endpoint::Unix(socket) = &listen {
+            if socket.parent() == Some(self.state.dir.as_path()) {
+                return Err(invalid(
+                    "state.dir",
+                    format!(
+                        "{}: the front socket's directory must hold only the socket (CSI spec)",
+                        self.state.dir.display()
+                    ),
+                ));
+            }
+        }
+        let metrics_listen = match self.metrics.listen.trim() {
+            "" => None,
+            a => Some(a.parse().map_err(|_| {
+                invalid(
+                    "metrics.listen",
+                    format!("{a:?} is not host:port like 127.0.0.1:9808"),
+                )
+            })?),
+        };
         Ok(Config {
             listen,
             socket_mode,
@@ -398,6 +473,10 @@ impl File {
             failover,
             upstream_tls,
             appliance,
+            redact_keys: self.log.redact_keys,
+            metrics_listen,
+            probe_timeout: self.metrics.probe_timeout,
+            state_dir: self.state.dir,
         })
     }
 }
@@ -447,17 +526,20 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_field() {
-        let base =
-            "[listen]\nendpoint = \"unix:///a.sock\"\n[upstream]\nendpoint = \"unix:///b.sock\"\n";
+        let base = "[state]\ndir = \"/var/lib/gw\"\n[listen]\nendpoint = \"unix:///run/a.sock\"\n[upstream]\nendpoint = \"unix:///b.sock\"\n";
         assert!(with(base).is_ok());
         let cases = [
-            (base.replace("unix:///a.sock", "a.sock"), "listen.endpoint"),
+            (
+                base.replace("unix:///run/a.sock", "a.sock"),
+                "listen.endpoint",
+            ),
+            (base.replace("/var/lib/gw", "/run"), "state.dir"),
             (
                 base.replace("unix:///b.sock", "tcp://h:1"),
                 "upstream.endpoint",
             ),
             (
-                base.replace("unix:///b.sock", "unix:///a.sock"),
+                base.replace("unix:///b.sock", "unix:///run/a.sock"),
                 "upstream.endpoint",
             ),
             (format!("{base}dialect = \"v9\"\n"), "upstream.dialect"),
@@ -474,6 +556,10 @@ mod tests {
                 "listen.owner_uid",
             ),
             (format!("{base}[log]\nformat = \"xml\"\n"), "log.format"),
+            (
+                format!("{base}[metrics]\nlisten = \"localhost\"\n"),
+                "metrics.listen",
+            ),
         ];
         for (text, field) in cases {
             match with(&text) {
@@ -490,13 +576,12 @@ mod tests {
     #[test]
     fn bridge_sections_validate() {
         let tls = "[upstream.tls]\ncert = \"/c.pem\"\nkey = \"/c.key\"\nca = \"/ca.pem\"\n";
-        let tcp = "[listen]\nendpoint = \"unix:///a.sock\"\n[upstream]\nendpoint = \"tcp://h:1\"\nfailover = [\"tcp://g:2\"]\n";
+        let tcp = "[state]\ndir = \"/var/lib/gw\"\n[listen]\nendpoint = \"unix:///a.sock\"\n[upstream]\nendpoint = \"tcp://h:1\"\nfailover = [\"tcp://g:2\"]\n";
         let c = with(&format!("{tcp}{tls}")).unwrap();
         let t = c.upstream_tls.unwrap();
         assert_eq!(t.min_version, crate::tls::MinVersion::Tls13);
         assert_eq!(c.failover, vec![Endpoint::Tcp("g:2".into())]);
-        let unix =
-            "[listen]\nendpoint = \"unix:///a.sock\"\n[upstream]\nendpoint = \"unix:///b.sock\"\n";
+        let unix = "[state]\ndir = \"/var/lib/gw\"\n[listen]\nendpoint = \"unix:///a.sock\"\n[upstream]\nendpoint = \"unix:///b.sock\"\n";
         let appliance = "[appliance]\nlisten = \"tcp://0.0.0.0:9443\"\ncert = \"/s.pem\"\nkey = \"/s.key\"\nclient_ca = \"/ca.pem\"\n[[appliance.peers]]\ndns = [\"node\"]\nservices = [\"Identity\", \"Node\"]\n";
         let a = with(&format!("{unix}{appliance}"))
             .unwrap()

@@ -1,17 +1,19 @@
 //! One call from a client, from route to reply. Same dialect on both sides: relay the frames.
 //! Otherwise: decode the front dialect into the hub, call the upstream in its dialect, and encode
-//! the outcome back — errors included, since the draft answers errors inside an OK reply.
+//! the outcome back — errors included, since the draft answers errors inside an OK reply. Every
+//! call ends in exactly one report, from which `observe` logs and counts it.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::RecvStream;
 use http::{HeaderValue, Request, Response};
 
-use crate::dialect::Dialect;
-use crate::grpc::{body, frame, status, Status, CONTENT_TYPE};
+use crate::grpc::{body, frame, status, Code, Status, CONTENT_TYPE};
+use crate::metrics::{InFlight, Outcome};
+use crate::observe::{self, Report};
 use crate::tls::Authorization;
 use crate::translate::{self, FrontCall};
 use crate::upstream::{Connection, Live};
@@ -28,58 +30,98 @@ pub async fn handle(
     request: Request<RecvStream>,
     mut respond: SendResponse<Bytes>,
 ) {
-    let path = request.uri().path().to_owned();
-    let Some(route) = shared.router.route(&path) else {
+    let started = Instant::now();
+    let _in_flight = InFlight::start();
+    let mut report = Report::new(request.uri().path().to_owned());
+    serve(shared, private, request, &mut respond, &mut report).await;
+    observe::finish(&report, started.elapsed(), &shared.redactor);
+}
+
+async fn serve(
+    shared: &Shared,
+    private: Option<Connection>,
+    request: Request<RecvStream>,
+    respond: &mut SendResponse<Bytes>,
+    report: &mut Report,
+) {
+    let Some(route) = shared.router.route(&report.path) else {
         let s = Status::unimplemented(format!(
-            "unknown method {path}: not a CSI RPC this gateway serves"
+            "unknown method {}: not a CSI RPC this gateway serves",
+            report.path
         ));
-        return reply_status(&mut respond, &s);
+        report.fail(&s);
+        return reply_status(respond, &s);
     };
+    report.route = Some(route);
+    // A peer of the appliance listener may call only the CSI services it is allowed.
     if let Some(a) = request.extensions().get::<Arc<Authorization>>() {
         if !a.allows(route.method.service) {
-            let s = a.denied(&path, route.method.service);
-            tracing::warn!(peer = %a.peer, method = %path, "call refused: service not allowed for this peer");
-            // The draft dialect answers errors inside an OK reply; the others in the status.
-            return match route.dialect {
-                Dialect::V0_1Oneof => reply(
-                    &mut respond,
-                    translate::encode_front(route.dialect, &path, Err(s)),
-                ),
-                _ => reply_status(&mut respond, &s),
-            };
+            let s = a.denied(&report.path, route.method.service);
+            tracing::warn!(peer = %a.peer, method = %report.path, "call refused: service not allowed for this peer");
+            report.fail(&s);
+            return reply(
+                respond,
+                translate::encode_front(route.dialect, route.method.path, Err(s)),
+                report,
+            );
         }
     }
     let live = match shared.upstream.live() {
         Ok(live) => live,
         Err(s) => {
+            report.fail(&s);
             return reply(
-                &mut respond,
-                translate::encode_front(route.dialect, &path, Err(s)),
-            )
+                respond,
+                translate::encode_front(route.dialect, route.method.path, Err(s)),
+                report,
+            );
         }
     };
+    report.upstream_dialect = Some(live.detected.dialect);
+    report.driver = Some(live.driver_name.clone());
     let conn = private
         .filter(|c| !c.is_closed())
         .unwrap_or_else(|| live.conn.clone());
     if route.dialect == live.detected.dialect {
-        if let Err(s) = relay(&conn, request, &mut respond).await {
-            reply(
-                &mut respond,
-                translate::encode_front(route.dialect, &path, Err(s)),
-            );
+        let began = Instant::now();
+        match relay(&conn, request, respond, observe::bodies_enabled()).await {
+            Ok(relayed) => {
+                report.upstream = Some(began.elapsed());
+                report.code = relayed.code;
+                report.request = relayed.request;
+                report.response = relayed.reply;
+            }
+            Err(s) => {
+                report.fail(&s);
+                reply(
+                    respond,
+                    translate::encode_front(route.dialect, route.method.path, Err(s)),
+                    report,
+                );
+            }
         }
         return;
     }
     if route.method.server_streaming {
         let s = Status::unimplemented(format!(
-            "{path} streams; streaming RPCs pass through only between v1 peers, and the upstream speaks {}",
-            live.detected.dialect
+            "{} streams; streaming RPCs pass through only between v1 peers, and the upstream speaks {}",
+            route.method.path, live.detected.dialect
         ));
-        return reply_status(&mut respond, &s);
+        report.fail(&s);
+        return reply_status(respond, &s);
     }
     let deadline = grpc_timeout(request.headers());
-    let encoded = translated(shared, &live, &conn, route, request.into_body(), deadline).await;
-    reply(&mut respond, encoded);
+    let encoded = translated(
+        shared,
+        &live,
+        &conn,
+        route,
+        request.into_body(),
+        deadline,
+        report,
+    )
+    .await;
+    reply(respond, encoded, report);
 }
 
 /// Decodes the front's request, calls the upstream through the hub, and encodes the outcome in
@@ -91,19 +133,23 @@ async fn translated(
     route: Route,
     mut body: RecvStream,
     deadline: Option<Duration>,
+    report: &mut Report,
 ) -> Result<Vec<u8>, Status> {
     let (dialect, path) = (route.dialect, route.method.path);
-    let call = match read_message(&mut body)
-        .await
-        .and_then(|m| translate::decode_front(dialect, path, &m))
-    {
-        Ok(call) => call,
-        Err(s) => return translate::encode_front(dialect, path, Err(s)),
+    let message = match read_message(&mut body).await {
+        Ok(m) => m,
+        Err(s) => return refused(report, dialect, path, s),
     };
-    let request = match call {
-        FrontCall::Local(reply) => return Ok(reply),
-        FrontCall::Hub(request) => request,
+    report.request = Some(message.clone());
+    let request = match translate::decode_front(dialect, path, &message) {
+        Ok(FrontCall::Hub(request)) => request,
+        Ok(FrontCall::Local(reply)) => {
+            report.outcome = Some(Outcome::Ok);
+            return Ok(reply);
+        }
+        Err(s) => return refused(report, dialect, path, s),
     };
+    let began = Instant::now();
     let upstream_call =
         translate::call_upstream(&live.session, conn, shared.store.as_deref(), request);
     let outcome = match deadline {
@@ -117,7 +163,30 @@ async fn translated(
                 )))
             }),
     };
+    report.upstream = Some(began.elapsed());
+    report.outcome = Some(match &outcome {
+        Ok(_) => Outcome::Ok,
+        Err(s) if matches!(s.code(), Code::Unavailable | Code::DeadlineExceeded) => {
+            Outcome::Unavailable
+        }
+        Err(_) => Outcome::UpstreamError,
+    });
+    if let Err(s) = &outcome {
+        report.fail(s);
+    }
     translate::encode_front(dialect, path, outcome)
+}
+
+/// A request the gateway could not translate: answered in the front's dialect.
+fn refused(
+    report: &mut Report,
+    dialect: crate::dialect::Dialect,
+    path: &str,
+    s: Status,
+) -> Result<Vec<u8>, Status> {
+    report.fail(&s);
+    report.outcome = Some(Outcome::Refused);
+    translate::encode_front(dialect, path, Err(s))
 }
 
 async fn read_message(body: &mut RecvStream) -> Result<Bytes, Status> {
@@ -126,10 +195,18 @@ async fn read_message(body: &mut RecvStream) -> Result<Bytes, Status> {
 }
 
 /// Sends an encoded reply, or the status as a trailers-only reply.
-fn reply(respond: &mut SendResponse<Bytes>, encoded: Result<Vec<u8>, Status>) {
+fn reply(respond: &mut SendResponse<Bytes>, encoded: Result<Vec<u8>, Status>, report: &mut Report) {
     match encoded {
-        Ok(message) => send_message(respond, &message),
-        Err(s) => reply_status(respond, &s),
+        Ok(message) => {
+            send_message(respond, &message);
+            if observe::bodies_enabled() {
+                report.response = Some(message.into());
+            }
+        }
+        Err(s) => {
+            report.fail(&s);
+            reply_status(respond, &s);
+        }
     }
 }
 

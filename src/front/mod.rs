@@ -9,6 +9,7 @@ pub mod socket;
 
 use std::sync::Arc;
 
+use crate::observe::Redactor;
 use crate::translate::HandleStore;
 use crate::upstream::Upstream;
 
@@ -20,4 +21,6 @@ pub struct Shared {
     pub upstream: Arc<Upstream>,
     /// Durable VolumeHandle metadata for draft upstreams; `None` until a store is configured.
     pub store: Option<Arc<dyn HandleStore>>,
+    /// Strips secrets from logged bodies.
+    pub redactor: Redactor,
 }

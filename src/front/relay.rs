@@ -1,13 +1,25 @@
 //! The fast path: front and upstream speak the same dialect, so the call is relayed frame by
-//! frame — headers, data, trailers — without decoding. Streaming RPCs relay the same way.
+//! frame — headers, data, trailers — without decoding. Streaming RPCs relay the same way. The
+//! relay only peeks: it keeps the request's first frame (for the log line's volume id) and reads
+//! the final `grpc-status` (for the metrics).
 
 use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
 use http::{HeaderMap, Request, Response};
 
-use crate::grpc::{body::h2_status, status, Status};
+use crate::grpc::{body::h2_status, status, Code, Status};
 use crate::upstream::Connection;
+
+/// What the relay saw of a call that went through.
+pub struct Relayed {
+    /// The upstream's final status code.
+    pub code: Code,
+    /// The request's first message (gRPC frame header removed), if it arrived whole.
+    pub request: Option<Bytes>,
+    /// The reply's first message, when `keep_reply` asked for it.
+    pub reply: Option<Bytes>,
+}
 
 /// Relays one call to `upstream`. Errors before the reply headers went out come back as a
 /// status for the caller to send; later ones reset the stream.
@@ -15,7 +27,8 @@ pub async fn relay(
     upstream: &Connection,
     request: Request<RecvStream>,
     respond: &mut SendResponse<Bytes>,
-) -> Result<(), Status> {
+    keep_reply: bool,
+) -> Result<Relayed, Status> {
     let (parts, client_body) = request.into_parts();
     let mut forwarded = Request::new(());
     *forwarded.method_mut() = parts.method;
@@ -25,8 +38,10 @@ pub async fn relay(
     let (response, upstream_send) = upstream.open(forwarded, end).await?;
 
     let upload = async {
-        if !end {
-            pump(client_body, upstream_send).await;
+        if end {
+            Pumped::default()
+        } else {
+            pump(client_body, upstream_send, true).await
         }
     };
     let download = async {
@@ -34,6 +49,7 @@ pub async fn relay(
             .await
             .map_err(|e| unreachable_upstream(upstream, &e))?;
         let (parts, upstream_body) = response.into_parts();
+        let headers_status = status::from_headers(&parts.headers).map(|s| s.code());
         let mut reply = Response::new(());
         *reply.status_mut() = parts.status;
         *reply.headers_mut() = end_to_end(parts.headers);
@@ -41,45 +57,70 @@ pub async fn relay(
         let client_send = respond
             .send_response(reply, end)
             .map_err(|e| h2_status(&e, "replying"))?;
-        if !end {
-            pump(upstream_body, client_send).await;
+        if end {
+            return Ok::<_, Status>(Pumped {
+                first: None,
+                code: headers_status,
+            });
         }
-        Ok(())
+        Ok(pump(upstream_body, client_send, keep_reply).await)
     };
-    let ((), result) = tokio::join!(upload, download);
-    result
+    let (sent, received) = tokio::join!(upload, download);
+    let received = received?;
+    Ok(Relayed {
+        code: received.code.unwrap_or(Code::Unknown),
+        request: sent.first.and_then(message_of),
+        reply: received.first.and_then(message_of),
+    })
+}
+
+#[derive(Default)]
+struct Pumped {
+    first: Option<Bytes>,
+    code: Option<Code>,
 }
 
 /// Copies data then trailers from `from` to `to`, moving only as much as the receiver's window
 /// allows and returning flow-control credit only once the data is passed on.
-async fn pump(mut from: RecvStream, mut to: SendStream<Bytes>) {
+async fn pump(mut from: RecvStream, mut to: SendStream<Bytes>, keep_first: bool) -> Pumped {
+    let mut seen = Pumped::default();
     while let Some(chunk) = from.data().await {
         let Ok(mut chunk) = chunk else {
             to.send_reset(h2::Reason::CANCEL);
-            return;
+            return seen;
         };
+        if keep_first && seen.first.is_none() {
+            seen.first = Some(chunk.clone()); // a reference count, not a copy
+        }
         let len = chunk.len();
         // A unary body is one DATA frame ending the stream: forward it as one frame too.
         let last = from.is_end_stream();
+        if chunk.is_empty() {
+            // Clients such as hyper end a body with an empty DATA frame: the end must travel on.
+            if last && to.send_data(Bytes::new(), true).is_err() {
+                return seen;
+            }
+        }
         while !chunk.is_empty() {
             to.reserve_capacity(chunk.len());
             let granted = match std::future::poll_fn(|cx| to.poll_capacity(cx)).await {
                 Some(Ok(n)) if n > 0 => n,
                 Some(Ok(_)) => continue,
-                _ => return,
+                _ => return seen,
             };
             let piece = chunk.split_to(granted.min(chunk.len()));
             if to.send_data(piece, last && chunk.is_empty()).is_err() {
-                return;
+                return seen;
             }
         }
         let _ = from.flow_control().release_capacity(len);
         if last {
-            return;
+            return seen;
         }
     }
     match from.trailers().await {
         Ok(Some(trailers)) => {
+            seen.code = status::from_headers(&trailers).map(|s| s.code());
             let _ = to.send_trailers(trailers);
         }
         Ok(None) => {
@@ -87,6 +128,13 @@ async fn pump(mut from: RecvStream, mut to: SendStream<Bytes>) {
         }
         Err(_) => to.send_reset(h2::Reason::CANCEL),
     }
+    seen
+}
+
+/// The message inside a DATA chunk that holds one whole gRPC frame.
+fn message_of(chunk: Bytes) -> Option<Bytes> {
+    let len = u32::from_be_bytes(chunk.get(1..5)?.try_into().ok()?) as usize;
+    (chunk.len() >= 5 + len).then(|| chunk.slice(5..5 + len))
 }
 
 /// Drops the headers that describe one hop rather than the call.

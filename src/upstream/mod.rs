@@ -14,7 +14,9 @@ use tokio::sync::watch;
 use crate::dialect::Dialect;
 use crate::endpoint::Endpoint;
 use crate::grpc::Status;
-use crate::translate::UpstreamSession;
+use crate::hub::{self, v1};
+use crate::metrics;
+use crate::translate::{self, UpstreamSession};
 
 pub use conn::Connection;
 pub use detect::Detected;
@@ -39,6 +41,8 @@ pub struct Live {
     pub conn: Connection,
     pub session: Arc<UpstreamSession>,
     pub detected: Detected,
+    /// The plugin's name from GetPluginInfo (the metrics' `driver_name`).
+    pub driver_name: String,
 }
 
 #[derive(Clone)]
@@ -99,18 +103,29 @@ async fn supervise(settings: Settings, state: watch::Sender<State>) {
     let mut at = 0;
     let mut backoff = settings.backoff_initial;
     let mut previous: Option<Dialect> = None;
+    metrics::upstream_state(false);
     loop {
         let endpoint = &endpoints[at];
         match establish(&settings, endpoint).await {
             Ok(live) => {
                 backoff = settings.backoff_initial;
-                announce(endpoint, &live.detected, previous);
+                announce(endpoint, &live, previous);
+                if previous.is_some() {
+                    metrics::upstream_reconnected();
+                }
+                metrics::upstream_dialect(
+                    previous.map(Dialect::name),
+                    live.detected.dialect.name(),
+                    &live.driver_name,
+                );
+                metrics::upstream_state(true);
                 previous = Some(live.detected.dialect);
                 let conn = live.conn.clone();
                 if state.send(State::Ready(Arc::new(live))).is_err() {
                     return; // nobody is listening any more
                 }
                 conn.closed().await;
+                metrics::upstream_state(false);
                 tracing::warn!(upstream = %endpoint, "upstream connection lost; reconnecting");
                 let _ = state.send(State::Connecting {
                     last_error: Some("connection lost".into()),
@@ -148,20 +163,47 @@ async fn establish(settings: &Settings, endpoint: &Endpoint) -> Result<Live, Str
     .await
     .map_err(|_| format!("dialect detection on {endpoint} timed out"))?
     .map_err(|s| format!("dialect detection on {endpoint} failed: {}", s.message()))?;
-    let session = UpstreamSession::new(detected.dialect, detected.version);
+    let mut session = UpstreamSession::new(detected.dialect, detected.version);
     if detected.v0_2 {
         session
             .node_get_id_fallback
             .store(true, std::sync::atomic::Ordering::Relaxed);
     }
+    let (driver_name, requires_staging) = learn(&session, &conn, settings.connect_timeout).await;
+    session.requires_staging = requires_staging;
     Ok(Live {
         conn,
         session: Arc::new(session),
         detected,
+        driver_name,
     })
 }
 
-fn announce(endpoint: &Endpoint, detected: &Detected, previous: Option<Dialect>) {
+/// The plugin's name and whether it requires NodeStageVolume, asked through the hub so it reads
+/// the same in every dialect. A plugin without a node service simply does not stage.
+async fn learn(session: &UpstreamSession, conn: &Connection, timeout: Duration) -> (String, bool) {
+    let ask = |request| {
+        tokio::time::timeout(
+            timeout,
+            translate::call_upstream(session, conn, None, request),
+        )
+    };
+    let name = match ask(hub::Request::GetPluginInfo(Default::default())).await {
+        Ok(Ok(hub::Response::GetPluginInfo(info))) if !info.name.is_empty() => info.name,
+        _ => metrics::UNKNOWN_DRIVER.to_string(),
+    };
+    let stages = match ask(hub::Request::NodeGetCapabilities(Default::default())).await {
+        Ok(Ok(hub::Response::NodeGetCapabilities(caps))) => caps.capabilities.iter().any(|c| {
+            matches!(&c.r#type, Some(v1::node_service_capability::Type::Rpc(rpc))
+                if rpc.r#type == v1::node_service_capability::rpc::Type::StageUnstageVolume as i32)
+        }),
+        _ => false,
+    };
+    (name, stages)
+}
+
+fn announce(endpoint: &Endpoint, live: &Live, previous: Option<Dialect>) {
+    let detected = &live.detected;
     let dialect = if detected.v0_2 {
         "v0.2".to_string()
     } else {
@@ -170,11 +212,14 @@ fn announce(endpoint: &Endpoint, detected: &Detected, previous: Option<Dialect>)
     let version = detected
         .version
         .map(|v| format!("{}.{}.{}", v.major, v.minor, v.patch));
+    let (driver, staging) = (&live.driver_name, live.session.requires_staging);
     match previous {
         Some(p) if p != detected.dialect => tracing::warn!(
-            upstream = %endpoint, from = %p, to = %dialect, ?version,
+            upstream = %endpoint, from = %p, to = %dialect, ?version, driver, staging,
             "upstream dialect changed across a reconnect (driver upgraded?); re-negotiated"
         ),
-        _ => tracing::info!(upstream = %endpoint, %dialect, ?version, "upstream connected"),
+        _ => {
+            tracing::info!(upstream = %endpoint, %dialect, ?version, driver, staging, "upstream connected")
+        }
     }
 }

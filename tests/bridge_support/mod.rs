@@ -140,7 +140,10 @@ pub fn gateway(name: &str, dir: &Path, config: &str) -> Proc {
     let file = dir.join(format!("{name}.toml"));
     std::fs::write(
         &file,
-        format!("{config}\n[log]\nformat = \"json\"\nlevel = \"info\"\n"),
+        format!(
+            "{config}\n[log]\nformat = \"json\"\nlevel = \"info\"\n[state]\ndir = {:?}\n[metrics]\nlisten = \"\"\n",
+            dir.join(format!("{name}-state"))
+        ),
     )
     .unwrap();
     Proc::spawn(

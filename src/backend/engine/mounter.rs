@@ -1,0 +1,182 @@
+//! Making a volume visible at a path: a real bind mount (the default), or a symlink when the
+//! operator explicitly asks for `--publish-mode symlink` (unprivileged runs). Bind mode is never
+//! silently degraded: if the host refuses mounts, start-up fails and says so.
+
+use std::fs;
+use std::io::ErrorKind;
+use std::path::Path;
+
+use rustix::mount::{mount_bind, mount_remount, unmount, MountFlags, UnmountFlags};
+
+use super::error::{EngineError, Result};
+use super::model::Kind;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PublishMode {
+    Bind,
+    Symlink,
+}
+
+impl std::str::FromStr for PublishMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "bind" => Ok(PublishMode::Bind),
+            "symlink" => Ok(PublishMode::Symlink),
+            other => Err(format!(
+                "unknown publish mode {other:?} (expected bind or symlink)"
+            )),
+        }
+    }
+}
+
+/// Checks once, at start-up, that bind mounts work here, with a scratch pair under `dir`.
+pub fn probe_bind(dir: &Path) -> Result<()> {
+    let src = dir.join(".bind-probe-src");
+    let dst = dir.join(".bind-probe-dst");
+    for p in [&src, &dst] {
+        let _ = fs::create_dir(p);
+    }
+    let outcome = mount_bind(&src, &dst);
+    if outcome.is_ok() {
+        let _ = unmount(&dst, UnmountFlags::DETACH);
+    }
+    let _ = fs::remove_dir(&src);
+    let _ = fs::remove_dir(&dst);
+    outcome.map_err(|e| {
+        EngineError::Unavailable(format!(
+            "--publish-mode bind needs bind mounts, and this host refused one ({e}); \
+             run as root with CAP_SYS_ADMIN, or pass --publish-mode symlink explicitly"
+        ))
+    })
+}
+
+/// Makes `source` (a directory for mount access, a file for block access) appear at `target`.
+pub fn attach(
+    mode: PublishMode,
+    kind: Kind,
+    source: &Path,
+    target: &Path,
+    readonly: bool,
+) -> Result<()> {
+    let ctx = || format!("publishing {} at {}", source.display(), target.display());
+    match mode {
+        PublishMode::Symlink => {
+            // The CO may have created the target (kubelet creates directories); an empty one is
+            // replaced by the link, anything else is left alone and reported.
+            match fs::symlink_metadata(target) {
+                Ok(m) if m.is_dir() => fs::remove_dir(target).map_err(EngineError::io(ctx()))?,
+                Ok(m) if m.is_file() && m.len() == 0 => {
+                    fs::remove_file(target).map_err(EngineError::io(ctx()))?
+                }
+                Ok(_) => {
+                    return Err(EngineError::AlreadyExists(format!(
+                        "{} exists and is not an empty directory or file",
+                        target.display()
+                    )))
+                }
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(EngineError::io(ctx())(e)),
+            }
+            std::os::unix::fs::symlink(source, target).map_err(EngineError::io(ctx()))
+        }
+        PublishMode::Bind => {
+            // A crash between mounting and committing leaves the mount without a record; the
+            // CO's retry must not stack a second mount on top of it.
+            if is_mount_point(target) {
+                return Ok(());
+            }
+            match kind {
+                Kind::Mount => fs::create_dir_all(target).map_err(EngineError::io(ctx()))?,
+                Kind::Block => {
+                    if fs::symlink_metadata(target).is_err() {
+                        fs::File::create(target).map_err(EngineError::io(ctx()))?;
+                    }
+                }
+            }
+            mount_bind(source, target).map_err(|e| EngineError::io(ctx())(e.into()))?;
+            if readonly {
+                // A bind mount only becomes read-only through a remount of the bind itself.
+                let flags = MountFlags::BIND | MountFlags::RDONLY;
+                if let Err(e) = mount_remount(target, flags, "") {
+                    let _ = unmount(target, UnmountFlags::DETACH);
+                    return Err(EngineError::io(ctx())(e.into()));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Whether `path` is a mount point now, from /proc/self/mountinfo (field 5 is the mount point,
+/// with spaces and other specials octal-escaped).
+pub fn is_mount_point(path: &Path) -> bool {
+    let Ok(info) = fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let want = path.to_string_lossy().replace(' ', "\\040");
+    info.lines()
+        .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
+}
+
+/// Undoes [`attach`]; a target that is already gone or not mounted is fine (idempotent).
+pub fn detach(target: &Path, symlink: bool) -> Result<()> {
+    let ctx = || format!("unpublishing {}", target.display());
+    if !symlink {
+        match unmount(target, UnmountFlags::empty()) {
+            // EINVAL: not a mount point (already unmounted); ENOENT: gone.
+            Ok(()) | Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => return Err(EngineError::io(ctx())(e.into())),
+        }
+    }
+    match fs::symlink_metadata(target) {
+        Ok(m) if m.is_dir() => fs::remove_dir(target).map_err(EngineError::io(ctx())),
+        Ok(_) => fs::remove_file(target).map_err(EngineError::io(ctx())),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(EngineError::io(ctx())(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symlink_publish_replaces_an_empty_dir_and_detach_is_idempotent() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("vol");
+        fs::create_dir(&src).unwrap();
+        fs::write(src.join("data"), b"hello").unwrap();
+        let target = dir.path().join("target");
+        fs::create_dir(&target).unwrap();
+        attach(PublishMode::Symlink, Kind::Mount, &src, &target, false).unwrap();
+        assert_eq!(fs::read(target.join("data")).unwrap(), b"hello");
+        detach(&target, true).unwrap();
+        assert!(!target.exists());
+        detach(&target, true).unwrap();
+    }
+
+    #[test]
+    fn symlink_publish_refuses_a_non_empty_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        fs::create_dir(&target).unwrap();
+        fs::write(target.join("keep"), b"x").unwrap();
+        let err = attach(
+            PublishMode::Symlink,
+            Kind::Mount,
+            dir.path(),
+            &target,
+            false,
+        );
+        assert!(err.is_err());
+        assert!(target.join("keep").exists());
+    }
+
+    #[test]
+    fn publish_mode_parses() {
+        assert_eq!("bind".parse::<PublishMode>(), Ok(PublishMode::Bind));
+        assert_eq!("symlink".parse::<PublishMode>(), Ok(PublishMode::Symlink));
+        assert!("auto".parse::<PublishMode>().is_err());
+    }
+}

@@ -1,0 +1,287 @@
+//! Node-side operations on this machine: stage, publish (bind mount or symlink), unpublish,
+//! unstage, volume statistics and node expansion.
+
+use std::path::Path;
+
+use super::error::{EngineError, ObjectKind, Precondition, Result};
+use super::model::{AccessMode, Capability, Kind, Publication, Staging};
+use super::mounter::{self, PublishMode};
+use super::{lock, rules, Engine};
+
+/// Dialect-free NodePublishVolume arguments.
+#[derive(Clone, Debug)]
+pub struct Publish {
+    pub volume_id: String,
+    pub target_path: String,
+    /// Empty when the CO did not stage (older dialects, or staging not required).
+    pub staging_path: String,
+    pub capability: Capability,
+    pub readonly: bool,
+    /// Apply the v0.1/v0.3 table strictly: a volume without a MULTI_NODE access mode may be
+    /// published at one target only (FAILED_PRECONDITION for a second). v1 leaves that to
+    /// SINGLE_NODE_SINGLE_WRITER, which is what Kubernetes relies on for RWO volumes.
+    pub strict_single_target: bool,
+}
+
+/// Usage figures for NodeGetVolumeStats; inode figures are absent for block volumes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stats {
+    pub total_bytes: u64,
+    pub available_bytes: u64,
+    pub used_bytes: u64,
+    pub inodes: Option<(u64, u64, u64)>,
+    /// `Some(message)` when the volume is abnormal (its backing data vanished).
+    pub abnormal: Option<String>,
+}
+
+fn required(field: &str, value: &str) -> Result<()> {
+    if value.is_empty() {
+        return Err(EngineError::missing(field));
+    }
+    Ok(())
+}
+
+impl Engine {
+    pub fn stage(&self, id: &str, staging_path: &str, cap: &Capability) -> Result<()> {
+        required("volume_id", id)?;
+        required("staging_target_path", staging_path)?;
+        let _guard = self.locks.try_lock([lock::volume(id)])?;
+        let volume = self.volume(id)?;
+        if !rules::supports(volume.kind, cap) {
+            return Err(EngineError::precondition(
+                Precondition::Other,
+                format!(
+                    "volume_capability: volume {id:?} is a {:?} volume",
+                    volume.kind
+                ),
+            ));
+        }
+        let wanted = Staging {
+            capability: cap.clone(),
+        };
+        match volume.stagings.get(staging_path) {
+            Some(s) if *s == wanted => return Ok(()),
+            Some(_) => {
+                return Err(EngineError::AlreadyExists(format!(
+                    "volume {id:?} is staged at {staging_path:?} with a different capability"
+                )))
+            }
+            None => {}
+        }
+        // Mount volumes get their directory bound at the staging path; block volumes are
+        // published straight from the backing file, staging only records the intent.
+        if volume.kind == Kind::Mount {
+            let path = Path::new(staging_path);
+            mounter::attach(
+                self.cfg.publish_mode,
+                Kind::Mount,
+                &self.store.volume_path(id),
+                path,
+                false,
+            )?;
+        }
+        self.commit(|state| {
+            let v = state.volumes.get_mut(id).expect("locked");
+            v.stagings.insert(staging_path.to_string(), wanted);
+            Ok(())
+        })
+    }
+
+    pub fn unstage(&self, id: &str, staging_path: &str) -> Result<()> {
+        required("volume_id", id)?;
+        required("staging_target_path", staging_path)?;
+        let _guard = self.locks.try_lock([lock::volume(id)])?;
+        let volume = self.volume(id)?;
+        if !volume.stagings.contains_key(staging_path) {
+            return Ok(());
+        }
+        if let Some(target) = volume
+            .publications
+            .iter()
+            .find(|(_, p)| p.staging_path == staging_path)
+        {
+            return Err(EngineError::precondition(
+                Precondition::InUse,
+                format!(
+                    "volume {id:?} is still published at {:?} from this staging path",
+                    target.0
+                ),
+            ));
+        }
+        if volume.kind == Kind::Mount {
+            mounter::detach(
+                Path::new(staging_path),
+                self.cfg.publish_mode == PublishMode::Symlink,
+            )?;
+        }
+        self.commit(|state| {
+            state
+                .volumes
+                .get_mut(id)
+                .expect("locked")
+                .stagings
+                .remove(staging_path);
+            Ok(())
+        })
+    }
+
+    pub fn publish(&self, req: &Publish) -> Result<()> {
+        let id = req.volume_id.as_str();
+        required("volume_id", id)?;
+        required("target_path", &req.target_path)?;
+        if self.cfg.require_staging {
+            required("staging_target_path", &req.staging_path)?;
+        }
+        let _guard = self.locks.try_lock([lock::volume(id)])?;
+        let volume = self.volume(id)?;
+        if !rules::supports(volume.kind, &req.capability) {
+            return Err(EngineError::precondition(
+                Precondition::Other,
+                format!(
+                    "volume_capability: volume {id:?} is a {:?} volume",
+                    volume.kind
+                ),
+            ));
+        }
+        let staged =
+            !req.staging_path.is_empty() && volume.stagings.contains_key(&req.staging_path);
+        if !req.staging_path.is_empty() && !staged {
+            return Err(EngineError::precondition(
+                Precondition::NotStaged,
+                format!("volume {id:?} is not staged at {:?}", req.staging_path),
+            ));
+        }
+        let symlink = self.cfg.publish_mode == PublishMode::Symlink;
+        let wanted = Publication {
+            readonly: req.readonly,
+            capability: req.capability.clone(),
+            staging_path: req.staging_path.clone(),
+            symlink,
+        };
+        match volume.publications.get(&req.target_path) {
+            Some(p) if *p == wanted => return Ok(()),
+            Some(_) => {
+                return Err(EngineError::AlreadyExists(format!(
+                    "volume {id:?} is published at {:?} with different arguments",
+                    req.target_path
+                )))
+            }
+            None => {}
+        }
+        let exclusive = req.capability.mode == AccessMode::SingleNodeSingleWriter
+            || (req.strict_single_target && req.capability.mode.single_node());
+        if exclusive && !volume.publications.is_empty() {
+            return Err(EngineError::precondition(
+                Precondition::InUse,
+                format!(
+                    "volume {id:?} has the single-node access mode {:?} and is already published at {:?}",
+                    req.capability.mode,
+                    volume.publications.keys().collect::<Vec<_>>()
+                ),
+            ));
+        }
+        let source = match volume.kind {
+            Kind::Mount if staged => Path::new(&req.staging_path).to_path_buf(),
+            _ => self.store.volume_path(id),
+        };
+        let target = Path::new(&req.target_path);
+        mounter::attach(
+            self.cfg.publish_mode,
+            volume.kind,
+            &source,
+            target,
+            req.readonly,
+        )?;
+        self.commit(|state| {
+            let v = state.volumes.get_mut(id).expect("locked");
+            v.publications.insert(req.target_path.clone(), wanted);
+            Ok(())
+        })
+    }
+
+    pub fn unpublish(&self, id: &str, target: &str) -> Result<()> {
+        required("volume_id", id)?;
+        required("target_path", target)?;
+        let _guard = self.locks.try_lock([lock::volume(id)])?;
+        let volume = self.volume(id)?;
+        let Some(p) = volume.publications.get(target) else {
+            return Ok(());
+        };
+        mounter::detach(Path::new(target), p.symlink)?;
+        self.commit(|state| {
+            state
+                .volumes
+                .get_mut(id)
+                .expect("locked")
+                .publications
+                .remove(target);
+            Ok(())
+        })
+    }
+
+    /// NodeGetVolumeStats: real statvfs figures of the filesystem holding the volume, capped by
+    /// the volume's capacity (mount), or the backing file's size (block).
+    pub fn stats(&self, id: &str, volume_path: &str) -> Result<Stats> {
+        required("volume_id", id)?;
+        required("volume_path", volume_path)?;
+        let volume = self.volume(id)?;
+        if !volume.publications.contains_key(volume_path)
+            && !volume.stagings.contains_key(volume_path)
+        {
+            return Err(EngineError::not_found(
+                ObjectKind::Volume,
+                format!("{id} at {volume_path}"),
+            ));
+        }
+        let backing = self.store.volume_path(id);
+        if !backing.exists() {
+            return Ok(Stats {
+                total_bytes: volume.capacity,
+                available_bytes: 0,
+                used_bytes: 0,
+                inodes: None,
+                abnormal: Some(format!("backing data {} is missing", backing.display())),
+            });
+        }
+        let st = rustix::fs::statvfs(&backing)
+            .map_err(|e| EngineError::io(format!("statvfs {}", backing.display()))(e.into()))?;
+        let frsize = st.f_frsize.max(1);
+        match volume.kind {
+            Kind::Block => Ok(Stats {
+                total_bytes: volume.capacity,
+                available_bytes: 0,
+                used_bytes: volume.capacity,
+                inodes: None,
+                abnormal: None,
+            }),
+            Kind::Mount => {
+                let fs_used = (st.f_blocks - st.f_bfree) * frsize;
+                let fs_avail = st.f_bavail * frsize;
+                let used = fs_used.min(volume.capacity);
+                Ok(Stats {
+                    total_bytes: volume.capacity,
+                    available_bytes: fs_avail.min(volume.capacity - used),
+                    used_bytes: used,
+                    inodes: Some((st.f_files, st.f_ffree, st.f_files - st.f_ffree)),
+                    abnormal: None,
+                })
+            }
+        }
+    }
+
+    /// NodeExpandVolume: the controller already grew the backing data; the node side has
+    /// nothing to resize (no filesystem of its own), so it checks and reports the capacity.
+    pub fn node_expand(&self, id: &str, volume_path: &str, required_bytes: u64) -> Result<u64> {
+        required("volume_id", id)?;
+        required("volume_path", volume_path)?;
+        let _guard = self.locks.try_lock([lock::volume(id)])?;
+        let volume = self.volume(id)?;
+        if required_bytes > volume.capacity {
+            return Err(EngineError::OutOfRange(format!(
+                "capacity_range: {required_bytes} bytes requested, the volume has {} (expand it on the controller first)",
+                volume.capacity
+            )));
+        }
+        Ok(volume.capacity)
+    }
+}

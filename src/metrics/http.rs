@@ -1,0 +1,112 @@
+//! The operations endpoint: `/metrics` for Prometheus, `/healthz` for the Kubernetes
+//! livenessprobe (200 `ok` when the upstream answers Probe ready in time, 500 with the reason
+//! otherwise — over the gateway's existing upstream connection, never a new dial per probe), and
+//! `/readyz` (200 once the upstream is connected and its dialect known).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::hub;
+use crate::translate;
+use crate::upstream::Upstream;
+
+pub struct Endpoint {
+    pub prometheus: PrometheusHandle,
+    pub upstream: Arc<Upstream>,
+    pub probe_timeout: Duration,
+}
+
+/// Serves until `shutdown` turns true.
+pub async fn serve(
+    listener: TcpListener,
+    endpoint: Arc<Endpoint>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = shutdown.wait_for(|s| *s) => return,
+        };
+        let Ok((io, _)) = accepted else { continue };
+        let endpoint = endpoint.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |req| {
+                let endpoint = endpoint.clone();
+                async move { Ok::<_, Infallible>(route(&endpoint, req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(io), service)
+                .await;
+        });
+    }
+}
+
+async fn route(endpoint: &Endpoint, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    match req.uri().path() {
+        "/metrics" => text(StatusCode::OK, endpoint.prometheus.render()),
+        "/healthz" => match healthy(endpoint).await {
+            Ok(()) => text(StatusCode::OK, "ok".into()),
+            Err(reason) => text(StatusCode::INTERNAL_SERVER_ERROR, reason),
+        },
+        "/readyz" => match endpoint.upstream.live() {
+            Ok(_) => text(StatusCode::OK, "ready".into()),
+            Err(s) => text(StatusCode::SERVICE_UNAVAILABLE, s.message().to_string()),
+        },
+        _ => text(
+            StatusCode::NOT_FOUND,
+            "not found: try /metrics, /healthz or /readyz".into(),
+        ),
+    }
+}
+
+/// Probe through the hub, so the answer means the same whatever the upstream's dialect.
+async fn healthy(endpoint: &Endpoint) -> Result<(), String> {
+    let live = endpoint
+        .upstream
+        .live()
+        .map_err(|s| s.message().to_string())?;
+    let probe = translate::call_upstream(
+        &live.session,
+        &live.conn,
+        None,
+        hub::Request::Probe(Default::default()),
+    );
+    match tokio::time::timeout(endpoint.probe_timeout, probe).await {
+        Err(_) => Err(format!(
+            "upstream {} did not answer Probe within {:?}",
+            live.conn.endpoint(),
+            endpoint.probe_timeout
+        )),
+        Ok(Err(s)) => Err(format!(
+            "upstream {} Probe failed: {:?}: {}",
+            live.conn.endpoint(),
+            s.code(),
+            s.message()
+        )),
+        // An absent `ready` means ready (v1 spec).
+        Ok(Ok(hub::Response::Probe(p))) if p.ready == Some(false) => {
+            Err(format!("upstream {} is not ready", live.conn.endpoint()))
+        }
+        Ok(Ok(_)) => Ok(()),
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    r
+}

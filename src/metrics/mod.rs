@@ -1,0 +1,238 @@
+//! Prometheus metrics. The per-call histogram is exactly the one the Kubernetes CSI sidecars
+//! export (`csi_sidecar_operations_seconds{driver_name, method_name, grpc_status_code}`, same
+//! buckets, Go's code names), so existing dashboards work; the gateway's own series carry the
+//! `csi_gateway_` prefix. Every label value is bounded: method names come from the route table
+//! (an unrouted path is `unknown`), dialects and codes from fixed sets.
+
+pub mod http;
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use metrics::{
+    counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit,
+};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+use crate::grpc::Code;
+
+pub const OPERATIONS: &str = "csi_sidecar_operations_seconds";
+pub const TRANSLATIONS: &str = "csi_gateway_translations_total";
+pub const UPSTREAM_SECONDS: &str = "csi_gateway_upstream_seconds";
+pub const OVERHEAD_SECONDS: &str = "csi_gateway_overhead_seconds";
+pub const IN_FLIGHT: &str = "csi_gateway_calls_in_flight";
+pub const UPSTREAM_CONNECTED: &str = "csi_gateway_upstream_connected";
+pub const UPSTREAM_RECONNECTS: &str = "csi_gateway_upstream_reconnects_total";
+pub const UPSTREAM_DIALECT: &str = "csi_gateway_upstream_dialect_info";
+pub const TLS_HANDSHAKE_FAILURES: &str = "csi_gateway_tls_handshake_failures_total";
+pub const CERT_EXPIRY: &str = "csi_gateway_certificate_expiry_timestamp_seconds";
+pub const STORE_OPERATIONS: &str = "csi_gateway_store_operations_total";
+pub const STAGING_REFERENCES: &str = "csi_gateway_staging_references";
+
+/// The CSI sidecars' buckets (csi-lib-utils `operationsLatencyBuckets`).
+const SIDECAR_BUCKETS: &[f64] = &[
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 25.0, 50.0, 120.0, 300.0, 600.0,
+];
+/// The gateway's own latency split lives well below a millisecond.
+const FINE_BUCKETS: &[f64] = &[
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 1.0, 5.0, 30.0,
+];
+
+/// The driver name before the upstream told it (the sidecars' placeholder).
+pub const UNKNOWN_DRIVER: &str = "unknown-driver";
+
+/// Installs the process-wide recorder once and returns the handle that renders `/metrics`.
+pub fn install() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let handle = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Full(OPERATIONS.into()), SIDECAR_BUCKETS)
+                .and_then(|b| {
+                    b.set_buckets_for_metric(Matcher::Prefix("csi_gateway_".into()), FINE_BUCKETS)
+                })
+                .expect("bucket lists are non-empty")
+                .install_recorder()
+                .expect("the metrics recorder is installed once per process");
+            describe();
+            handle
+        })
+        .clone()
+}
+
+fn describe() {
+    describe_histogram!(
+        OPERATIONS,
+        Unit::Seconds,
+        "Container Storage Interface operation duration with gRPC error code status total"
+    );
+    describe_counter!(
+        TRANSLATIONS,
+        "Calls translated between dialects, by front dialect, upstream dialect, method and outcome"
+    );
+    describe_histogram!(
+        UPSTREAM_SECONDS,
+        Unit::Seconds,
+        "Time spent waiting for the upstream plugin, per call"
+    );
+    describe_histogram!(
+        OVERHEAD_SECONDS,
+        Unit::Seconds,
+        "Time the gateway itself added to a call (total minus upstream)"
+    );
+    describe_gauge!(IN_FLIGHT, "Calls being served now");
+    describe_gauge!(
+        UPSTREAM_CONNECTED,
+        "1 while the upstream plugin is connected and its dialect known"
+    );
+    describe_counter!(
+        UPSTREAM_RECONNECTS,
+        "Times the upstream connection was lost and re-established"
+    );
+    describe_gauge!(
+        UPSTREAM_DIALECT,
+        "The upstream's detected dialect (value 1 on the current one)"
+    );
+    describe_counter!(
+        TLS_HANDSHAKE_FAILURES,
+        "TLS handshakes refused or failed, by reason"
+    );
+    describe_gauge!(
+        CERT_EXPIRY,
+        Unit::Seconds,
+        "Expiry time of each loaded certificate (Unix seconds)"
+    );
+    describe_counter!(
+        STORE_OPERATIONS,
+        "Durable store operations by kind and outcome"
+    );
+    describe_gauge!(
+        STAGING_REFERENCES,
+        "Published targets holding an emulated staging, per volume"
+    );
+}
+
+/// Go's names for gRPC codes (what the sidecars put in `grpc_status_code`).
+pub fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "Canceled",
+        Code::Unknown => "Unknown",
+        Code::InvalidArgument => "InvalidArgument",
+        Code::DeadlineExceeded => "DeadlineExceeded",
+        Code::NotFound => "NotFound",
+        Code::AlreadyExists => "AlreadyExists",
+        Code::PermissionDenied => "PermissionDenied",
+        Code::ResourceExhausted => "ResourceExhausted",
+        Code::FailedPrecondition => "FailedPrecondition",
+        Code::Aborted => "Aborted",
+        Code::OutOfRange => "OutOfRange",
+        Code::Unimplemented => "Unimplemented",
+        Code::Internal => "Internal",
+        Code::Unavailable => "Unavailable",
+        Code::DataLoss => "DataLoss",
+        Code::Unauthenticated => "Unauthenticated",
+    }
+}
+
+/// Where a translated call ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    /// The client's request could not be translated (bad input, unsupported by the upstream).
+    Refused,
+    /// The upstream answered with an error.
+    UpstreamError,
+    /// The gateway could not reach the upstream in time.
+    Unavailable,
+}
+
+impl Outcome {
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Refused => "refused",
+            Outcome::UpstreamError => "upstream_error",
+            Outcome::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// One finished call, as the metrics see it.
+pub struct CallMetrics<'a> {
+    pub driver: &'a str,
+    /// The routed gRPC path, or `unknown`.
+    pub method: &'static str,
+    pub code: Code,
+    pub total: Duration,
+    pub upstream: Option<Duration>,
+    /// Front and upstream dialect and outcome, for translated calls.
+    pub translation: Option<(&'static str, &'static str, Outcome)>,
+}
+
+pub fn record_call(c: &CallMetrics<'_>) {
+    histogram!(OPERATIONS, "driver_name" => c.driver.to_string(), "method_name" => c.method, "grpc_status_code" => code_name(c.code))
+        .record(c.total.as_secs_f64());
+    if let Some(up) = c.upstream {
+        histogram!(UPSTREAM_SECONDS, "method_name" => c.method).record(up.as_secs_f64());
+        histogram!(OVERHEAD_SECONDS, "method_name" => c.method)
+            .record(c.total.saturating_sub(up).as_secs_f64());
+    }
+    if let Some((front, upstream, outcome)) = c.translation {
+        counter!(TRANSLATIONS, "front_dialect" => front, "upstream_dialect" => upstream, "method_name" => c.method, "outcome" => outcome.name())
+            .increment(1);
+    }
+}
+
+/// Counts a call in flight until dropped.
+pub struct InFlight(());
+
+impl InFlight {
+    pub fn start() -> InFlight {
+        gauge!(IN_FLIGHT).increment(1.0);
+        InFlight(())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        gauge!(IN_FLIGHT).decrement(1.0);
+    }
+}
+
+/// The upstream connected (with its dialect and driver) or lost.
+pub fn upstream_state(connected: bool) {
+    gauge!(UPSTREAM_CONNECTED).set(if connected { 1.0 } else { 0.0 });
+}
+
+pub fn upstream_reconnected() {
+    counter!(UPSTREAM_RECONNECTS).increment(1);
+}
+
+/// Marks `dialect` as the upstream's, clearing a previous one.
+pub fn upstream_dialect(previous: Option<&str>, dialect: &str, driver: &str) {
+    if let Some(p) = previous.filter(|p| *p != dialect) {
+        gauge!(UPSTREAM_DIALECT, "dialect" => p.to_string(), "driver_name" => driver.to_string())
+            .set(0.0);
+    }
+    gauge!(UPSTREAM_DIALECT, "dialect" => dialect.to_string(), "driver_name" => driver.to_string())
+        .set(1.0);
+}
+
+/// One durable store operation and whether it succeeded.
+pub fn store_operation(op: &'static str, ok: bool) {
+    counter!(STORE_OPERATIONS, "operation" => op, "outcome" => if ok { "ok" } else { "error" })
+        .increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_names_are_go_names() {
+        assert_eq!(code_name(Code::Cancelled), "Canceled");
+        assert_eq!(code_name(Code::InvalidArgument), "InvalidArgument");
+        assert_eq!(code_name(Code::Ok), "OK");
+    }
+}

@@ -1,0 +1,113 @@
+//! What each call leaves behind: one log line (method, dialects, volume id, duration, code;
+//! Probe quieter), the bodies at debug level with every secret stripped, and the metrics. All of
+//! it is produced here, from one report per call, so no other code logs request contents.
+
+pub mod redact;
+pub mod volume_id;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use tracing::Level;
+
+use crate::dialect::Dialect;
+use crate::front::router::Route;
+use crate::grpc::Code;
+use crate::metrics::{self, CallMetrics, Outcome};
+
+pub use redact::Redactor;
+
+/// How one call went, filled in along its path.
+pub struct Report {
+    pub path: String,
+    pub route: Option<Route>,
+    pub upstream_dialect: Option<Dialect>,
+    pub driver: Option<String>,
+    pub code: Code,
+    /// The error message, when the call failed.
+    pub message: Option<String>,
+    pub upstream: Option<Duration>,
+    /// Set for translated calls.
+    pub outcome: Option<Outcome>,
+    /// The request and reply messages in the front's dialect, when captured.
+    pub request: Option<Bytes>,
+    pub response: Option<Bytes>,
+}
+
+impl Report {
+    pub fn new(path: String) -> Report {
+        Report {
+            path,
+            route: None,
+            upstream_dialect: None,
+            driver: None,
+            code: Code::Ok,
+            message: None,
+            upstream: None,
+            outcome: None,
+            request: None,
+            response: None,
+        }
+    }
+
+    pub fn fail(&mut self, status: &tonic::Status) {
+        self.code = status.code();
+        self.message = Some(status.message().to_string());
+    }
+}
+
+/// True when bodies are logged, so callers capture them only then.
+pub fn bodies_enabled() -> bool {
+    tracing::enabled!(target: "csi_gateway::rpc", Level::DEBUG)
+}
+
+/// Logs and counts a finished call.
+pub fn finish(report: &Report, total: Duration, redactor: &Redactor) {
+    let method = report.route.map_or("unknown", |r| r.method.path);
+    let driver = report.driver.as_deref().unwrap_or(metrics::UNKNOWN_DRIVER);
+    let translation = match (report.route, report.upstream_dialect, report.outcome) {
+        (Some(r), Some(u), Some(o)) => Some((r.dialect.name(), u.name(), o)),
+        _ => None,
+    };
+    metrics::record_call(&CallMetrics {
+        driver,
+        method,
+        code: report.code,
+        total,
+        upstream: report.upstream,
+        translation,
+    });
+    log_line(report, method, total);
+    if let (Some(route), true) = (report.route, bodies_enabled()) {
+        let request = report
+            .request
+            .as_ref()
+            .map(|b| redactor.json(route.dialect, route.method.request, b));
+        let response = report
+            .response
+            .as_ref()
+            .map(|b| redactor.json(route.dialect, route.method.response, b));
+        tracing::debug!(target: "csi_gateway::rpc", method, request = request.as_deref(), response = response.as_deref(), "bodies");
+    }
+}
+
+fn log_line(report: &Report, method: &str, total: Duration) {
+    let front = report.route.map(|r| r.dialect.name());
+    let upstream = report.upstream_dialect.map(Dialect::name);
+    let volume_id = match (report.route, &report.request) {
+        (Some(r), Some(body)) => volume_id::volume_id(r.dialect, r.method.path, body),
+        _ => None,
+    };
+    let code = metrics::code_name(report.code);
+    let micros = total.as_micros() as u64;
+    let error = report.message.as_deref();
+    // Probes arrive every few seconds from every node: keep them out of the info log.
+    let probe = report
+        .route
+        .is_some_and(|r| r.method.method.contains("Probe"));
+    if probe {
+        tracing::debug!(target: "csi_gateway::rpc", method, front, upstream, code, micros, error, "rpc");
+    } else {
+        tracing::info!(target: "csi_gateway::rpc", method, front, upstream, volume_id, code, micros, error, "rpc");
+    }
+}

@@ -1,0 +1,249 @@
+//! The translation layer: pure, socket-free conversions between each CSI dialect and the hub
+//! model (CSI v1), hub and spoke like kubernetes-csi/csi-proxy's conversion files.
+//!
+//! - [`front`]: a call that arrived on a front dialect → [`FrontCall`]; the hub outcome → the
+//!   front dialect's reply ([`decode_front`], [`encode_front`]).
+//! - [`upstream`]: a hub call performed against an upstream of any dialect, with the multi-call
+//!   orchestration older revisions need ([`call_upstream`]).
+//! - [`v0_3`], [`v0_1`], [`v0_1_oneof`]: field-by-field conversions of one dialect ↔ hub; every
+//!   override carries a comment on what changed in which revision.
+//! - [`errors`]: the draft `Error` ↔ gRPC status tables, as data. [`capabilities`]: the
+//!   capability maps, as data. [`ids`]: the draft `NodeID` ↔ `node_id` string scheme.
+//!   [`version`]: `Version` negotiation. [`docs`]: `docs/translation.md` rendered from the tables.
+//!
+//! The v1 ↔ hub conversion is the identity, so the `v1` spoke is just encode/decode.
+
+pub mod capabilities;
+pub mod docs;
+pub mod errors;
+#[cfg(test)]
+mod fixtures;
+pub mod front;
+pub mod ids;
+pub mod upstream;
+pub mod v0_1;
+pub mod v0_1_oneof;
+pub mod v0_3;
+pub mod version;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::AtomicBool;
+
+use tonic::{Code, Status};
+
+use crate::dialect::Dialect;
+
+pub use front::{decode_front, encode_front};
+pub use upstream::call_upstream;
+pub use version::{
+    known_versions, negotiate, parse_supported_versions, supported_versions_request, Version,
+};
+
+/// What a call that arrived on a front dialect becomes.
+// The transport matches on this by value; boxing the hub request would change the agreed API.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum FrontCall {
+    /// Forward upstream as this hub request; the reply is then encoded with `encode_front`.
+    Hub(crate::hub::Request),
+    /// Answered by the gateway itself (e.g. v0.1 `GetSupportedVersions`): encoded reply bytes.
+    Local(Vec<u8>),
+}
+
+/// A boxed future returned by [`RawUpstream::unary`].
+pub type UnaryFuture<'a> = Pin<Box<dyn Future<Output = Result<Vec<u8>, Status>> + Send + 'a>>;
+
+/// One raw unary call to the upstream plugin (implemented by the transport over HTTP/2).
+pub trait RawUpstream: Send + Sync {
+    fn unary<'a>(&'a self, path: &'static str, body: Vec<u8>) -> UnaryFuture<'a>;
+}
+
+/// Durable VolumeHandle metadata for id-only calls to a draft upstream (real store comes later).
+pub trait HandleStore: Send + Sync {
+    fn put(&self, volume_id: &str, metadata: &HashMap<String, String>) -> Result<(), Status>;
+    fn get(&self, volume_id: &str) -> Result<Option<HashMap<String, String>>, Status>;
+    fn remove(&self, volume_id: &str) -> Result<(), Status>;
+}
+
+/// What the transport learned about the upstream at connect (detection/negotiation).
+#[derive(Debug)]
+pub struct UpstreamSession {
+    pub dialect: Dialect,
+    /// Negotiated version for v0.1 / v0.1-oneof upstreams (filled into every request).
+    pub version: Option<Version>,
+    /// Upstream advertises STAGE_UNSTAGE_VOLUME (its NodeGetCapabilities).
+    pub requires_staging: bool,
+    /// Set once a v0.3-package upstream answered NodeGetInfo with UNIMPLEMENTED (a v0.2 plugin):
+    /// use NodeGetId.
+    pub node_get_id_fallback: AtomicBool,
+    /// Whether the upstream serves the controller service, when the transport already knows
+    /// (e.g. from configuration). `None`: `call_upstream` probes `ControllerGetCapabilities`
+    /// when it must synthesize `GetPluginCapabilities` for a pre-v0.2 upstream.
+    pub controller_service: Option<bool>,
+}
+
+impl UpstreamSession {
+    /// A session for an upstream of `dialect` with the negotiated `version` (v0.1*, else None).
+    pub fn new(dialect: Dialect, version: Option<Version>) -> Self {
+        UpstreamSession {
+            dialect,
+            version,
+            requires_staging: false,
+            node_get_id_fallback: AtomicBool::new(false),
+            controller_service: None,
+        }
+    }
+}
+
+/// `INVALID_ARGUMENT` naming a field the target revision cannot honour.
+pub(crate) fn unsupported_field(field: &str, dialect: Dialect) -> Status {
+    Status::invalid_argument(format!(
+        "{field} is not supported by a CSI {dialect} plugin (the gateway cannot honour it)"
+    ))
+}
+
+/// `UNIMPLEMENTED` for an RPC the target revision does not have.
+pub(crate) fn missing_rpc(rpc: &str, dialect: Dialect) -> Status {
+    Status::unimplemented(format!("{rpc} does not exist in CSI {dialect}"))
+}
+
+/// A protobuf decode failure of a message that came from `who`.
+pub(crate) fn decode_error(what: &str, err: prost::DecodeError) -> Status {
+    Status::new(Code::Internal, format!("cannot decode {what}: {err}"))
+}
+
+/// A front request that does not decode is the client's fault.
+pub(crate) fn bad_request(what: &str, err: prost::DecodeError) -> Status {
+    Status::invalid_argument(format!("cannot decode {what}: {err}"))
+}
+
+/// uint64 (v0.1, draft) → int64 (v0.3+, v1): a value over `i64::MAX` is OUT_OF_RANGE, never a
+/// wrap.
+pub(crate) fn u64_to_i64(v: u64, field: &str) -> Result<i64, Status> {
+    i64::try_from(v).map_err(|_| {
+        Status::out_of_range(format!(
+            "{field} = {v} does not fit the int64 of CSI v0.3+/v1 (max {})",
+            i64::MAX
+        ))
+    })
+}
+
+/// int64 (v0.3+, v1) → uint64 (v0.1, draft): a negative value is OUT_OF_RANGE.
+pub(crate) fn i64_to_u64(v: i64, field: &str) -> Result<u64, Status> {
+    u64::try_from(v).map_err(|_| {
+        Status::out_of_range(format!(
+            "{field} = {v} is negative and does not fit the uint64 of CSI v0.1"
+        ))
+    })
+}
+
+/// Conversions of `VolumeCapability`, identical in shape in every pre-v1 dialect.
+/// v1 added `MountVolume.volume_mount_group` (v1.5) and the access modes
+/// SINGLE_NODE_SINGLE_WRITER / SINGLE_NODE_MULTI_WRITER (v1.5): an older upstream cannot honour
+/// them, so they are refused with INVALID_ARGUMENT naming the field.
+macro_rules! volume_capability_conversions {
+    ($p:ident, $dialect:expr) => {
+        pub(crate) fn cap_to_hub(
+            c: crate::dialect::proto::$p::VolumeCapability,
+        ) -> crate::hub::v1::VolumeCapability {
+            use crate::dialect::proto::$p::volume_capability as d;
+            use crate::hub::v1::volume_capability as h;
+            crate::hub::v1::VolumeCapability {
+                access_type: c.access_type.map(|t| match t {
+                    d::AccessType::Block(_) => h::AccessType::Block(h::BlockVolume {}),
+                    d::AccessType::Mount(m) => h::AccessType::Mount(h::MountVolume {
+                        fs_type: m.fs_type,
+                        mount_flags: m.mount_flags,
+                        volume_mount_group: String::new(),
+                    }),
+                }),
+                access_mode: c.access_mode.map(|m| h::AccessMode { mode: m.mode }),
+            }
+        }
+
+        pub(crate) fn cap_from_hub(
+            c: crate::hub::v1::VolumeCapability,
+        ) -> Result<crate::dialect::proto::$p::VolumeCapability, tonic::Status> {
+            use crate::dialect::proto::$p::volume_capability as d;
+            use crate::hub::v1::volume_capability as h;
+            let access_type = match c.access_type {
+                None => None,
+                Some(h::AccessType::Block(_)) => Some(d::AccessType::Block(d::BlockVolume {})),
+                Some(h::AccessType::Mount(m)) => {
+                    if !m.volume_mount_group.is_empty() {
+                        return Err(crate::translate::unsupported_field(
+                            "volume_capability.mount.volume_mount_group",
+                            $dialect,
+                        ));
+                    }
+                    Some(d::AccessType::Mount(d::MountVolume {
+                        fs_type: m.fs_type,
+                        mount_flags: m.mount_flags,
+                    }))
+                }
+            };
+            let access_mode = match c.access_mode {
+                None => None,
+                // Modes 0..=5 exist since the draft; 6 and 7 arrived in v1.5.
+                Some(m) if (0..=5).contains(&m.mode) => Some(d::AccessMode { mode: m.mode }),
+                Some(m) => {
+                    let name = h::access_mode::Mode::try_from(m.mode)
+                        .map(|x| x.as_str_name())
+                        .unwrap_or("unknown");
+                    return Err(crate::translate::unsupported_field(
+                        &format!("volume_capability.access_mode {name}"),
+                        $dialect,
+                    ));
+                }
+            };
+            Ok(crate::dialect::proto::$p::VolumeCapability {
+                access_type,
+                access_mode,
+            })
+        }
+
+        pub(crate) fn caps_from_hub(
+            caps: Vec<crate::hub::v1::VolumeCapability>,
+        ) -> Result<Vec<crate::dialect::proto::$p::VolumeCapability>, tonic::Status> {
+            caps.into_iter().map(cap_from_hub).collect()
+        }
+    };
+}
+pub(crate) use volume_capability_conversions;
+
+/// Decodes a front client's request body (`INVALID_ARGUMENT` when it does not decode).
+pub(crate) fn front_msg<M: prost::Message + Default>(body: &[u8], what: &str) -> Result<M, Status> {
+    M::decode(body).map_err(|e| bad_request(what, e))
+}
+
+/// Decodes an upstream plugin's reply body (`INTERNAL` when it does not decode).
+pub(crate) fn upstream_msg<M: prost::Message + Default>(
+    body: &[u8],
+    what: &str,
+) -> Result<M, Status> {
+    M::decode(body).map_err(|e| decode_error(what, e))
+}
+
+/// The hub response for a front reply must be of the front RPC's hub method.
+pub(crate) fn wrong_reply(rpc: &str, got: &crate::hub::Response) -> Status {
+    Status::internal(format!(
+        "gateway bug: {rpc} got a {} reply",
+        got.method().name()
+    ))
+}
+
+/// Unwraps the hub response variant `$v`, or an INTERNAL status naming the mismatch.
+macro_rules! hub_reply {
+    ($resp:expr, $v:ident, $rpc:expr) => {
+        match $resp {
+            crate::hub::Response::$v(r) => r,
+            other => return Err(crate::translate::wrong_reply($rpc, &other)),
+        }
+    };
+}
+pub(crate) use hub_reply;

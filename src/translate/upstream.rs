@@ -1,0 +1,252 @@
+//! The upstream side: one hub call performed against a plugin of any dialect — translate the
+//! request, make one or more raw calls, translate the reply and errors back.
+//!
+//! Multi-call cases, in the order the revisions introduced them:
+//! - `Probe` (v0.2) ← `ControllerProbe` + `NodeProbe` (v0.1) ← `ProbeNode` (draft).
+//! - `GetPluginCapabilities` (v0.2) is synthesized for v0.1/draft plugins: CONTROLLER_SERVICE
+//!   only if the plugin serves the controller service (it answers `ControllerGetCapabilities`;
+//!   UNIMPLEMENTED means it does not). Nothing else is ever synthesized.
+//! - `NodeGetInfo` (v0.3) → `NodeGetId` (v0.2) when a `csi.v0` plugin answers UNIMPLEMENTED; the
+//!   session remembers it.
+//! - draft plugins need `VolumeHandle.metadata` on id-only calls: read from the [`HandleStore`],
+//!   written before the `CreateVolume`/`ListVolumes` reply that reveals it leaves the gateway,
+//!   removed after a successful delete.
+//! - a pre-staging front (v0.1, draft) cannot stage: while the plugin requires staging, its
+//!   `NodePublishVolume` is FAILED_PRECONDITION until staging emulation lands.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+use tonic::{Code, Status};
+
+use super::capabilities;
+use super::{v0_1, v0_1_oneof, v0_3, HandleStore, RawUpstream, UpstreamSession};
+use crate::dialect::Dialect;
+use crate::hub::{v1, Method, Request as Req, Response as Resp};
+
+/// The message of the FAILED_PRECONDITION when metadata is needed and there is no store.
+pub const STORE_REQUIRED: &str = "the durable handle store is required";
+
+/// Perform one hub call against an upstream of `session.dialect`.
+pub async fn call_upstream(
+    session: &UpstreamSession,
+    upstream: &dyn RawUpstream,
+    store: Option<&dyn HandleStore>,
+    request: Req,
+) -> Result<Resp, Status> {
+    if session.requires_staging {
+        if let Req::NodePublishVolume(r) = &request {
+            if r.staging_target_path.is_empty() {
+                return Err(Status::failed_precondition(
+                    "the plugin requires NodeStageVolume (STAGE_UNSTAGE_VOLUME) but this client's \
+                     CSI revision predates staging; staging emulation is not available yet",
+                ));
+            }
+        }
+    }
+    match session.dialect {
+        Dialect::V1 => {
+            let method = request.method();
+            let bytes = upstream.unary(method.path(), request.encode()).await?;
+            Resp::decode(method, &bytes).map_err(|e| super::decode_error(method.name(), e))
+        }
+        Dialect::V0_3 => call_v0_3(session, upstream, request).await,
+        Dialect::V0_1 => call_v0_1(session, upstream, request).await,
+        Dialect::V0_1Oneof => call_draft(session, upstream, store, request).await,
+    }
+}
+
+async fn call_v0_3(
+    session: &UpstreamSession,
+    upstream: &dyn RawUpstream,
+    request: Req,
+) -> Result<Resp, Status> {
+    if let Req::NodeGetInfo(_) = request {
+        if !session.node_get_id_fallback.load(Ordering::Relaxed) {
+            let (path, body) = v0_3::upstream_request(request.clone())?;
+            match upstream.unary(path, body).await {
+                Ok(bytes) => return v0_3::upstream_reply(&request, &bytes),
+                // A v0.2 plugin: NodeGetInfo arrived in v0.3.
+                Err(s) if s.code() == Code::Unimplemented => {
+                    session.node_get_id_fallback.store(true, Ordering::Relaxed)
+                }
+                Err(s) => return Err(s),
+            }
+        }
+        let bytes = upstream.unary(v0_3::NODE_GET_ID, Vec::new()).await?;
+        return v0_3::node_get_id_reply(&bytes);
+    }
+    let (path, body) = v0_3::upstream_request(request.clone())?;
+    let bytes = upstream.unary(path, body).await?;
+    v0_3::upstream_reply(&request, &bytes)
+}
+
+/// The reply, or `None` when the plugin does not implement the call (UNIMPLEMENTED).
+async fn answers(
+    upstream: &dyn RawUpstream,
+    path: &'static str,
+    body: Vec<u8>,
+) -> Result<Option<Vec<u8>>, Status> {
+    match upstream.unary(path, body).await {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(s) if s.code() == Code::Unimplemented => Ok(None),
+        Err(s) => Err(s),
+    }
+}
+
+/// The synthesized v0.2+ `GetPluginCapabilities` answer.
+fn plugin_capabilities(controller: bool) -> Resp {
+    let capabilities = if controller {
+        // PLUGIN_SERVICE row CONTROLLER_SERVICE: the only service a pre-v0.2 plugin can offer.
+        vec![capabilities::v1_plugin_cap(
+            v1::plugin_capability::service::Type::ControllerService as i32,
+        )]
+    } else {
+        Vec::new()
+    };
+    Resp::GetPluginCapabilities(v1::GetPluginCapabilitiesResponse { capabilities })
+}
+
+async fn call_v0_1(
+    session: &UpstreamSession,
+    upstream: &dyn RawUpstream,
+    request: Req,
+) -> Result<Resp, Status> {
+    let ver = session.version;
+    match request {
+        // v0.1: ControllerProbe + NodeProbe. Either service may be absent on this machine
+        // (UNIMPLEMENTED); a plugin that answered is ready (v1 `ready` absent).
+        Req::Probe(_) => {
+            let (controller, node) = v0_1::probe_requests(ver)?;
+            if session.controller_service != Some(false) {
+                answers(upstream, v0_1::CONTROLLER_PROBE, controller).await?;
+            }
+            answers(upstream, v0_1::NODE_PROBE, node).await?;
+            Ok(Resp::Probe(v1::ProbeResponse { ready: None }))
+        }
+        Req::GetPluginCapabilities(_) => {
+            let controller = match session.controller_service {
+                Some(c) => c,
+                None => {
+                    let req = Req::ControllerGetCapabilities(Default::default());
+                    let (path, body) = v0_1::upstream_request(req, ver)?;
+                    answers(upstream, path, body).await?.is_some()
+                }
+            };
+            Ok(plugin_capabilities(controller))
+        }
+        request => {
+            let (path, body) = v0_1::upstream_request(request.clone(), ver)?;
+            let bytes = upstream.unary(path, body).await?;
+            v0_1::upstream_reply(&request, &bytes)
+        }
+    }
+}
+
+/// The id of the volume an id-only call names, for calls a draft plugin needs metadata on.
+fn id_only_volume(req: &Req) -> Option<&str> {
+    match req {
+        Req::DeleteVolume(r) => Some(&r.volume_id),
+        Req::ControllerUnpublishVolume(r) => Some(&r.volume_id),
+        Req::NodeUnpublishVolume(r) => Some(&r.volume_id),
+        _ => None,
+    }
+}
+
+/// The `VolumeHandle.metadata` for an id-only call. No store: refused (never silently lossy).
+/// A store without an entry: the volume is unknown to the gateway (e.g. a retried delete after
+/// the entry was removed) and is sent with empty metadata — the plugin answers for it.
+fn metadata_for(
+    store: Option<&dyn HandleStore>,
+    req: &Req,
+    id: &str,
+) -> Result<HashMap<String, String>, Status> {
+    let store = store.ok_or_else(|| {
+        Status::failed_precondition(format!(
+            "{STORE_REQUIRED} to send {} of volume {id:?} to a CSI v0.1-oneof plugin \
+             (its VolumeHandle metadata is not in the request)",
+            req.method().name()
+        ))
+    })?;
+    Ok(store.get(id)?.unwrap_or_default())
+}
+
+async fn call_draft(
+    session: &UpstreamSession,
+    upstream: &dyn RawUpstream,
+    store: Option<&dyn HandleStore>,
+    request: Req,
+) -> Result<Resp, Status> {
+    let ver = session.version;
+    if let Req::GetPluginCapabilities(_) = request {
+        let controller = match session.controller_service {
+            Some(c) => c,
+            None => {
+                let req = Req::ControllerGetCapabilities(Default::default());
+                let (path, body) = v0_1_oneof::upstream_request(req.clone(), ver, HashMap::new())?;
+                match answers(upstream, path, body).await? {
+                    None => false,
+                    Some(bytes) => match v0_1_oneof::upstream_reply(&req, &bytes) {
+                        Ok(_) => true,
+                        Err(s) if s.code() == Code::Unimplemented => false,
+                        Err(s) => return Err(s),
+                    },
+                }
+            }
+        };
+        return Ok(plugin_capabilities(controller));
+    }
+    let metadata = match id_only_volume(&request) {
+        Some(id) => metadata_for(store, &request, id)?,
+        None => HashMap::new(),
+    };
+    let (path, body) = v0_1_oneof::upstream_request(request.clone(), ver, metadata)?;
+    // Calls that carry the context: remember it for later id-only calls (e.g. the node-side
+    // gateway's NodeUnpublishVolume after NodePublishVolume).
+    if let (
+        Some(store),
+        Req::ControllerPublishVolume(v1::ControllerPublishVolumeRequest {
+            volume_id,
+            volume_context,
+            ..
+        })
+        | Req::NodePublishVolume(v1::NodePublishVolumeRequest {
+            volume_id,
+            volume_context,
+            ..
+        }),
+    ) = (store, &request)
+    {
+        if !volume_context.is_empty() {
+            store.put(volume_id, volume_context)?;
+        }
+    }
+    let bytes = upstream.unary(path, body).await?;
+    let resp = v0_1_oneof::upstream_reply(&request, &bytes)?;
+    if let Some(store) = store {
+        match (&request.method(), &resp) {
+            // Written before the reply that reveals the metadata leaves the gateway.
+            (Method::CreateVolume, Resp::CreateVolume(r)) => {
+                if let Some(v) = &r.volume {
+                    store.put(&v.volume_id, &v.volume_context)?;
+                }
+            }
+            (Method::ListVolumes, Resp::ListVolumes(r)) => {
+                for v in r.entries.iter().filter_map(|e| e.volume.as_ref()) {
+                    store.put(&v.volume_id, &v.volume_context)?;
+                }
+            }
+            (Method::DeleteVolume, _) => {
+                if let Req::DeleteVolume(r) = &request {
+                    store.remove(&r.volume_id)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(resp)
+}
+
+#[cfg(test)]
+#[path = "upstream_tests.rs"]
+mod tests;

@@ -1,0 +1,517 @@
+//! Orchestration of `call_upstream` against an in-test `RawUpstream` that answers from a
+//! closure and records every raw call.
+
+use std::sync::Mutex;
+
+use prost::Message;
+
+use super::*;
+use crate::dialect::proto::{v0_1 as p01, v0_1_oneof as po, v0_3 as p03};
+use crate::translate::errors::{specific_error, DraftRpc};
+use crate::translate::fixtures::{self, m};
+use crate::translate::version::Version;
+
+type Answer = Box<dyn Fn(&str, &[u8]) -> Result<Vec<u8>, Status> + Send + Sync>;
+
+struct Fake {
+    calls: Mutex<Vec<(String, Vec<u8>)>>,
+    answer: Answer,
+}
+
+impl Fake {
+    fn new(
+        answer: impl Fn(&str, &[u8]) -> Result<Vec<u8>, Status> + Send + Sync + 'static,
+    ) -> Self {
+        Fake {
+            calls: Mutex::new(Vec::new()),
+            answer: Box::new(answer),
+        }
+    }
+    fn paths(&self) -> Vec<String> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|c| c.0.clone())
+            .collect()
+    }
+    fn body(&self, i: usize) -> Vec<u8> {
+        self.calls.lock().unwrap()[i].1.clone()
+    }
+}
+
+impl RawUpstream for Fake {
+    fn unary<'a>(&'a self, path: &'static str, body: Vec<u8>) -> super::super::UnaryFuture<'a> {
+        let out = (self.answer)(path, &body);
+        self.calls.lock().unwrap().push((path.to_string(), body));
+        Box::pin(async move { out })
+    }
+}
+
+#[derive(Default)]
+struct Store {
+    map: Mutex<HashMap<String, HashMap<String, String>>>,
+    fail_put: bool,
+}
+impl HandleStore for Store {
+    fn put(&self, id: &str, md: &HashMap<String, String>) -> Result<(), Status> {
+        if self.fail_put {
+            return Err(Status::unavailable("store down"));
+        }
+        self.map.lock().unwrap().insert(id.into(), md.clone());
+        Ok(())
+    }
+    fn get(&self, id: &str) -> Result<Option<HashMap<String, String>>, Status> {
+        Ok(self.map.lock().unwrap().get(id).cloned())
+    }
+    fn remove(&self, id: &str) -> Result<(), Status> {
+        self.map.lock().unwrap().remove(id);
+        Ok(())
+    }
+}
+
+fn session(d: Dialect) -> UpstreamSession {
+    let v = matches!(d, Dialect::V0_1 | Dialect::V0_1Oneof).then_some(Version::new(0, 1, 0));
+    UpstreamSession::new(d, v)
+}
+
+fn run<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+fn call(
+    s: &UpstreamSession,
+    up: &Fake,
+    store: Option<&dyn HandleStore>,
+    req: Req,
+) -> Result<Resp, Status> {
+    run(call_upstream(s, up, store, req))
+}
+
+#[test]
+fn v1_upstream_is_encode_decode() {
+    let up = Fake::new(|_, _| Ok(fixtures::response(Method::NodeGetInfo).encode()));
+    let got = call(
+        &session(Dialect::V1),
+        &up,
+        None,
+        fixtures::request(Method::NodeGetInfo),
+    )
+    .unwrap();
+    assert_eq!(got, fixtures::response(Method::NodeGetInfo));
+    assert_eq!(up.paths(), vec!["/csi.v1.Node/NodeGetInfo"]);
+    // Transport failures pass through with their message.
+    let up = Fake::new(|_, _| Err(Status::unavailable("upstream unix:///x unreachable")));
+    let err = call(
+        &session(Dialect::V1),
+        &up,
+        None,
+        fixtures::request(Method::Probe),
+    )
+    .unwrap_err();
+    assert_eq!(
+        (err.code(), err.message()),
+        (Code::Unavailable, "upstream unix:///x unreachable")
+    );
+}
+
+#[test]
+fn v0_1_probe_is_controller_probe_and_node_probe() {
+    let up = Fake::new(|_, _| Ok(Vec::new()));
+    let got = call(
+        &session(Dialect::V0_1),
+        &up,
+        None,
+        Req::Probe(Default::default()),
+    )
+    .unwrap();
+    assert_eq!(got, Resp::Probe(v1::ProbeResponse { ready: None }));
+    assert_eq!(
+        up.paths(),
+        vec!["/csi.Controller/ControllerProbe", "/csi.Node/NodeProbe"]
+    );
+    for i in 0..2 {
+        let v = p01::ControllerProbeRequest::decode(up.body(i).as_slice())
+            .unwrap()
+            .version;
+        assert_eq!(v, Some(Version::new(0, 1, 0).into()));
+    }
+    // A node-only plugin: ControllerProbe UNIMPLEMENTED is not a failure.
+    let up = Fake::new(|p, _| {
+        if p.contains("Controller") {
+            Err(Status::unimplemented("no"))
+        } else {
+            Ok(Vec::new())
+        }
+    });
+    assert!(call(
+        &session(Dialect::V0_1),
+        &up,
+        None,
+        Req::Probe(Default::default())
+    )
+    .is_ok());
+    // An unhealthy node service fails the probe with its code.
+    let up = Fake::new(|p, _| {
+        if p.contains("NodeProbe") {
+            Err(Status::failed_precondition("bad config"))
+        } else {
+            Ok(Vec::new())
+        }
+    });
+    let err = call(
+        &session(Dialect::V0_1),
+        &up,
+        None,
+        Req::Probe(Default::default()),
+    )
+    .unwrap_err();
+    assert_eq!(
+        (err.code(), err.message()),
+        (Code::FailedPrecondition, "bad config")
+    );
+    // Known not to serve the controller: only NodeProbe.
+    let mut s = session(Dialect::V0_1);
+    s.controller_service = Some(false);
+    let up = Fake::new(|_, _| Ok(Vec::new()));
+    call(&s, &up, None, Req::Probe(Default::default())).unwrap();
+    assert_eq!(up.paths(), vec!["/csi.Node/NodeProbe"]);
+}
+
+#[test]
+fn draft_probe_is_probe_node() {
+    let ok = po::ProbeNodeResponse {
+        reply: Some(po::probe_node_response::Reply::Result(Default::default())),
+    }
+    .encode_to_vec();
+    let up = Fake::new(move |_, _| Ok(ok.clone()));
+    let got = call(
+        &session(Dialect::V0_1Oneof),
+        &up,
+        None,
+        Req::Probe(Default::default()),
+    )
+    .unwrap();
+    assert_eq!(got, Resp::Probe(v1::ProbeResponse { ready: None }));
+    assert_eq!(up.paths(), vec!["/csi.Node/ProbeNode"]);
+    let bad = v0_1_oneof::error_reply(&po::Error {
+        value: Some(specific_error(DraftRpc::ProbeNode, 2, "no iscsiadm".into())),
+    });
+    let up = Fake::new(move |_, _| Ok(bad.clone()));
+    let err = call(
+        &session(Dialect::V0_1Oneof),
+        &up,
+        None,
+        Req::Probe(Default::default()),
+    )
+    .unwrap_err();
+    assert_eq!(
+        (err.code(), err.message()),
+        (Code::FailedPrecondition, "no iscsiadm")
+    );
+}
+
+fn controller_caps(resp: Resp) -> Vec<i32> {
+    let Resp::GetPluginCapabilities(r) = resp else {
+        panic!()
+    };
+    capabilities::v1_plugin_values(r.capabilities).collect()
+}
+
+#[test]
+fn plugin_capabilities_are_synthesized_for_pre_v0_2_plugins() {
+    let req = || Req::GetPluginCapabilities(Default::default());
+    // v0.1: serves the controller → CONTROLLER_SERVICE only.
+    let up =
+        Fake::new(|_, _| Ok(p01::ControllerGetCapabilitiesResponse::default().encode_to_vec()));
+    assert_eq!(
+        controller_caps(call(&session(Dialect::V0_1), &up, None, req()).unwrap()),
+        vec![1]
+    );
+    assert_eq!(
+        up.paths(),
+        vec!["/csi.Controller/ControllerGetCapabilities"]
+    );
+    // v0.1 node-only plugin.
+    let up = Fake::new(|_, _| Err(Status::unimplemented("unknown service csi.Controller")));
+    assert_eq!(
+        controller_caps(call(&session(Dialect::V0_1), &up, None, req()).unwrap()),
+        Vec::<i32>::new()
+    );
+    // Any other failure is not guessed at.
+    let up = Fake::new(|_, _| Err(Status::unavailable("down")));
+    assert_eq!(
+        call(&session(Dialect::V0_1), &up, None, req())
+            .unwrap_err()
+            .code(),
+        Code::Unavailable
+    );
+    // Known from the session: no call.
+    let mut s = session(Dialect::V0_1Oneof);
+    s.controller_service = Some(true);
+    let up = Fake::new(|_, _| panic!("no call expected"));
+    assert_eq!(
+        controller_caps(call(&s, &up, None, req()).unwrap()),
+        vec![1]
+    );
+    // Draft: a Result → controller; a gRPC UNIMPLEMENTED → none.
+    let ok = po::ControllerGetCapabilitiesResponse {
+        reply: Some(po::controller_get_capabilities_response::Reply::Result(
+            Default::default(),
+        )),
+    }
+    .encode_to_vec();
+    let up = Fake::new(move |_, _| Ok(ok.clone()));
+    assert_eq!(
+        controller_caps(call(&session(Dialect::V0_1Oneof), &up, None, req()).unwrap()),
+        vec![1]
+    );
+    let up = Fake::new(|_, _| Err(Status::unimplemented("no")));
+    assert!(
+        controller_caps(call(&session(Dialect::V0_1Oneof), &up, None, req()).unwrap()).is_empty()
+    );
+}
+
+#[test]
+fn v0_2_plugin_falls_back_to_node_get_id_and_the_session_remembers() {
+    let up = Fake::new(|p, _| match p {
+        "/csi.v0.Node/NodeGetInfo" => Err(Status::unimplemented("unknown method NodeGetInfo")),
+        "/csi.v0.Node/NodeGetId" => Ok(p03::NodeGetIdResponse {
+            node_id: "n-02".into(),
+        }
+        .encode_to_vec()),
+        other => panic!("{other}"),
+    });
+    let s = session(Dialect::V0_3);
+    let want = Resp::NodeGetInfo(v1::NodeGetInfoResponse {
+        node_id: "n-02".into(),
+        ..Default::default()
+    });
+    assert_eq!(
+        call(&s, &up, None, Req::NodeGetInfo(Default::default())).unwrap(),
+        want
+    );
+    assert!(s
+        .node_get_id_fallback
+        .load(std::sync::atomic::Ordering::Relaxed));
+    assert_eq!(
+        call(&s, &up, None, Req::NodeGetInfo(Default::default())).unwrap(),
+        want
+    );
+    assert_eq!(
+        up.paths(),
+        vec![
+            "/csi.v0.Node/NodeGetInfo",
+            "/csi.v0.Node/NodeGetId",
+            "/csi.v0.Node/NodeGetId"
+        ]
+    );
+    // A v0.3 plugin answers NodeGetInfo itself; other errors do not trigger the fallback.
+    let up = Fake::new(|_, _| Err(Status::internal("boom")));
+    let s = session(Dialect::V0_3);
+    assert_eq!(
+        call(&s, &up, None, Req::NodeGetInfo(Default::default()))
+            .unwrap_err()
+            .code(),
+        Code::Internal
+    );
+    assert!(!s
+        .node_get_id_fallback
+        .load(std::sync::atomic::Ordering::Relaxed));
+}
+
+fn created() -> Vec<u8> {
+    po::CreateVolumeResponse {
+        reply: Some(po::create_volume_response::Reply::Result(
+            po::create_volume_response::Result {
+                volume_info: Some(po::VolumeInfo {
+                    capacity_bytes: 1 << 30,
+                    handle: Some(po::VolumeHandle {
+                        id: "vol-9".into(),
+                        metadata: m("md"),
+                    }),
+                }),
+            },
+        )),
+    }
+    .encode_to_vec()
+}
+fn create_req() -> Req {
+    fixtures::carried(Dialect::V0_1Oneof, fixtures::request(Method::CreateVolume))
+}
+
+#[test]
+fn draft_create_volume_stores_metadata_before_replying() {
+    let store = Store::default();
+    let up = Fake::new(|_, _| Ok(created()));
+    let got = call(
+        &session(Dialect::V0_1Oneof),
+        &up,
+        Some(&store),
+        create_req(),
+    )
+    .unwrap();
+    let Resp::CreateVolume(r) = got else { panic!() };
+    assert_eq!(r.volume.unwrap().volume_context, m("md"));
+    assert_eq!(store.get("vol-9").unwrap(), Some(m("md")));
+    // If the metadata cannot be stored, the reply that reveals it never leaves.
+    let failing = Store {
+        fail_put: true,
+        ..Default::default()
+    };
+    let err = call(
+        &session(Dialect::V0_1Oneof),
+        &up,
+        Some(&failing),
+        create_req(),
+    )
+    .unwrap_err();
+    assert_eq!(
+        (err.code(), err.message()),
+        (Code::Unavailable, "store down")
+    );
+}
+
+fn delete_handle(up: &Fake) -> Option<po::VolumeHandle> {
+    po::DeleteVolumeRequest::decode(up.body(0).as_slice())
+        .unwrap()
+        .volume_handle
+}
+
+#[test]
+fn draft_id_only_calls_read_the_store() {
+    let store = Store::default();
+    store.put("vol-1", &m("md")).unwrap();
+    let ok = po::DeleteVolumeResponse {
+        reply: Some(po::delete_volume_response::Reply::Result(Default::default())),
+    }
+    .encode_to_vec();
+    let up = Fake::new(move |_, _| Ok(ok.clone()));
+    let del = fixtures::request(Method::DeleteVolume);
+    call(&session(Dialect::V0_1Oneof), &up, Some(&store), del.clone()).unwrap();
+    assert_eq!(
+        delete_handle(&up),
+        Some(po::VolumeHandle {
+            id: "vol-1".into(),
+            metadata: m("md")
+        })
+    );
+    assert_eq!(
+        store.get("vol-1").unwrap(),
+        None,
+        "removed after a successful delete"
+    );
+    // A retried delete after removal: unknown to the store → empty metadata, and the draft's
+    // VOLUME_DOES_NOT_EXIST is OK (idempotent since v0.1.0).
+    let gone = v0_1_oneof::error_reply(&po::Error {
+        value: Some(specific_error(DraftRpc::DeleteVolume, 4, "gone".into())),
+    });
+    let up = Fake::new(move |_, _| Ok(gone.clone()));
+    assert_eq!(
+        call(&session(Dialect::V0_1Oneof), &up, Some(&store), del.clone()).unwrap(),
+        Resp::DeleteVolume(Default::default())
+    );
+    assert_eq!(
+        delete_handle(&up),
+        Some(po::VolumeHandle {
+            id: "vol-1".into(),
+            metadata: HashMap::new()
+        })
+    );
+    // No store: refused, nothing sent.
+    for method in [
+        Method::DeleteVolume,
+        Method::ControllerUnpublishVolume,
+        Method::NodeUnpublishVolume,
+    ] {
+        let up = Fake::new(|_, _| panic!("no call expected"));
+        let err = call(
+            &session(Dialect::V0_1Oneof),
+            &up,
+            None,
+            fixtures::request(method),
+        )
+        .unwrap_err();
+        assert_eq!(err.code(), Code::FailedPrecondition, "{method}");
+        assert!(err.message().contains(STORE_REQUIRED), "{}", err.message());
+    }
+}
+
+#[test]
+fn draft_publish_remembers_the_context_for_unpublish() {
+    let store = Store::default();
+    let ok = po::NodePublishVolumeResponse {
+        reply: Some(po::node_publish_volume_response::Reply::Result(
+            Default::default(),
+        )),
+    }
+    .encode_to_vec();
+    let up = Fake::new(move |_, _| Ok(ok.clone()));
+    let publish = fixtures::carried(
+        Dialect::V0_1Oneof,
+        fixtures::request(Method::NodePublishVolume),
+    );
+    call(&session(Dialect::V0_1Oneof), &up, Some(&store), publish).unwrap();
+    assert_eq!(store.get("vol-1").unwrap(), Some(m("ctx")));
+    let ok = po::NodeUnpublishVolumeResponse {
+        reply: Some(po::node_unpublish_volume_response::Reply::Result(
+            Default::default(),
+        )),
+    }
+    .encode_to_vec();
+    let up = Fake::new(move |_, _| Ok(ok.clone()));
+    call(
+        &session(Dialect::V0_1Oneof),
+        &up,
+        Some(&store),
+        fixtures::request(Method::NodeUnpublishVolume),
+    )
+    .unwrap();
+    let sent = po::NodeUnpublishVolumeRequest::decode(up.body(0).as_slice()).unwrap();
+    assert_eq!(sent.volume_handle.unwrap().metadata, m("ctx"));
+}
+
+#[test]
+fn pre_staging_front_cannot_publish_while_staging_is_required() {
+    let mut s = session(Dialect::V1);
+    s.requires_staging = true;
+    let up = Fake::new(|_, _| Ok(Vec::new()));
+    let mut publish = fixtures::request(Method::NodePublishVolume);
+    let Req::NodePublishVolume(r) = &mut publish else {
+        panic!()
+    };
+    r.staging_target_path.clear();
+    let err = call(&s, &up, None, publish).unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(err.message().contains("staging"), "{}", err.message());
+    assert!(up.paths().is_empty());
+    // A client that staged goes through.
+    call(&s, &up, None, fixtures::request(Method::NodePublishVolume)).unwrap();
+    assert_eq!(up.paths(), vec!["/csi.v1.Node/NodePublishVolume"]);
+}
+
+#[test]
+fn missing_rpcs_are_unimplemented_without_a_call() {
+    for (d, method) in [
+        (Dialect::V0_1, Method::CreateSnapshot),
+        (Dialect::V0_1Oneof, Method::ListSnapshots),
+        (Dialect::V0_1, Method::NodeStageVolume),
+        (Dialect::V0_3, Method::ControllerExpandVolume),
+        (Dialect::V0_3, Method::NodeGetVolumeStats),
+        (Dialect::V0_3, Method::CreateVolumeGroupSnapshot),
+        (Dialect::V0_1Oneof, Method::ControllerModifyVolume),
+    ] {
+        let up = Fake::new(|_, _| panic!("no call expected"));
+        let err = call(
+            &session(d),
+            &up,
+            Some(&Store::default()),
+            fixtures::request(method),
+        )
+        .unwrap_err();
+        assert_eq!(err.code(), Code::Unimplemented, "{d} {method}");
+    }
+}

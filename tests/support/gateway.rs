@@ -1,0 +1,147 @@
+//! Test support for the gateway: start the built `csi-gateway` on a temp socket in front of an
+//! upstream socket, wait until it has detected the upstream, and talk to it with tonic.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tonic::transport::Channel;
+
+use super::PROCESS_TIMEOUT;
+
+pub fn binary() -> &'static str {
+    env!("CARGO_BIN_EXE_csi-gateway")
+}
+
+/// A running gateway with its own temp directory: `sock/csi.sock`, `state/`, `gateway.log`.
+pub struct Gateway {
+    pub socket: PathBuf,
+    pub state_dir: PathBuf,
+    args: Vec<String>,
+    child: Option<Child>,
+    log: PathBuf,
+    root: tempfile::TempDir,
+}
+
+impl Gateway {
+    /// Starts a gateway in front of `upstream`, serving v1, v0.3 and `legacy` (v0.1 or
+    /// v0.1-oneof), with `extra` flags appended; returns once the upstream is detected.
+    pub async fn start(upstream: &Path, legacy: &str, extra: &[&str]) -> Gateway {
+        let root = tempfile::tempdir().expect("tempdir");
+        let socket = root.path().join("sock").join("csi.sock");
+        let state_dir = root.path().join("state");
+        let mut args: Vec<String> = vec![
+            "run".into(),
+            format!("--listen=unix://{}", socket.display()),
+            format!("--upstream=unix://{}", upstream.display()),
+            format!("--legacy-dialect={legacy}"),
+            format!("--state-dir={}", state_dir.display()),
+            "--metrics-listen=".into(),
+            "--log-level=csi_gateway=debug".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        let mut g = Gateway {
+            socket,
+            state_dir,
+            args,
+            child: None,
+            log: root.path().join("gateway.log"),
+            root,
+        };
+        g.spawn().await;
+        g
+    }
+
+    async fn spawn(&mut self) {
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let child = Command::new(binary())
+            .args(&self.args)
+            .env_remove("CSI_ENDPOINT")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("spawning csi-gateway");
+        self.child = Some(child);
+        self.wait_ready().await;
+    }
+
+    /// Ready: the front socket accepts and the upstream was detected since the last start.
+    async fn wait_ready(&mut self) {
+        let before = self.log_text().matches("upstream connected").count();
+        let deadline = Instant::now() + PROCESS_TIMEOUT;
+        loop {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!(
+                    "gateway exited during start-up ({status}):\n{}",
+                    self.log_text()
+                );
+            }
+            let detected = self.log_text().matches("upstream connected").count() > before;
+            if detected && std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "gateway not ready within {PROCESS_TIMEOUT:?}:\n{}",
+                self.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub async fn channel(&self) -> Channel {
+        super::connect(&self.socket).await
+    }
+
+    /// SIGKILL, then start again on the same socket and state.
+    pub async fn kill_and_restart(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        self.spawn().await;
+    }
+
+    /// SIGTERM and wait (bounded) for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+        let deadline = Instant::now() + PROCESS_TIMEOUT;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "gateway did not exit:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
