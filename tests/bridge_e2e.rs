@@ -180,6 +180,48 @@ async fn keepalive_detects_a_silent_peer() {
         .expect("Probe after the reconnect");
 }
 
+/// Certificates that cannot be loaded stop the gateway before it binds, naming the file; a
+/// plaintext TCP upstream is refused as a configuration error (exit 64).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unusable_tls_settings_stop_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let pki = Pki::new(d, "start");
+    let missing = d.join("missing.pem");
+    let (ccert, ckey) = pki.issue("client", &Leaf::client(&[CLIENT_DNS], &[]));
+    let mut a = gateway(
+        "node",
+        d,
+        &(front_section(&d.join("a.sock"), "tcp://127.0.0.1:1")
+            + &upstream_tls_section(&missing, &ckey, &pki.ca_path, "")),
+    );
+    assert!(!a.wait_exit().success());
+    a.wait_log(&format!("cannot read {}", missing.display()));
+    assert!(!d.join("a.sock").exists(), "nothing was bound");
+
+    // A certificate that does not match its key.
+    let (_, other_key) = pki.issue("other", &Leaf::client(&[CLIENT_DNS], &[]));
+    let mut a = gateway(
+        "mismatch",
+        d,
+        &(front_section(&d.join("a.sock"), "tcp://127.0.0.1:1")
+            + &upstream_tls_section(&ccert, &other_key, &pki.ca_path, "")),
+    );
+    assert!(!a.wait_exit().success());
+    a.wait_log(&format!(
+        "the private key in {} does not match this certificate",
+        other_key.display()
+    ));
+
+    let mut plain = gateway(
+        "plaintext",
+        d,
+        &front_section(&d.join("a.sock"), "tcp://127.0.0.1:1"),
+    );
+    assert_eq!(plain.wait_exit().code(), Some(64));
+    plain.wait_log("requires [upstream.tls]");
+}
+
 /// A v1 server on loopback that requires a client certificate from `ca`, records each peer,
 /// and answers every call with a GetPluginInfoResponse. Returns its port.
 async fn mtls_v1_server(

@@ -97,7 +97,8 @@ fn build(s: &ClientSettings) -> Result<ClientConfig, TlsError> {
     let mut config = ClientConfig::builder_with_provider(super::provider())
         .with_protocol_versions(s.min_version.versions())?
         .with_root_certificates(loaded.roots)
-        .with_client_auth_cert(loaded.chain, loaded.key)?;
+        .with_client_auth_cert(loaded.chain, loaded.key)
+        .map_err(|e| super::pair_error(&s.material, e))?;
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok(config)
 }

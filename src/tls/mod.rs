@@ -131,6 +131,23 @@ fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     Ok(certs)
 }
 
+/// A certificate chain and key rustls would not pair, with both files named.
+fn pair_error(m: &Material, e: rustls::Error) -> TlsError {
+    let message = match e {
+        rustls::Error::InconsistentKeys(_) => {
+            format!(
+                "the private key in {} does not match this certificate",
+                m.key.display()
+            )
+        }
+        other => format!("with key {}: {other}", m.key.display()),
+    };
+    TlsError::Content {
+        path: m.cert.clone(),
+        message,
+    }
+}
+
 /// The one crypto provider of the bridge: ring (no cmake or aws-lc build).
 fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())

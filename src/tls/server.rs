@@ -68,7 +68,8 @@ fn build(s: &ServerSettings) -> Result<ServerConfig, TlsError> {
     let mut config = ServerConfig::builder_with_provider(super::provider())
         .with_protocol_versions(s.min_version.versions())?
         .with_client_cert_verifier(verifier)
-        .with_single_cert(loaded.chain, loaded.key)?;
+        .with_single_cert(loaded.chain, loaded.key)
+        .map_err(|e| super::pair_error(&s.material, e))?;
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok(config)
 }
@@ -171,9 +172,13 @@ fn refused(addr: SocketAddr, e: &std::io::Error) {
             CertificateError::UnknownIssuer => {
                 "the client certificate is not signed by a trusted CA (unknown issuer)".to_string()
             }
-            CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
-                format!("the client certificate has expired ({c:?})")
-            }
+            CertificateError::ExpiredContext { not_after, .. } => format!(
+                "the client certificate has expired (not after {})",
+                humantime::format_rfc3339_seconds(
+                    std::time::UNIX_EPOCH + Duration::from_secs(not_after.as_secs())
+                )
+            ),
+            CertificateError::Expired => "the client certificate has expired".to_string(),
             CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
                 format!("the client certificate is not valid yet ({c:?})")
             }

@@ -80,6 +80,18 @@ impl Proc {
         self.wait_log_n(needle, 1)
     }
 
+    /// Waits for the process to exit on its own.
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let until = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < until, "{} did not exit", self.name);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
