@@ -50,6 +50,8 @@ pub struct Running {
 
 /// Starts the gateway described by `config`.
 pub async fn start(config: &Config) -> Result<Running, StartError> {
+    // First, so nothing recorded while starting up (the upstream's state) is lost.
+    let prometheus = metrics::install();
     let router = Router::new(&config.front_dialects)?;
     let embedded = match &config.upstream {
         UpstreamTarget::Embedded {
@@ -137,7 +139,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     });
     if let Some(listener) = metrics_listener {
         let endpoint = Arc::new(metrics::http::Endpoint {
-            prometheus: metrics::install(),
+            prometheus,
             upstream: upstream.clone(),
             probe_timeout: config.probe_timeout,
         });

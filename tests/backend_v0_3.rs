@@ -636,3 +636,25 @@ async fn state_survives_restart_and_sigkill() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn concurrent_operation_is_aborted() {
+    let (b, c, _) = start(Options::new("v0.3").arg("--fault-delay=3s")).await;
+    let mut first = c.clone();
+    let pending = tokio::spawn(async move {
+        first
+            .create_volume(create_req("slow", mount(Mode::SingleNodeWriter), GI))
+            .await
+    });
+    let vols = b.data_dir.join("volumes");
+    support::eventually(Duration::from_secs(20), "the first create's data", || {
+        fs::read_dir(&vols).map(|d| d.count() == 1).unwrap_or(false)
+    })
+    .await;
+    let second = c
+        .clone()
+        .create_volume(create_req("slow", mount(Mode::SingleNodeWriter), GI))
+        .await;
+    assert_code(second, Code::Aborted, "slow");
+    pending.await.unwrap().unwrap();
+}

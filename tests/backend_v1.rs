@@ -343,7 +343,8 @@ async fn mount_lifecycle_with_snapshots_clones_expansion_and_stats() {
     assert_eq!(got.volume.unwrap().capacity_bytes, 2 * GI);
     assert!(!got.status.unwrap().volume_condition.unwrap().abnormal);
 
-    // Stats: bytes and inodes, capped by the capacity.
+    // Stats: bytes and inodes, capped by the capacity; "used" is what the volume holds.
+    fs::write(target.join("mib"), vec![7u8; 1 << 20]).unwrap();
     let stats = c
         .node
         .node_get_volume_stats(csi::NodeGetVolumeStatsRequest {
@@ -355,6 +356,11 @@ async fn mount_lifecycle_with_snapshots_clones_expansion_and_stats() {
         .unwrap()
         .into_inner();
     assert_eq!(stats.usage.len(), 2);
+    assert!(
+        stats.usage[0].used >= 1 << 20,
+        "the written MiB counts as used: {:?}",
+        stats.usage[0]
+    );
     assert_eq!(stats.usage[0].total, 2 * GI);
     assert!(stats.usage[0].available + stats.usage[0].used <= 2 * GI);
     assert!(stats.usage[1].total > 0, "inode figures come from statvfs");

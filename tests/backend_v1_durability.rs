@@ -72,7 +72,7 @@ async fn restart_keeps_volumes_snapshots_attachments_and_publications() {
         volume_capability: Some(cap()),
         ..Default::default()
     };
-    n.node_stage_volume(stage).await.unwrap();
+    n.node_stage_volume(stage.clone()).await.unwrap();
     let publish = csi::NodePublishVolumeRequest {
         volume_id: v.volume_id.clone(),
         staging_target_path: staging.display().to_string(),
@@ -81,6 +81,7 @@ async fn restart_keeps_volumes_snapshots_attachments_and_publications() {
         ..Default::default()
     };
     n.node_publish_volume(publish.clone()).await.unwrap();
+    fs::write(target.join("before"), b"kept").unwrap();
 
     // Clean shutdown: exit 0 and the socket is gone.
     drop((c, n));
@@ -103,9 +104,22 @@ async fn restart_keeps_volumes_snapshots_attachments_and_publications() {
         "nothing else beside the socket"
     );
 
+    // Simulate a reboot: the kernel forgets the mounts (or the links are gone); state remains.
+    if support::bind_mounts_work() && support::is_mount_point(&target) {
+        support::unmount_under(&b.work_dir);
+    } else {
+        fs::remove_file(&target).unwrap();
+        fs::remove_file(&staging).unwrap();
+    }
+    assert!(!target.join("before").exists());
+
     b.restart(None).await;
     let ch = b.channel().await;
     let (mut c, mut n) = (ControllerClient::new(ch.clone()), NodeClient::new(ch));
+    // The CO stages and publishes again after a reboot: both are remade, not just acknowledged.
+    n.node_stage_volume(stage).await.unwrap();
+    n.node_publish_volume(publish.clone()).await.unwrap();
+    assert_eq!(fs::read(target.join("before")).unwrap(), b"kept");
     let got = c
         .controller_get_volume(csi::ControllerGetVolumeRequest {
             volume_id: v.volume_id.clone(),
@@ -288,6 +302,16 @@ async fn startup_refuses_bad_configuration() {
             "{flag}"
         );
     }
+    // Two plugins on one data directory: the second is refused (its socket differs).
+    let out = std::process::Command::new(support::binary())
+        .arg(format!("--endpoint={}", b.path("second.sock").display()))
+        .arg(format!("--data-dir={}", b.data_dir.display()))
+        .arg("--publish-mode=symlink")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in use by another"));
+    assert!(!b.path("second.sock").exists());
     // CSI_ENDPOINT works as well as --endpoint (bare path form).
     let sock = b.path("env.sock");
     let mut child = std::process::Command::new(support::binary())
@@ -307,6 +331,23 @@ async fn startup_refuses_bad_configuration() {
         .unwrap();
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// Every dialect starts, says which dialect it serves, and shuts down cleanly (SIGTERM → exit 0,
+/// socket removed). What each dialect answers is covered by its own test file.
+#[tokio::test]
+async fn every_dialect_starts_and_stops_cleanly() {
+    for dialect in support::DIALECTS {
+        let mut b = Backend::start(Options::new(dialect)).await;
+        assert!(b.endpoint().starts_with("unix:///"));
+        let status = b.terminate();
+        assert!(status.success(), "{dialect}: {status}");
+        assert!(!b.socket.exists(), "{dialect}: socket removed");
+        assert!(
+            b.log_text().contains(&format!("dialect={dialect}")),
+            "{dialect}"
+        );
+    }
 }
 
 #[tokio::test]

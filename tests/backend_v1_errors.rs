@@ -1,9 +1,9 @@
-//! The error rows of the CSI v1 per-RPC tables, each provoked for real against the backend.
+//! The error rows of the CSI v1 per-RPC tables for the Controller service, each provoked for
+//! real against the backend (Node rows and concurrency: `backend_v1_node_errors.rs`).
 
 mod support;
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use csi::controller_client::ControllerClient;
 use csi::node_client::NodeClient;
@@ -417,6 +417,25 @@ async fn validate_list_expand_modify_snapshot_rows() {
         .unwrap()
         .into_inner();
     assert!(no.confirmed.is_none() && !no.message.is_empty());
+    let mut other_params = v(&a, vec![cap.clone()]);
+    other_params.parameters = HashMap::from([("tier".into(), "fast".into())]);
+    let no = c
+        .validate_volume_capabilities(other_params)
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        no.confirmed.is_none() && no.message.contains("parameters"),
+        "{no:?}"
+    );
+    let mut own_context = v(&a, vec![cap.clone()]);
+    own_context.volume_context = HashMap::from([("kind".into(), "mount".into())]);
+    let ok = c
+        .validate_volume_capabilities(own_context)
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(ok.confirmed.is_some(), "{ok:?}");
     // ListVolumes: bad token ABORTED, negative max INVALID_ARGUMENT, paging.
     for n in 0..4 {
         create(&mut c, &format!("p{n}"), cap.clone()).await;
@@ -482,6 +501,13 @@ async fn validate_list_expand_modify_snapshot_rows() {
         c.controller_expand_volume(exp(&a, 20 * GI, 0)).await,
         Code::OutOfRange,
         "capacity_range",
+    );
+    let mut wrong_type = exp(&a, 2 * GI, 0);
+    wrong_type.volume_capability = Some(block());
+    assert_code(
+        c.controller_expand_volume(wrong_type).await,
+        Code::InvalidArgument,
+        "volume_capability",
     );
     // Modify rows.
     let modify = |id: &str, k: &str, val: &str| csi::ControllerModifyVolumeRequest {
@@ -579,6 +605,39 @@ async fn validate_list_expand_modify_snapshot_rows() {
         .into_inner()
         .entries
         .is_empty());
+    // Paging and the snapshot_id filter.
+    let s2 = c
+        .create_snapshot(snap("s2", &other))
+        .await
+        .unwrap()
+        .into_inner()
+        .snapshot
+        .unwrap();
+    let mut page1 = ls("", "", "");
+    page1.max_entries = 1;
+    let p1 = c.list_snapshots(page1.clone()).await.unwrap().into_inner();
+    assert_eq!((p1.entries.len(), p1.next_token.as_str()), (1, "1"));
+    page1.starting_token = p1.next_token;
+    let p2 = c.list_snapshots(page1).await.unwrap().into_inner();
+    assert_eq!((p2.entries.len(), p2.next_token.as_str()), (1, ""));
+    assert_ne!(p1.entries[0], p2.entries[0]);
+    let only = c
+        .list_snapshots(ls(&s2.snapshot_id, "", ""))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(only.entries.len(), 1);
+    assert_eq!(
+        only.entries[0].snapshot.as_ref().unwrap().snapshot_id,
+        s2.snapshot_id
+    );
+    let mut neg = ls("", "", "");
+    neg.max_entries = -1;
+    assert_code(
+        c.list_snapshots(neg).await,
+        Code::InvalidArgument,
+        "max_entries",
+    );
     assert_code(
         c.get_snapshot(csi::GetSnapshotRequest {
             snapshot_id: "snap-nope".into(),
@@ -588,242 +647,4 @@ async fn validate_list_expand_modify_snapshot_rows() {
         Code::NotFound,
         "snap-nope",
     );
-}
-
-#[tokio::test]
-async fn node_rows() {
-    let (b, mut c, mut n) = setup(Options::new("v1")).await;
-    let cap = mount(Mode::SingleNodeWriter);
-    let a = create(&mut c, "a", cap.clone()).await;
-    let (staging, target) = (
-        b.path("s").display().to_string(),
-        b.path("t").display().to_string(),
-    );
-    let stage =
-        |id: &str, path: &str, cap: Option<csi::VolumeCapability>| csi::NodeStageVolumeRequest {
-            volume_id: id.into(),
-            staging_target_path: path.into(),
-            volume_capability: cap,
-            ..Default::default()
-        };
-    assert_code(
-        n.node_stage_volume(stage("", &staging, Some(cap.clone())))
-            .await,
-        Code::InvalidArgument,
-        "volume_id",
-    );
-    assert_code(
-        n.node_stage_volume(stage(&a, "", Some(cap.clone()))).await,
-        Code::InvalidArgument,
-        "staging_target_path",
-    );
-    assert_code(
-        n.node_stage_volume(stage(&a, &staging, None)).await,
-        Code::InvalidArgument,
-        "volume_capability",
-    );
-    assert_code(
-        n.node_stage_volume(stage("vol-nope", &staging, Some(cap.clone())))
-            .await,
-        Code::NotFound,
-        "vol-nope",
-    );
-    assert_code(
-        n.node_stage_volume(stage(&a, &staging, Some(block())))
-            .await,
-        Code::FailedPrecondition,
-        "volume_capability",
-    );
-    let publish = |staging: &str, target: &str, readonly: bool| csi::NodePublishVolumeRequest {
-        volume_id: a.clone(),
-        staging_target_path: staging.into(),
-        target_path: target.into(),
-        volume_capability: Some(mount(Mode::SingleNodeWriter)),
-        readonly,
-        ..Default::default()
-    };
-    // Staging required: missing path INVALID_ARGUMENT, not staged FAILED_PRECONDITION.
-    assert_code(
-        n.node_publish_volume(publish("", &target, false)).await,
-        Code::InvalidArgument,
-        "staging_target_path",
-    );
-    assert_code(
-        n.node_publish_volume(publish(&staging, &target, false))
-            .await,
-        Code::FailedPrecondition,
-        "not staged",
-    );
-    assert_code(
-        n.node_publish_volume(publish(&staging, "", false)).await,
-        Code::InvalidArgument,
-        "target_path",
-    );
-    n.node_stage_volume(stage(&a, &staging, Some(cap.clone())))
-        .await
-        .unwrap();
-    // Staged with another capability at the same path: ALREADY_EXISTS.
-    assert_code(
-        n.node_stage_volume(stage(&a, &staging, Some(mount(Mode::MultiNodeMultiWriter))))
-            .await,
-        Code::AlreadyExists,
-        "staged",
-    );
-    n.node_publish_volume(publish(&staging, &target, false))
-        .await
-        .unwrap();
-    // Same target, different readonly: ALREADY_EXISTS.
-    assert_code(
-        n.node_publish_volume(publish(&staging, &target, true))
-            .await,
-        Code::AlreadyExists,
-        "published",
-    );
-    // Unstage while published from that staging path: FAILED_PRECONDITION.
-    let unstage = csi::NodeUnstageVolumeRequest {
-        volume_id: a.clone(),
-        staging_target_path: staging.clone(),
-    };
-    assert_code(
-        n.node_unstage_volume(unstage.clone()).await,
-        Code::FailedPrecondition,
-        "published",
-    );
-    // Unknown volumes: NOT_FOUND; missing fields INVALID_ARGUMENT.
-    let unpub = |id: &str, t: &str| csi::NodeUnpublishVolumeRequest {
-        volume_id: id.into(),
-        target_path: t.into(),
-    };
-    assert_code(
-        n.node_unpublish_volume(unpub("vol-nope", &target)).await,
-        Code::NotFound,
-        "vol-nope",
-    );
-    assert_code(
-        n.node_unpublish_volume(unpub(&a, "")).await,
-        Code::InvalidArgument,
-        "target_path",
-    );
-    assert_code(
-        n.node_unpublish_volume(unpub("", &target)).await,
-        Code::InvalidArgument,
-        "volume_id",
-    );
-    let unknown_unstage = csi::NodeUnstageVolumeRequest {
-        volume_id: "vol-nope".into(),
-        staging_target_path: staging.clone(),
-    };
-    assert_code(
-        n.node_unstage_volume(unknown_unstage).await,
-        Code::NotFound,
-        "vol-nope",
-    );
-    let stats = |id: &str, p: &str| csi::NodeGetVolumeStatsRequest {
-        volume_id: id.into(),
-        volume_path: p.into(),
-        ..Default::default()
-    };
-    assert_code(
-        n.node_get_volume_stats(stats("vol-nope", &target)).await,
-        Code::NotFound,
-        "vol-nope",
-    );
-    assert_code(
-        n.node_get_volume_stats(stats(&a, "/nowhere")).await,
-        Code::NotFound,
-        "/nowhere",
-    );
-    assert_code(
-        n.node_get_volume_stats(stats(&a, "")).await,
-        Code::InvalidArgument,
-        "volume_path",
-    );
-    let nexp = |id: &str, req: i64| csi::NodeExpandVolumeRequest {
-        volume_id: id.into(),
-        volume_path: target.clone(),
-        capacity_range: Some(csi::CapacityRange {
-            required_bytes: req,
-            limit_bytes: 0,
-        }),
-        ..Default::default()
-    };
-    assert_code(
-        n.node_expand_volume(nexp("vol-nope", GI)).await,
-        Code::NotFound,
-        "vol-nope",
-    );
-    assert_code(
-        n.node_expand_volume(nexp(&a, 5 * GI)).await,
-        Code::OutOfRange,
-        "capacity_range",
-    );
-    // Published: cannot be deleted.
-    assert_code(
-        c.delete_volume(csi::DeleteVolumeRequest {
-            volume_id: a.clone(),
-            ..Default::default()
-        })
-        .await,
-        Code::FailedPrecondition,
-        "published",
-    );
-    n.node_unpublish_volume(unpub(&a, &target)).await.unwrap();
-    n.node_unstage_volume(unstage).await.unwrap();
-}
-
-#[tokio::test]
-async fn single_node_single_writer_publishes_once() {
-    let (b, mut c, mut n) = setup(Options::new("v1").arg("--require-staging=false")).await;
-    let cap = mount(Mode::SingleNodeSingleWriter);
-    let a = create(&mut c, "a", cap.clone()).await;
-    let publish = |target: &std::path::Path| csi::NodePublishVolumeRequest {
-        volume_id: a.clone(),
-        target_path: target.display().to_string(),
-        volume_capability: Some(cap.clone()),
-        ..Default::default()
-    };
-    n.node_publish_volume(publish(&b.path("t1"))).await.unwrap();
-    assert_code(
-        n.node_publish_volume(publish(&b.path("t2"))).await,
-        Code::FailedPrecondition,
-        "SingleNodeSingleWriter",
-    );
-}
-
-#[tokio::test]
-async fn concurrent_operation_on_a_volume_is_aborted() {
-    // Each create holds the name lock for 2s after writing its data, before committing.
-    let (b, c, _) = setup(Options::new("v1").arg("--fault-delay=2s")).await;
-    let cap = mount(Mode::SingleNodeWriter);
-    let mut first = c.clone();
-    let req = create_req("slow", cap.clone(), GI);
-    let pending = tokio::spawn(async move { first.create_volume(req).await });
-    // Readiness, not a sleep: the backing directory appears while the lock is held.
-    let volumes = b.data_dir.join("volumes");
-    support::eventually(
-        Duration::from_secs(20),
-        "the first create to write its data",
-        || {
-            std::fs::read_dir(&volumes)
-                .map(|d| d.count() == 1)
-                .unwrap_or(false)
-        },
-    )
-    .await;
-    let second = c
-        .clone()
-        .create_volume(create_req("slow", cap.clone(), GI))
-        .await;
-    assert_code(second, Code::Aborted, "slow");
-    let v = pending.await.unwrap().unwrap().into_inner().volume.unwrap();
-    // Once released, the same request succeeds and is idempotent.
-    let again = c
-        .clone()
-        .create_volume(create_req("slow", cap, GI))
-        .await
-        .unwrap()
-        .into_inner()
-        .volume
-        .unwrap();
-    assert_eq!(v.volume_id, again.volume_id);
 }

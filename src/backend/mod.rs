@@ -2,11 +2,11 @@
 //! the gateway end to end.
 //!
 //! Layout, from the storage up:
-//! - [`engine`]: dialect-free storage (volumes, snapshots, attachments, durable state, locks).
-//! - [`v1`], [`v0_3`], [`v0_1`], [`v0_1_oneof`]: each dialect's tonic services on its own
+//! - [`engine`](crate::backend::engine): dialect-free storage (volumes, snapshots, attachments, durable state, locks).
+//! - [`v1`](crate::backend::v1), [`v0_3`](crate::backend::v0_3), [`v0_1`](crate::backend::v0_1), [`v0_1_oneof`](crate::backend::v0_1_oneof): each dialect's tonic services on its own
 //!   generated types, converting to engine calls and mapping engine errors to that dialect.
-//! - [`serve`]: the UNIX socket, the chosen dialect's services and clean shutdown;
-//!   [`rpclog`] logs one line per RPC.
+//! - [`serve`](crate::backend::serve): the UNIX socket, the chosen dialect's services and clean shutdown;
+//!   [`rpclog`](crate::backend::rpclog) logs one line per RPC.
 
 pub mod engine;
 pub mod rpclog;

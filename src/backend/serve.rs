@@ -108,8 +108,9 @@ pub fn routes(dialect: Dialect, engine: Arc<Engine>, driver_name: String) -> Rou
 pub async fn serve(opts: Options, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
     let socket = socket_path(&opts.endpoint)?;
     check_layout(&socket, &opts.engine.data_dir)?;
-    let engine = Arc::new(Engine::open(opts.engine.clone())?);
+    // A live plugin on this socket is refused before the engine touches the data directory.
     clear_stale(&socket).await?;
+    let engine = Arc::new(Engine::open(opts.engine.clone())?);
     let listener = UnixListener::bind(&socket).map_err(|source| ServeError::Io {
         context: format!("binding {}", socket.display()),
         source,
@@ -160,20 +161,21 @@ pub async fn serve(opts: Options, shutdown: impl Future<Output = ()>) -> Result<
 /// How long a shutdown waits for in-flight calls.
 const DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Resolves on SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
+/// Installs the SIGTERM/SIGINT handlers now and returns a future that resolves on either.
+///
+/// Call it (inside the runtime) before [`serve`] binds: a handler installed lazily, when the
+/// future is first polled, leaves a window after the socket is ready in which SIGTERM still
+/// has its default action and kills the process instead of shutting it down cleanly.
+pub fn shutdown_signal() -> std::io::Result<impl Future<Output = ()>> {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        // Without signal handlers we can only run until killed.
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
-    }
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+            _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+        }
+    })
 }
 
 #[cfg(test)]

@@ -139,6 +139,13 @@ fn main() -> ExitCode {
 fn run(opts: Options) -> anyhow::Result<()> {
     let rt = tokio::runtime::Runtime::new()
         .map_err(|e| anyhow::anyhow!("starting the async runtime: {e}"))?;
-    rt.block_on(serve::serve(opts, serve::shutdown_signal()))?;
+    rt.block_on(async {
+        // Handlers first, so a SIGTERM right after the socket appears is a clean shutdown.
+        let shutdown = serve::shutdown_signal()
+            .map_err(|e| anyhow::anyhow!("installing signal handlers: {e}"))?;
+        serve::serve(opts, shutdown)
+            .await
+            .map_err(anyhow::Error::from)
+    })?;
     Ok(())
 }

@@ -26,7 +26,8 @@ pub struct Gateway {
 
 impl Gateway {
     /// Starts a gateway in front of `upstream`, serving v1, v0.3 and `legacy` (v0.1 or
-    /// v0.1-oneof), with `extra` flags appended; returns once the upstream is detected.
+    /// v0.1-oneof), with `extra` flags (`--name=value`) appended; returns once the upstream is
+    /// detected.
     pub async fn start(upstream: &Path, legacy: &str, extra: &[&str]) -> Gateway {
         let root = tempfile::tempdir().expect("tempdir");
         let socket = root.path().join("sock").join("csi.sock");
@@ -40,6 +41,9 @@ impl Gateway {
             "--metrics-listen=".into(),
             "--log-level=csi_gateway=debug".into(),
         ];
+        // A flag in `extra` replaces the default of the same name.
+        let flag = |a: &str| a.split('=').next().unwrap_or_default().to_string();
+        args.retain(|a| !extra.iter().any(|e| flag(e) == flag(a)));
         args.extend(extra.iter().map(|s| s.to_string()));
         let mut g = Gateway {
             socket,

@@ -9,6 +9,7 @@
 //! ```
 //!
 //! Everything is bounded: start-up, connects, each RPC ([`RPC_TIMEOUT`]) and process exit.
+//! [`DIALECTS`] lists every `--dialect`; see `docs/reference-backend.md` for what each serves.
 #![allow(dead_code)] // each test crate uses a different subset
 
 pub mod front;
@@ -23,6 +24,9 @@ use std::time::{Duration, Instant};
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
+
+/// Every `--dialect` the plugin serves, newest first (`v0.2` is also accepted, as `v0.3`).
+pub const DIALECTS: [&str; 4] = ["v1", "v0.3", "v0.1", "v0.1-oneof"];
 
 /// Upper bound for one RPC; generous because CI machines are shared.
 pub const RPC_TIMEOUT: Duration = Duration::from_secs(30);
@@ -191,6 +195,11 @@ impl Backend {
     /// Everything the plugin logged so far.
     pub fn log_text(&self) -> String {
         fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The plugin's endpoint as a CO would be configured with it (`unix:///…/csi.sock`).
+    pub fn endpoint(&self) -> String {
+        format!("unix://{}", self.socket.display())
     }
 
     /// A fresh path under the work directory (not created).

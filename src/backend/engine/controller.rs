@@ -180,12 +180,16 @@ impl Engine {
         let Some(volume) = self.inner().state.volumes.get(id).cloned() else {
             return Ok(()); // already gone: DeleteVolume is idempotent
         };
-        if !volume.attachments.is_empty() || !volume.publications.is_empty() {
+        if !volume.attachments.is_empty()
+            || !volume.publications.is_empty()
+            || !volume.stagings.is_empty()
+        {
             return Err(EngineError::precondition(
                 Precondition::InUse,
                 format!(
-                    "volume {id:?} is still attached to {:?} or published at {:?}",
+                    "volume {id:?} is still attached to {:?}, staged at {:?} or published at {:?}",
                     volume.attachments.keys().collect::<Vec<_>>(),
+                    volume.stagings.keys().collect::<Vec<_>>(),
                     volume.publications.keys().collect::<Vec<_>>()
                 ),
             ));

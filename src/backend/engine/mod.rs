@@ -13,6 +13,8 @@ pub mod rules;
 pub mod size;
 mod snapshot;
 pub mod store;
+#[cfg(test)]
+mod tests;
 
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
@@ -50,6 +52,9 @@ pub struct Config {
 
 pub struct Engine {
     cfg: Config,
+    /// An exclusive flock on the data directory, held for the engine's lifetime: two plugins
+    /// on one data directory would reconcile away each other's in-flight data.
+    _dir_lock: std::fs::File,
     store: Store,
     inner: Mutex<Inner>,
     locks: lock::Locks,
@@ -65,6 +70,7 @@ impl Engine {
     /// Opens the data directory, loads the committed state and removes crash leftovers.
     pub fn open(cfg: Config) -> Result<Engine> {
         let store = Store::open(&cfg.data_dir)?;
+        let dir_lock = lock_dir(&cfg.data_dir)?;
         let state = store.load()?;
         for path in store.reconcile(&state)? {
             tracing::warn!(path = %path.display(), "removed backing data no state names (crash leftover)");
@@ -74,6 +80,7 @@ impl Engine {
         }
         Ok(Engine {
             cfg,
+            _dir_lock: dir_lock,
             store,
             inner: Mutex::new(Inner { state, reserved: 0 }),
             locks: lock::Locks::default(),
@@ -144,5 +151,22 @@ impl Engine {
         } else {
             vec![self.cfg.topology.clone()]
         }
+    }
+}
+
+/// Takes the data directory's exclusive lock, or says who has it.
+fn lock_dir(dir: &std::path::Path) -> Result<std::fs::File> {
+    use rustix::fs::{flock, FlockOperation};
+    let file =
+        std::fs::File::open(dir).map_err(EngineError::io(format!("opening {}", dir.display())))?;
+    match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(file),
+        Err(rustix::io::Errno::WOULDBLOCK) => Err(EngineError::Unavailable(format!(
+            "--data-dir {} is in use by another csi-reference-backend",
+            dir.display()
+        ))),
+        Err(e) => Err(EngineError::io(format!("locking {}", dir.display()))(
+            e.into(),
+        )),
     }
 }

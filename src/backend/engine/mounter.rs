@@ -69,6 +69,13 @@ pub fn attach(
                 Ok(m) if m.is_file() && m.len() == 0 => {
                     fs::remove_file(target).map_err(EngineError::io(ctx()))?
                 }
+                // Our own link from a publish whose commit a crash prevented: done already.
+                Ok(m)
+                    if m.file_type().is_symlink()
+                        && fs::read_link(target).ok().as_deref() == Some(source) =>
+                {
+                    return Ok(())
+                }
                 Ok(_) => {
                     return Err(EngineError::AlreadyExists(format!(
                         "{} exists and is not an empty directory or file",
@@ -154,6 +161,18 @@ mod tests {
         detach(&target, true).unwrap();
         assert!(!target.exists());
         detach(&target, true).unwrap();
+    }
+
+    #[test]
+    fn symlink_publish_accepts_its_own_link_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, target) = (dir.path().join("vol"), dir.path().join("t"));
+        fs::create_dir(&src).unwrap();
+        attach(PublishMode::Symlink, Kind::Mount, &src, &target, false).unwrap();
+        attach(PublishMode::Symlink, Kind::Mount, &src, &target, false).unwrap();
+        let other = dir.path().join("other");
+        fs::create_dir(&other).unwrap();
+        assert!(attach(PublishMode::Symlink, Kind::Mount, &other, &target, false).is_err());
     }
 
     #[test]

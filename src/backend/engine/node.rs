@@ -34,6 +34,21 @@ pub struct Stats {
     pub abnormal: Option<String>,
 }
 
+/// Bytes allocated by a directory tree (st_blocks, so holes and sparse files count as stored).
+fn allocated(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    let mut total = meta.blocks() * 512;
+    if meta.is_dir() {
+        if let Ok(entries) = std::fs::read_dir(path) {
+            total += entries.flatten().map(|e| allocated(&e.path())).sum::<u64>();
+        }
+    }
+    total
+}
+
 fn required(field: &str, value: &str) -> Result<()> {
     if value.is_empty() {
         return Err(EngineError::missing(field));
@@ -60,7 +75,15 @@ impl Engine {
             capability: cap.clone(),
         };
         match volume.stagings.get(staging_path) {
-            Some(s) if *s == wanted => return Ok(()),
+            // Staged already: make sure the bind is still there (it is gone after a reboot).
+            Some(s) if *s == wanted => {
+                if volume.kind == Kind::Mount {
+                    let path = Path::new(staging_path);
+                    let src = self.store.volume_path(id);
+                    mounter::attach(self.cfg.publish_mode, Kind::Mount, &src, path, false)?;
+                }
+                return Ok(());
+            }
             Some(_) => {
                 return Err(EngineError::AlreadyExists(format!(
                     "volume {id:?} is staged at {staging_path:?} with a different capability"
@@ -129,8 +152,12 @@ impl Engine {
         let id = req.volume_id.as_str();
         required("volume_id", id)?;
         required("target_path", &req.target_path)?;
-        if self.cfg.require_staging {
-            required("staging_target_path", &req.staging_path)?;
+        if self.cfg.require_staging && req.staging_path.is_empty() {
+            // The spec's own row: "Staging target path not set" is FAILED_PRECONDITION.
+            return Err(EngineError::precondition(
+                Precondition::NotStaged,
+                "staging_target_path is not set, and this plugin requires NodeStageVolume (STAGE_UNSTAGE_VOLUME)",
+            ));
         }
         let _guard = self.locks.try_lock([lock::volume(id)])?;
         let volume = self.volume(id)?;
@@ -158,8 +185,27 @@ impl Engine {
             staging_path: req.staging_path.clone(),
             symlink,
         };
+        let source = match volume.kind {
+            Kind::Mount if staged => Path::new(&req.staging_path).to_path_buf(),
+            _ => self.store.volume_path(id),
+        };
+        let target = Path::new(&req.target_path);
+        // The same publication again (how the mount was made does not matter) is OK; it is
+        // made again if it vanished (a reboot), as kubelet re-publishes after one.
+        let same = |p: &Publication| {
+            p.readonly == wanted.readonly
+                && p.capability == wanted.capability
+                && p.staging_path == wanted.staging_path
+        };
         match volume.publications.get(&req.target_path) {
-            Some(p) if *p == wanted => return Ok(()),
+            Some(p) if same(p) => {
+                let mode = if p.symlink {
+                    PublishMode::Symlink
+                } else {
+                    PublishMode::Bind
+                };
+                return mounter::attach(mode, volume.kind, &source, target, req.readonly);
+            }
             Some(_) => {
                 return Err(EngineError::AlreadyExists(format!(
                     "volume {id:?} is published at {:?} with different arguments",
@@ -180,11 +226,6 @@ impl Engine {
                 ),
             ));
         }
-        let source = match volume.kind {
-            Kind::Mount if staged => Path::new(&req.staging_path).to_path_buf(),
-            _ => self.store.volume_path(id),
-        };
-        let target = Path::new(&req.target_path);
         mounter::attach(
             self.cfg.publish_mode,
             volume.kind,
@@ -192,11 +233,16 @@ impl Engine {
             target,
             req.readonly,
         )?;
-        self.commit(|state| {
+        let committed = self.commit(|state| {
             let v = state.volumes.get_mut(id).expect("locked");
             v.publications.insert(req.target_path.clone(), wanted);
             Ok(())
-        })
+        });
+        if committed.is_err() {
+            // Unrecorded mounts would outlive the error the CO sees; take it back.
+            let _ = mounter::detach(target, symlink);
+        }
+        committed
     }
 
     pub fn unpublish(&self, id: &str, target: &str) -> Result<()> {
@@ -255,9 +301,10 @@ impl Engine {
                 abnormal: None,
             }),
             Kind::Mount => {
-                let fs_used = (st.f_blocks - st.f_bfree) * frsize;
+                // The directory shares its filesystem with others: "used" is what the volume's
+                // own tree allocates, "available" is bounded by both the capacity and statvfs.
                 let fs_avail = st.f_bavail * frsize;
-                let used = fs_used.min(volume.capacity);
+                let used = allocated(&backing).min(volume.capacity);
                 Ok(Stats {
                     total_bytes: volume.capacity,
                     available_bytes: fs_avail.min(volume.capacity - used),

@@ -116,7 +116,8 @@ mod tests {
         let gi = 1u64 << 30;
         let pool = 10 * gi;
         // (required, limit, minimum) -> Some(size) or None (error)
-        let cases: &[((u64, u64, u64), Option<u64>)] = &[
+        type Case = ((u64, u64, u64), Option<u64>);
+        let cases: &[Case] = &[
             ((0, 0, 0), Some(DEFAULT_CAPACITY)),
             ((0, gi / 2, 0), Some(gi / 2)),
             ((2 * gi, 0, 0), Some(2 * gi)),

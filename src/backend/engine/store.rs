@@ -132,10 +132,41 @@ pub fn copy_any(from: &Path, to: &Path) -> Result<()> {
         let target = fs::read_link(from).map_err(EngineError::io(ctx()))?;
         std::os::unix::fs::symlink(target, to).map_err(EngineError::io(ctx()))
     } else {
-        fs::copy(from, to)
-            .map(|_| ())
-            .map_err(EngineError::io(ctx()))
+        copy_sparse(from, to).map_err(EngineError::io(ctx()))
     }
+}
+
+/// Copies a file keeping its holes: only the data extents (SEEK_DATA/SEEK_HOLE) are read and
+/// written, so snapshotting a mostly empty 100 GiB block volume costs what it holds.
+fn copy_sparse(from: &Path, to: &Path) -> std::io::Result<()> {
+    use rustix::fs::{seek, SeekFrom};
+    use std::os::unix::fs::FileExt;
+    let src = fs::File::open(from)?;
+    let len = src.metadata()?.len();
+    let dst = fs::File::create(to)?;
+    dst.set_len(len)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut pos = 0;
+    while pos < len {
+        let start = match seek(&src, SeekFrom::Data(pos)) {
+            Ok(n) => n,
+            Err(rustix::io::Errno::NXIO) => break, // only a hole remains
+            Err(e) => return Err(e.into()),
+        };
+        let end = seek(&src, SeekFrom::Hole(start))?.min(len);
+        let mut off = start;
+        while off < end {
+            let want = ((end - off) as usize).min(buf.len());
+            let n = src.read_at(&mut buf[..want], off)?;
+            if n == 0 {
+                break;
+            }
+            dst.write_all_at(&buf[..n], off)?;
+            off += n as u64;
+        }
+        pos = end;
+    }
+    dst.sync_all()
 }
 
 #[cfg(test)]
@@ -193,6 +224,25 @@ mod tests {
         assert_eq!(removed, vec![store.volume_path("vol-orphan")]);
         assert!(store.snapshot_path(&kept).exists());
         assert!(!dir.path().join(STATE_TMP).exists());
+    }
+
+    #[test]
+    fn sparse_copy_keeps_data_and_holes() {
+        use std::os::unix::fs::{FileExt, MetadataExt};
+        let dir = tempfile::tempdir().unwrap();
+        let (src, dst) = (dir.path().join("src"), dir.path().join("dst"));
+        let f = fs::File::create(&src).unwrap();
+        f.set_len(256 << 20).unwrap();
+        f.write_all_at(b"head", 0).unwrap();
+        f.write_all_at(b"tail", (256 << 20) - 4).unwrap();
+        drop(f);
+        copy_any(&src, &dst).unwrap();
+        assert_eq!(fs::read(&src).unwrap(), fs::read(&dst).unwrap());
+        let blocks = fs::metadata(&dst).unwrap().blocks() * 512;
+        assert!(
+            blocks < 16 << 20,
+            "the copy stays sparse: {blocks} bytes allocated"
+        );
     }
 
     #[test]

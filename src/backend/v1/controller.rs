@@ -117,10 +117,24 @@ impl Controller for ControllerService {
         let caps =
             convert::capabilities("volume_capabilities", &r.volume_capabilities).map_err(status)?;
         let id = r.volume_id.clone();
-        let ok = blocking(&self.0.engine, move |e| e.validate(&id, &caps))
-            .await
-            .map_err(status)?;
-        let reply = if ok {
+        let (params, context) = (convert::map(&r.parameters), r.volume_context.clone());
+        // Confirmed only if the capabilities fit and the parameters and context the CO passes
+        // (when it passes any) are the volume's own.
+        let mismatch = blocking(&self.0.engine, move |e| {
+            let v = e.get_volume(&id)?;
+            Ok(if !e.validate(&id, &caps)? {
+                Some("the volume's access type does not match a requested capability")
+            } else if !params.is_empty() && params != v.parameters {
+                Some("parameters differ from the volume's")
+            } else if !context.is_empty() && context != convert::volume_context(&v) {
+                Some("volume_context differs from the volume's")
+            } else {
+                None
+            })
+        })
+        .await
+        .map_err(status)?;
+        let reply = if mismatch.is_none() {
             csi::ValidateVolumeCapabilitiesResponse {
                 confirmed: Some(Confirmed {
                     volume_context: r.volume_context,
@@ -133,7 +147,7 @@ impl Controller for ControllerService {
         } else {
             csi::ValidateVolumeCapabilitiesResponse {
                 confirmed: None,
-                message: "the volume's access type does not match a requested capability".into(),
+                message: mismatch.unwrap_or_default().to_string(),
             }
         };
         Ok(Response::new(reply))
@@ -307,7 +321,22 @@ impl Controller for ControllerService {
         let required =
             bytes("capacity_range.required_bytes", range.required_bytes).map_err(status)?;
         let limit = bytes("capacity_range.limit_bytes", range.limit_bytes).map_err(status)?;
+        let cap = r
+            .volume_capability
+            .as_ref()
+            .map(|c| convert::capability("volume_capability", Some(c)))
+            .transpose()
+            .map_err(status)?;
         let capacity = blocking(&self.0.engine, move |e| {
+            // "Exceeds capabilities": a capability the volume cannot serve is INVALID_ARGUMENT.
+            if let Some(cap) = cap {
+                if !e.validate(&r.volume_id, std::slice::from_ref(&cap))? {
+                    return Err(EngineError::invalid(
+                        "volume_capability",
+                        "does not match the volume's access type",
+                    ));
+                }
+            }
             e.expand(&r.volume_id, required, limit)
         })
         .await

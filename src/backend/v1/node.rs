@@ -129,7 +129,22 @@ impl Node for NodeService {
     ) -> Reply<csi::NodeExpandVolumeResponse> {
         let r = req.into_inner();
         let (required, _) = convert::range(r.capacity_range.as_ref()).map_err(status)?;
+        let cap = r
+            .volume_capability
+            .as_ref()
+            .map(|c| convert::capability("volume_capability", Some(c)))
+            .transpose()
+            .map_err(status)?;
         let capacity = blocking(&self.0.engine, move |e| {
+            // "Exceeds capabilities": a capability the volume cannot serve is INVALID_ARGUMENT.
+            if let Some(cap) = cap {
+                if !e.validate(&r.volume_id, std::slice::from_ref(&cap))? {
+                    return Err(EngineError::invalid(
+                        "volume_capability",
+                        "does not match the volume's access type",
+                    ));
+                }
+            }
             e.node_expand(&r.volume_id, &r.volume_path, required)
         })
         .await
