@@ -29,6 +29,13 @@ pub enum StartError {
     Metrics(std::net::SocketAddr, std::io::Error),
     #[error("embedded reference backend: {0}")]
     Embedded(String),
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    #[error("appliance listener on {addr}: {source}")]
+    Appliance {
+        addr: String,
+        source: std::io::Error,
+    },
 }
 
 /// A running gateway.
@@ -38,6 +45,7 @@ pub struct Running {
     serving: JoinHandle<()>,
     upstream: Arc<Upstream>,
     embedded: Option<crate::embedded::Embedded>,
+    appliance: Option<JoinHandle<()>>,
 }
 
 /// Starts the gateway described by `config`.
@@ -61,15 +69,44 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         UpstreamTarget::Endpoint(e) => e.clone(),
         UpstreamTarget::Embedded { socket, .. } => Endpoint::Unix(socket.clone()),
     };
+    // TLS material is loaded before anything binds: unusable certificates stop the start.
+    let dialer = config
+        .upstream_tls
+        .as_ref()
+        .map(crate::tls::Dialer::new)
+        .transpose()?;
+    let acceptor = config
+        .appliance
+        .as_ref()
+        .map(crate::tls::Acceptor::new)
+        .transpose()?;
     let upstream = Upstream::spawn(upstream::Settings {
         endpoint,
         dialect: config.upstream_dialect,
         connect_timeout: config.connect_timeout,
         backoff_initial: config.backoff_initial,
         backoff_max: config.backoff_max,
+        failover: config.failover.clone(),
+        tls: dialer,
     });
     let Endpoint::Unix(path) = &config.listen else {
         unreachable!("config validation keeps the front on a UNIX socket")
+    };
+    // The appliance listener (mTLS peers on TCP get the same front as the UNIX socket) binds
+    // first: if its port is taken, no front socket is left behind.
+    let appliance = match (&config.appliance, acceptor) {
+        (Some(a), Some(acceptor)) => {
+            let tcp = tokio::net::TcpListener::bind(&a.listen)
+                .await
+                .map_err(|source| StartError::Appliance {
+                    addr: a.listen.clone(),
+                    source,
+                })?;
+            let local = tcp.local_addr().map(|a| a.to_string()).unwrap_or_default();
+            tracing::info!(listen = %local, peers = a.peers.len(), "appliance listening (mutual TLS)");
+            Some((tcp, acceptor))
+        }
+        _ => None,
     };
     let listener = socket::bind(path, config.socket_mode, config.socket_owner)?;
     tracing::info!(listen = %config.listen, dialects = ?router.dialects(), upstream = %upstream.endpoint(), "serving");
@@ -91,6 +128,15 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         redactor: Redactor::new(config.redact_keys.iter().cloned()),
     });
     let (shutdown, stop) = watch::channel(false);
+    let appliance = appliance.map(|(tcp, acceptor)| {
+        tokio::spawn(crate::tls::server::serve(
+            tcp,
+            acceptor,
+            shared.clone(),
+            stop.clone(),
+            config.grace_period,
+        ))
+    });
     if let Some(listener) = metrics_listener {
         let endpoint = Arc::new(metrics::http::Endpoint {
             prometheus,
@@ -107,6 +153,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         serving,
         upstream,
         embedded,
+        appliance,
     })
 }
 
@@ -119,6 +166,9 @@ impl Running {
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         let _ = self.serving.await;
+        if let Some(a) = self.appliance {
+            let _ = a.await;
+        }
         socket::unlink(&self.socket);
         if let Some(e) = self.embedded {
             e.stop().await;

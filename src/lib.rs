@@ -10,6 +10,8 @@
 //! - [`translate`]: conversions between each dialect and the hub; error and capability tables.
 //! - [`hub`]: the hub model (CSI v1) every translated call passes through.
 //! - [`upstream`]: the plugin: connection, dialect detection, version negotiation, reconnects.
+//! - [`tls`]: the remote appliance bridge — mutual TLS to a TCP upstream, and the appliance
+//!   listener with per-service authorization (docs/bridge.md).
 //! - [`store`]: durable gateway state (VolumeHandle metadata for draft plugins).
 //! - [`observe`] and [`metrics`]: the log line and metrics every call leaves; secret stripping.
 //!
@@ -29,6 +31,7 @@ pub mod hub;
 pub mod translate;
 
 pub mod store;
+pub mod tls;
 pub mod upstream;
 
 pub mod metrics;

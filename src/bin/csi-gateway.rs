@@ -43,6 +43,19 @@ enum Command {
     },
     /// Print the CSI dialects this build knows, from its compiled descriptors.
     Dialects,
+    /// Write a development CA, server and client certificates for the mTLS bridge into DIR.
+    GenCerts {
+        dir: PathBuf,
+        /// DNS names or IP addresses of the appliance listener (repeat).
+        #[arg(long = "server-name", default_values = ["localhost", "127.0.0.1"])]
+        server_names: Vec<String>,
+        /// DNS name in the client certificate (repeat).
+        #[arg(long = "client-name", default_values = ["client.csi-gateway.local"])]
+        client_names: Vec<String>,
+        /// URI (e.g. a SPIFFE ID) in the client certificate (repeat).
+        #[arg(long = "client-uri")]
+        client_uris: Vec<String>,
+    },
 }
 
 #[derive(Args, Clone, Default)]
@@ -86,6 +99,12 @@ fn main() -> ExitCode {
             dialect,
             timeout,
         }) => check(&endpoint, dialect.as_deref(), timeout),
+        Some(Command::GenCerts {
+            dir,
+            server_names,
+            client_names,
+            client_uris,
+        }) => gen_certs(&dir, &server_names, &client_names, &client_uris),
         Some(Command::Dialects) => {
             print_dialects();
             Ok(ExitCode::SUCCESS)
@@ -149,6 +168,29 @@ fn check(endpoint: &str, dialect: Option<&str>, timeout: Duration) -> anyhow::Re
         }
         Err(s) => anyhow::bail!("{endpoint}: {:?}: {}", s.code(), s.message()),
     }
+}
+
+fn gen_certs(
+    dir: &std::path::Path,
+    server: &[String],
+    client: &[String],
+    uris: &[String],
+) -> anyhow::Result<ExitCode> {
+    use csi_gateway::tls::gencerts::{write_dev_pki, Leaf};
+    fn strs(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+    write_dev_pki(
+        dir,
+        &Leaf::server(&strs(server)),
+        &Leaf::client(&strs(client), &strs(uris)),
+    )
+    .with_context(|| format!("writing certificates into {}", dir.display()))?;
+    println!(
+        "wrote ca.pem, ca.key, server.pem, server.key, client.pem, client.key into {}",
+        dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn init_logging(json: bool, level: &str) -> anyhow::Result<()> {

@@ -3,6 +3,8 @@
 //! that order of precedence from low to high. Everything is validated before anything binds, so
 //! a bad configuration fails fast with a message and never half-starts.
 
+mod tls;
+
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -10,6 +12,8 @@ use serde::Deserialize;
 
 use crate::dialect::Dialect;
 use crate::endpoint::Endpoint;
+
+pub use self::tls::{ApplianceFile, PeerFile, UpstreamTlsFile};
 
 /// The built-in default: `config/gateway.toml`.
 pub const DEFAULT_TOML: &str = include_str!("../../config/gateway.toml");
@@ -40,6 +44,8 @@ pub struct File {
     pub embedded: EmbeddedFile,
     #[serde(default)]
     pub log: LogFile,
+    /// The mTLS listener of a gateway on a remote appliance (see docs/bridge.md).
+    pub appliance: Option<ApplianceFile>,
     #[serde(default)]
     pub metrics: MetricsFile,
     pub state: StateFile,
@@ -81,6 +87,11 @@ pub struct UpstreamFile {
     pub backoff_initial: Duration,
     #[serde(default = "default_backoff_max", with = "humantime_serde")]
     pub backoff_max: Duration,
+    /// More endpoints, tried in turn when the current one cannot be reached.
+    #[serde(default)]
+    pub failover: Vec<String>,
+    /// Client TLS; required for tcp:// upstreams.
+    pub tls: Option<UpstreamTlsFile>,
 }
 
 /// The in-process reference backend used when `upstream.endpoint = "embedded"`.
@@ -218,6 +229,9 @@ pub struct Config {
     pub backoff_max: Duration,
     pub log_json: bool,
     pub log_level: String,
+    pub failover: Vec<Endpoint>,
+    pub upstream_tls: Option<crate::tls::ClientSettings>,
+    pub appliance: Option<crate::tls::ServerSettings>,
     pub redact_keys: Vec<String>,
     /// Where `/metrics`, `/healthz` and `/readyz` are served, if anywhere.
     pub metrics_listen: Option<std::net::SocketAddr>,
@@ -357,14 +371,44 @@ impl File {
                 .endpoint
                 .parse()
                 .map_err(|e| invalid("upstream.endpoint", format!("{e}")))?;
-            if let Endpoint::Tcp(_) = e {
-                return Err(invalid(
-                    "upstream.endpoint",
-                    format!("{e}: TCP upstreams are reached only over mutually authenticated TLS, which this build does not configure yet"),
-                ));
-            }
             UpstreamTarget::Endpoint(e)
         };
+        let failover = self
+            .upstream
+            .failover
+            .iter()
+            .map(|f| f.parse::<Endpoint>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| invalid("upstream.failover", format!("{e}")))?;
+        if !failover.is_empty() && !matches!(upstream, UpstreamTarget::Endpoint(_)) {
+            return Err(invalid(
+                "upstream.failover",
+                "failover applies to endpoint upstreams, not \"embedded\"".into(),
+            ));
+        }
+        let any_tcp = std::iter::once(&upstream)
+            .filter_map(|u| match u {
+                UpstreamTarget::Endpoint(e) => Some(e),
+                UpstreamTarget::Embedded { .. } => None,
+            })
+            .chain(&failover)
+            .find(|e| matches!(e, Endpoint::Tcp(_)));
+        let upstream_tls = match (any_tcp, self.upstream.tls) {
+            (Some(e), None) => {
+                return Err(invalid(
+                    "upstream.endpoint",
+                    format!("{e}: a TCP upstream requires [upstream.tls] (mutual TLS); plaintext TCP is refused"),
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(invalid(
+                    "upstream.tls",
+                    "[upstream.tls] applies only to tcp:// upstreams".into(),
+                ))
+            }
+            (_, tls) => tls.map(UpstreamTlsFile::validate).transpose()?,
+        };
+        let appliance = self.appliance.map(ApplianceFile::validate).transpose()?;
         if let (Endpoint::Unix(l), UpstreamTarget::Endpoint(Endpoint::Unix(u))) =
             (&listen, &upstream)
         {
@@ -426,6 +470,9 @@ impl File {
             backoff_max: self.upstream.backoff_max,
             log_json,
             log_level: self.log.level,
+            failover,
+            upstream_tls,
+            appliance,
             redact_keys: self.log.redact_keys,
             metrics_listen,
             probe_timeout: self.metrics.probe_timeout,
@@ -524,5 +571,50 @@ mod tests {
             with(&format!("{base}bogus = 1\n")),
             Err(ConfigError::Parse { .. })
         ));
+    }
+
+    #[test]
+    fn bridge_sections_validate() {
+        let tls = "[upstream.tls]\ncert = \"/c.pem\"\nkey = \"/c.key\"\nca = \"/ca.pem\"\n";
+        let tcp = "[state]\ndir = \"/var/lib/gw\"\n[listen]\nendpoint = \"unix:///a.sock\"\n[upstream]\nendpoint = \"tcp://h:1\"\nfailover = [\"tcp://g:2\"]\n";
+        let c = with(&format!("{tcp}{tls}")).unwrap();
+        let t = c.upstream_tls.unwrap();
+        assert_eq!(t.min_version, crate::tls::MinVersion::Tls13);
+        assert_eq!(c.failover, vec![Endpoint::Tcp("g:2".into())]);
+        let unix = "[state]\ndir = \"/var/lib/gw\"\n[listen]\nendpoint = \"unix:///a.sock\"\n[upstream]\nendpoint = \"unix:///b.sock\"\n";
+        let appliance = "[appliance]\nlisten = \"tcp://0.0.0.0:9443\"\ncert = \"/s.pem\"\nkey = \"/s.key\"\nclient_ca = \"/ca.pem\"\n[[appliance.peers]]\ndns = [\"node\"]\nservices = [\"Identity\", \"Node\"]\n";
+        let a = with(&format!("{unix}{appliance}"))
+            .unwrap()
+            .appliance
+            .unwrap();
+        assert_eq!(a.listen, "0.0.0.0:9443");
+        assert!(!a.peers[0].services.as_ref().unwrap().contains("Controller"));
+        let cases = [
+            (format!("{unix}{tls}"), "upstream.tls"),
+            (
+                format!(
+                    "{tcp}{}",
+                    tls.replace("ca.pem\"", "ca.pem\"\nmin_version = \"1.1\"")
+                ),
+                "upstream.tls.min_version",
+            ),
+            (
+                format!(
+                    "{unix}{}",
+                    appliance.replace("tcp://0.0.0.0:9443", "unix:///x")
+                ),
+                "appliance.listen",
+            ),
+            (
+                format!("{unix}{}", appliance.replace("\"Node\"", "\"Nodes\"")),
+                "appliance.peers.services",
+            ),
+        ];
+        for (text, field) in cases {
+            match with(&text) {
+                Err(ConfigError::Invalid { field: f, .. }) => assert_eq!(f, field, "{text}"),
+                other => panic!("{text}: expected an error on {field}, got {other:?}"),
+            }
+        }
     }
 }

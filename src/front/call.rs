@@ -3,6 +3,7 @@
 //! the outcome back — errors included, since the draft answers errors inside an OK reply. Every
 //! call ends in exactly one report, from which `observe` logs and counts it.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -13,6 +14,7 @@ use http::{HeaderValue, Request, Response};
 use crate::grpc::{body, frame, status, Code, Status, CONTENT_TYPE};
 use crate::metrics::{InFlight, Outcome};
 use crate::observe::{self, Report};
+use crate::tls::Authorization;
 use crate::translate::{self, FrontCall};
 use crate::upstream::{Connection, Live};
 
@@ -51,6 +53,19 @@ async fn serve(
         return reply_status(respond, &s);
     };
     report.route = Some(route);
+    // A peer of the appliance listener may call only the CSI services it is allowed.
+    if let Some(a) = request.extensions().get::<Arc<Authorization>>() {
+        if !a.allows(route.method.service) {
+            let s = a.denied(&report.path, route.method.service);
+            tracing::warn!(peer = %a.peer, method = %report.path, "call refused: service not allowed for this peer");
+            report.fail(&s);
+            return reply(
+                respond,
+                translate::encode_front(route.dialect, route.method.path, Err(s)),
+                report,
+            );
+        }
+    }
     let live = match shared.upstream.live() {
         Ok(live) => live,
         Err(s) => {

@@ -14,6 +14,7 @@ use tokio::net::UnixListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::tls::Authorization;
 use crate::upstream::conn::{Connection, Driver};
 
 use super::call::handle;
@@ -62,8 +63,22 @@ pub async fn serve(
 }
 
 /// Serves the streams of one HTTP/2 connection.
-pub async fn serve_connection<T>(io: T, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>)
+pub async fn serve_connection<T>(io: T, shared: Arc<Shared>, shutdown: watch::Receiver<bool>)
 where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    serve_connection_authorized(io, shared, shutdown, None).await
+}
+
+/// Serves one HTTP/2 connection whose peer may call only what `authorization` allows (the
+/// appliance listener's mTLS peers; `None`: anything, as on the UNIX socket). Each request
+/// carries it to [`handle`] as an extension.
+pub async fn serve_connection_authorized<T>(
+    io: T,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<bool>,
+    authorization: Option<Arc<Authorization>>,
+) where
     T: AsyncRead + AsyncWrite + Unpin,
 {
     let handshake = h2::server::Builder::new()
@@ -86,7 +101,10 @@ where
         tokio::select! {
             Some(()) = calls.next(), if !calls.is_empty() => {}
             next = conn.accept() => match next {
-                Some(Ok((request, respond))) => {
+                Some(Ok((mut request, respond))) => {
+                    if let Some(a) = &authorization {
+                        request.extensions_mut().insert(a.clone());
+                    }
                     let private = upstream.as_ref().map(|(c, _)| c.clone());
                     calls.push(handle_owned(shared.clone(), private, request, respond));
                 }
@@ -119,7 +137,7 @@ async fn handle_owned(
 /// A connection to the upstream for this front connection alone, once the upstream is live.
 async fn private_upstream(shared: &Shared) -> Option<(Connection, Driver)> {
     let live = shared.upstream.live().ok()?;
-    match Connection::connect_undriven(live.conn.endpoint(), Duration::from_secs(2)).await {
+    match live.conn.redial_undriven(Duration::from_secs(2)).await {
         Ok(pair) => Some(pair),
         Err(e) => {
             tracing::debug!(error = %e, "no private upstream connection; using the shared one");

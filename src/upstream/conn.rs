@@ -1,17 +1,20 @@
 //! One HTTP/2 connection to the plugin. Calls go straight onto the `h2` connection: no request
 //! queue or buffer task sits between a caller and the socket.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use h2::client::{ResponseFuture, SendRequest};
 use h2::SendStream;
 use http::{HeaderValue, Method, Request, Uri};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::UnixStream;
 use tokio::sync::watch;
 
 use crate::endpoint::Endpoint;
 use crate::grpc::{body, frame, status, Code, Status, CONTENT_TYPE};
+use crate::tls::{Dialer, Keepalive};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
@@ -27,8 +30,10 @@ pub enum ConnectError {
         endpoint: Endpoint,
         source: h2::Error,
     },
-    #[error("{0} endpoints are not supported as upstream yet")]
+    #[error("TCP upstream {0} needs [upstream.tls]: plaintext TCP is refused")]
     Unsupported(Endpoint),
+    #[error("cannot connect to {endpoint}: {reason}")]
+    Tls { endpoint: Endpoint, reason: String },
 }
 
 /// The future that performs a connection's I/O; it ends when the connection does.
@@ -39,6 +44,8 @@ pub type Driver = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>
 pub struct Connection {
     send: SendRequest<Bytes>,
     endpoint: Endpoint,
+    /// How the connection was made over TCP, so the front can make more like it.
+    tls: Option<Arc<Dialer>>,
     closed: watch::Receiver<bool>,
 }
 
@@ -59,48 +66,61 @@ impl Connection {
         endpoint: &Endpoint,
         timeout: Duration,
     ) -> Result<(Connection, Driver), ConnectError> {
-        let Endpoint::Unix(path) = endpoint else {
-            return Err(ConnectError::Unsupported(endpoint.clone()));
-        };
-        let io = tokio::time::timeout(timeout, UnixStream::connect(path))
-            .await
-            .map_err(|_| ConnectError::Timeout {
-                endpoint: endpoint.clone(),
-                after: timeout,
-            })?
-            .map_err(|source| ConnectError::Io {
-                endpoint: endpoint.clone(),
-                source,
-            })?;
-        let handshake = h2::client::Builder::new()
-            .initial_window_size(1 << 20)
-            .handshake(io);
-        let (send, connection) = tokio::time::timeout(timeout, handshake)
-            .await
-            .map_err(|_| ConnectError::Timeout {
-                endpoint: endpoint.clone(),
-                after: timeout,
-            })?
-            .map_err(|source| ConnectError::Handshake {
-                endpoint: endpoint.clone(),
-                source,
-            })?;
-        let (closed_tx, closed) = watch::channel(false);
-        let ep = endpoint.clone();
-        let driver = Box::pin(async move {
-            if let Err(e) = connection.await {
-                tracing::debug!(upstream = %ep, error = %e, "upstream connection ended");
+        Connection::dial_undriven(endpoint, None, timeout).await
+    }
+
+    /// Like [`Connection::connect`], over TLS with `tls` when the endpoint is TCP.
+    pub async fn dial(
+        endpoint: &Endpoint,
+        tls: Option<&Arc<Dialer>>,
+        timeout: Duration,
+    ) -> Result<Connection, ConnectError> {
+        let (conn, driver) = Connection::dial_undriven(endpoint, tls, timeout).await?;
+        tokio::spawn(driver);
+        Ok(conn)
+    }
+
+    /// Another connection to the same endpoint, made the same way (TLS included).
+    pub async fn redial_undriven(
+        &self,
+        timeout: Duration,
+    ) -> Result<(Connection, Driver), ConnectError> {
+        Connection::dial_undriven(&self.endpoint, self.tls.as_ref(), timeout).await
+    }
+
+    /// Dials a UNIX socket, or a TCP endpoint over mutual TLS (never plaintext TCP).
+    pub async fn dial_undriven(
+        endpoint: &Endpoint,
+        tls: Option<&Arc<Dialer>>,
+        timeout: Duration,
+    ) -> Result<(Connection, Driver), ConnectError> {
+        match (endpoint, tls) {
+            (Endpoint::Unix(path), _) => {
+                let io = tokio::time::timeout(timeout, UnixStream::connect(path))
+                    .await
+                    .map_err(|_| ConnectError::Timeout {
+                        endpoint: endpoint.clone(),
+                        after: timeout,
+                    })?
+                    .map_err(|source| ConnectError::Io {
+                        endpoint: endpoint.clone(),
+                        source,
+                    })?;
+                handshake(io, endpoint, None, None, timeout).await
             }
-            let _ = closed_tx.send(true);
-        });
-        Ok((
-            Connection {
-                send,
-                endpoint: endpoint.clone(),
-                closed,
-            },
-            driver,
-        ))
+            (Endpoint::Tcp(addr), Some(dialer)) => {
+                let io = dialer
+                    .dial(addr, timeout)
+                    .await
+                    .map_err(|reason| ConnectError::Tls {
+                        endpoint: endpoint.clone(),
+                        reason,
+                    })?;
+                let keepalive = Some(dialer.keepalive());
+                handshake(io, endpoint, Some(dialer.clone()), keepalive, timeout).await
+            }
+            (Endpoint::Tcp(_), None) => Err(ConnectError::Unsupported(endpoint.clone())),
+        }
     }
 
     /// True once the connection has ended.
@@ -175,6 +195,72 @@ impl Connection {
             s.code(),
             format!("upstream {}: {}", self.endpoint, s.message()),
         )
+    }
+}
+
+/// The HTTP/2 client handshake on `io`, and the driver future (with keepalive pings if asked).
+async fn handshake<T>(
+    io: T,
+    endpoint: &Endpoint,
+    tls: Option<Arc<Dialer>>,
+    keepalive: Option<Keepalive>,
+    timeout: Duration,
+) -> Result<(Connection, Driver), ConnectError>
+where
+    T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let handshake = h2::client::Builder::new()
+        .initial_window_size(1 << 20)
+        .handshake(io);
+    let (send, mut connection) = tokio::time::timeout(timeout, handshake)
+        .await
+        .map_err(|_| ConnectError::Timeout {
+            endpoint: endpoint.clone(),
+            after: timeout,
+        })?
+        .map_err(|source| ConnectError::Handshake {
+            endpoint: endpoint.clone(),
+            source,
+        })?;
+    let pings = keepalive.and_then(|k| Some((connection.ping_pong()?, k)));
+    let (closed_tx, closed) = watch::channel(false);
+    let ep = endpoint.clone();
+    let driver = Box::pin(async move {
+        let ended = match pings {
+            None => connection.await.err().map(|e| e.to_string()),
+            Some((pings, k)) => tokio::select! {
+                r = &mut connection => r.err().map(|e| e.to_string()),
+                why = keep_alive(pings, k) => {
+                    tracing::warn!(upstream = %ep, reason = %why, "upstream peer unresponsive; dropping the connection");
+                    Some(why)
+                }
+            },
+        };
+        if let Some(e) = ended {
+            tracing::debug!(upstream = %ep, error = %e, "upstream connection ended");
+        }
+        let _ = closed_tx.send(true);
+    });
+    Ok((
+        Connection {
+            send,
+            endpoint: endpoint.clone(),
+            tls,
+            closed,
+        },
+        driver,
+    ))
+}
+
+/// Pings every `k.interval`; returns why once a ping is not answered within `k.timeout`.
+async fn keep_alive(mut pings: h2::PingPong, k: Keepalive) -> String {
+    loop {
+        tokio::time::sleep(k.interval).await;
+        match tokio::time::timeout(k.timeout, pings.ping(h2::Ping::opaque())).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return format!("keepalive ping failed: {e}"),
+            Err(_) => return format!("no keepalive ping reply within {:?}", k.timeout),
+        }
     }
 }
 

@@ -30,6 +30,10 @@ pub struct Settings {
     pub connect_timeout: Duration,
     pub backoff_initial: Duration,
     pub backoff_max: Duration,
+    /// Further endpoints tried in turn when the current one cannot be reached.
+    pub failover: Vec<Endpoint>,
+    /// Client TLS for `tcp://` endpoints (which are never dialed in plaintext).
+    pub tls: Option<Arc<crate::tls::Dialer>>,
 }
 
 /// A connected plugin: the connection and what was learned on it.
@@ -92,14 +96,20 @@ impl Upstream {
 }
 
 async fn supervise(settings: Settings, state: watch::Sender<State>) {
+    let endpoints: Vec<Endpoint> = std::iter::once(settings.endpoint.clone())
+        .chain(settings.failover.iter().cloned())
+        .collect();
+    // The endpoint to try next: the one that last worked, else the next in the list.
+    let mut at = 0;
     let mut backoff = settings.backoff_initial;
     let mut previous: Option<Dialect> = None;
     metrics::upstream_state(false);
     loop {
-        match establish(&settings).await {
+        let endpoint = &endpoints[at];
+        match establish(&settings, endpoint).await {
             Ok(live) => {
                 backoff = settings.backoff_initial;
-                announce(&settings.endpoint, &live, previous);
+                announce(endpoint, &live, previous);
                 if previous.is_some() {
                     metrics::upstream_reconnected();
                 }
@@ -116,13 +126,13 @@ async fn supervise(settings: Settings, state: watch::Sender<State>) {
                 }
                 conn.closed().await;
                 metrics::upstream_state(false);
-                tracing::warn!(upstream = %settings.endpoint, "upstream connection lost; reconnecting");
+                tracing::warn!(upstream = %endpoint, "upstream connection lost; reconnecting");
                 let _ = state.send(State::Connecting {
                     last_error: Some("connection lost".into()),
                 });
             }
             Err(error) => {
-                tracing::warn!(upstream = %settings.endpoint, %error, retry_in = ?backoff, "upstream not reachable");
+                tracing::warn!(upstream = %endpoint, %error, retry_in = ?backoff, "upstream not reachable");
                 if state
                     .send(State::Connecting {
                         last_error: Some(error),
@@ -131,6 +141,10 @@ async fn supervise(settings: Settings, state: watch::Sender<State>) {
                 {
                     return;
                 }
+                if endpoints.len() > 1 {
+                    at = (at + 1) % endpoints.len();
+                    tracing::info!(next = %endpoints[at], "failing over to the next upstream");
+                }
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(settings.backoff_max);
             }
@@ -138,8 +152,8 @@ async fn supervise(settings: Settings, state: watch::Sender<State>) {
     }
 }
 
-async fn establish(settings: &Settings) -> Result<Live, String> {
-    let conn = Connection::connect(&settings.endpoint, settings.connect_timeout)
+async fn establish(settings: &Settings, endpoint: &Endpoint) -> Result<Live, String> {
+    let conn = Connection::dial(endpoint, settings.tls.as_ref(), settings.connect_timeout)
         .await
         .map_err(|e| e.to_string())?;
     let detected = tokio::time::timeout(
@@ -147,14 +161,8 @@ async fn establish(settings: &Settings) -> Result<Live, String> {
         detect::detect(&conn, settings.dialect),
     )
     .await
-    .map_err(|_| format!("dialect detection on {} timed out", settings.endpoint))?
-    .map_err(|s| {
-        format!(
-            "dialect detection on {} failed: {}",
-            settings.endpoint,
-            s.message()
-        )
-    })?;
+    .map_err(|_| format!("dialect detection on {endpoint} timed out"))?
+    .map_err(|s| format!("dialect detection on {endpoint} failed: {}", s.message()))?;
     let mut session = UpstreamSession::new(detected.dialect, detected.version);
     if detected.v0_2 {
         session

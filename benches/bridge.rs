@@ -1,0 +1,172 @@
+//! The remote appliance bridge under load, measured from outside like a user would, in one run:
+//! a fixed-reply v1 upstream called directly (the baseline), through one gateway on UNIX
+//! sockets, through two gateways chained on UNIX sockets, and through two gateways bridged by
+//! mutual TLS over loopback TCP (UDS → gateway → mTLS TCP → gateway → UDS). The last two
+//! differ only in the hop between the gateways, so their ratio is the price of mTLS TCP.
+//!
+//! `cargo bench --bench bridge` (env: E2E_DURATION=3s, E2E_ROUNDS=3, E2E_CONCURRENCY=1,16,64).
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `cmd` and waits until its stderr shows `ready` (or, for `None`, just starts it).
+fn spawn(cmd: &mut Command, ready: Option<&str>) -> Proc {
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    if let Some(ready) = ready {
+        let until = Instant::now() + Duration::from_secs(20);
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) if line.contains(ready) => break,
+                Ok(_) => {}
+                Err(_) => panic!("no {ready:?} within 20s"),
+            }
+        }
+    }
+    Proc(child)
+}
+
+fn wait_for_socket(path: &Path) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::os::unix::net::UnixStream::connect(path).is_err() {
+        assert!(Instant::now() < until, "{} did not come up", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn main() {
+    // `cargo bench` passes --bench; `cargo test --benches` passes nothing: only measure when asked.
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let sock = |name: &str| -> PathBuf { d.join(name) };
+    let gateway = env!("CARGO_BIN_EXE_csi-gateway");
+    let load = env!("CARGO_BIN_EXE_csi-gateway-load");
+    let certs = d.join("certs");
+    assert!(Command::new(gateway)
+        .arg("gen-certs")
+        .arg(&certs)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+        .success());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = |name: &str, text: String| -> PathBuf {
+        let p = d.join(format!("{name}.toml"));
+        std::fs::write(
+            &p,
+            format!(
+                "{text}\n[log]\nlevel = \"info\"\nformat = \"json\"\n[state]\ndir = {:?}\n[metrics]\nlisten = \"\"\n",
+                d.join(format!("{name}-state"))
+            ),
+        )
+        .unwrap();
+        p
+    };
+    let front = |listen: &str, upstream: String| {
+        format!(
+            "[listen]\nendpoint = \"unix://{}\"\n[upstream]\nendpoint = \"{upstream}\"\ndialect = \"v1\"\n",
+            sock(listen).display()
+        )
+    };
+    let c = |f: &str| certs.join(f).display().to_string();
+
+    let _upstream = spawn(
+        Command::new(load)
+            .args(["fixed-upstream", "--listen"])
+            .arg(sock("up.sock")),
+        None,
+    );
+    wait_for_socket(&sock("up.sock"));
+    let up = format!("unix://{}", sock("up.sock").display());
+    let run = |name: &str, text: String, ready: &str| {
+        spawn(
+            Command::new(gateway)
+                .arg("run")
+                .arg("--config")
+                .arg(config(name, text)),
+            Some(ready),
+        )
+    };
+    // One gateway; two chained on UNIX sockets; two bridged by mTLS over TCP.
+    let _one = run("one", front("one.sock", up.clone()), "upstream connected");
+    let _b = run(
+        "appliance",
+        front("b.sock", up.clone())
+            + &format!(
+                "[appliance]\nlisten = \"tcp://127.0.0.1:{port}\"\ncert = \"{}\"\nkey = \"{}\"\nclient_ca = \"{}\"\n",
+                c("server.pem"),
+                c("server.key"),
+                c("ca.pem")
+            ),
+        "upstream connected",
+    );
+    let _chain = run(
+        "chain",
+        front("chain.sock", format!("unix://{}", sock("b.sock").display())),
+        "upstream connected",
+    );
+    let _a = run(
+        "node",
+        front("a.sock", format!("tcp://127.0.0.1:{port}"))
+            + &format!(
+                "[upstream.tls]\ncert = \"{}\"\nkey = \"{}\"\nca = \"{}\"\nserver_name = \"localhost\"\n",
+                c("client.pem"),
+                c("client.key"),
+                c("ca.pem")
+            ),
+        "upstream connected",
+    );
+
+    let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
+    let target = |name: &str, s: &str| format!("{name}=unix://{}", sock(s).display());
+    println!(
+        "# v1 Probe: direct vs 1 gateway vs 2 gateways on UDS vs 2 gateways bridged by mTLS TCP"
+    );
+    let status = Command::new(load)
+        .arg("run")
+        .args(["--duration", &env("E2E_DURATION", "3s")])
+        .args(["--rounds", &env("E2E_ROUNDS", "3")])
+        .args(["--concurrency", &env("E2E_CONCURRENCY", "1,16,64")])
+        .args(["--warmup", "500ms"])
+        .arg("--target")
+        .arg(target("direct", "up.sock"))
+        .arg("--target")
+        .arg(target("gateway", "one.sock"))
+        .arg("--target")
+        .arg(target("2gw-uds", "chain.sock"))
+        .arg("--target")
+        .arg(target("2gw-mtls", "a.sock"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+}

@@ -1,0 +1,198 @@
+//! The appliance side: accepts TCP, completes mutual TLS (the client certificate must chain to
+//! the configured CA), admits the peer by the allow-list, and serves its HTTP/2 connection with
+//! the same front code as the UNIX socket, carrying the peer's [`Authorization`] so each call is
+//! checked against the CSI service it belongs to. Every refusal is logged with its reason.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::server::WebPkiClientVerifier;
+use rustls::{CertificateError, ServerConfig};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+
+use super::authz::{self, Peer, PeerRule};
+use super::reload::Reloading;
+use super::{Material, MinVersion, TlsError};
+use crate::front::{listener, Shared};
+
+/// `[appliance]`, validated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerSettings {
+    /// `host:port` to listen on.
+    pub listen: String,
+    /// `ca` here is the bundle that client certificates must chain to.
+    pub material: Material,
+    pub min_version: MinVersion,
+    pub peers: Vec<PeerRule>,
+    pub handshake_timeout: Duration,
+    pub reload_interval: Duration,
+    /// TCP keepalive period on accepted connections.
+    pub tcp_keepalive: Duration,
+}
+
+/// Accepts TLS connections with the current server material.
+pub struct Acceptor {
+    config: Reloading<ServerConfig>,
+    settings: ServerSettings,
+}
+
+impl Acceptor {
+    /// Loads the material (failing now if it is unusable) and starts watching it.
+    pub fn new(settings: &ServerSettings) -> Result<Arc<Acceptor>, TlsError> {
+        let s = settings.clone();
+        let config = Reloading::start(
+            "appliance server certificate",
+            settings.material.files(),
+            settings.reload_interval,
+            move || build(&s),
+        )?;
+        Ok(Arc::new(Acceptor {
+            config,
+            settings: settings.clone(),
+        }))
+    }
+}
+
+fn build(s: &ServerSettings) -> Result<ServerConfig, TlsError> {
+    let loaded = s.material.load()?;
+    let verifier = WebPkiClientVerifier::builder_with_provider(loaded.roots, super::provider())
+        .build()
+        .map_err(|e| TlsError::Verifier {
+            path: s.material.ca.clone(),
+            message: e.to_string(),
+        })?;
+    let mut config = ServerConfig::builder_with_provider(super::provider())
+        .with_protocol_versions(s.min_version.versions())?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(loaded.chain, loaded.key)
+        .map_err(|e| super::pair_error(&s.material, e))?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(config)
+}
+
+/// Serves the appliance listener until `shutdown`, then gives connections `grace` to finish.
+pub async fn serve(
+    listener: TcpListener,
+    acceptor: Arc<Acceptor>,
+    shared: Arc<Shared>,
+    shutdown: watch::Receiver<bool>,
+    grace: Duration,
+) {
+    let mut connections = JoinSet::new();
+    let mut stop = shutdown.clone();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((tcp, addr)) => {
+                    let (acceptor, shared, shutdown) = (acceptor.clone(), shared.clone(), shutdown.clone());
+                    connections.spawn(async move {
+                        super::tcp_keepalive(&tcp, acceptor.settings.tcp_keepalive);
+                        connection(tcp, addr, &acceptor, shared, shutdown).await
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "appliance accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = stopped(&mut stop) => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    drop(listener);
+    if tokio::time::timeout(grace, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await
+    .is_err()
+    {
+        tracing::warn!(
+            connections = connections.len(),
+            "grace period over; closing bridge connections"
+        );
+        connections.abort_all();
+    }
+}
+
+/// Resolves once shutdown is signalled (holding no watch guard across awaits).
+async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|s| *s).await;
+}
+
+async fn connection(
+    tcp: tokio::net::TcpStream,
+    addr: SocketAddr,
+    acceptor: &Acceptor,
+    shared: Arc<Shared>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let tls = TlsAcceptor::from(acceptor.config.current());
+    let timeout = acceptor.settings.handshake_timeout;
+    let stream = match tokio::time::timeout(timeout, tls.accept(tcp)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => return refused(addr, &e),
+        Err(_) => {
+            return tracing::warn!(peer = %addr, reason = %format!("no TLS handshake within {timeout:?}"), "refused bridge connection")
+        }
+    };
+    let Some(cert) = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+    else {
+        // The verifier requires a certificate; this is defence in depth.
+        return tracing::warn!(peer = %addr, reason = "no client certificate", "refused bridge connection");
+    };
+    let authorization = match Peer::from_cert(cert)
+        .and_then(|p| authz::authorize(&acceptor.settings.peers, &p))
+    {
+        Ok(a) => a,
+        Err(reason) => return tracing::warn!(peer = %addr, %reason, "refused bridge connection"),
+    };
+    tracing::info!(peer = %addr, identity = %authorization.peer, services = ?authorization.services, "bridge peer connected");
+    listener::serve_connection_authorized(stream, shared, shutdown, Some(Arc::new(authorization)))
+        .await;
+}
+
+/// Logs a failed handshake with the reason in words an operator acts on.
+fn refused(addr: SocketAddr, e: &std::io::Error) {
+    let tls = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>());
+    let reason = match tls {
+        Some(rustls::Error::NoCertificatesPresented) => {
+            "the client presented no certificate (mutual TLS is required)".to_string()
+        }
+        Some(rustls::Error::InvalidCertificate(c)) => match c {
+            CertificateError::UnknownIssuer => {
+                "the client certificate is not signed by a trusted CA (unknown issuer)".to_string()
+            }
+            CertificateError::ExpiredContext { not_after, .. } => format!(
+                "the client certificate has expired (not after {})",
+                humantime::format_rfc3339_seconds(
+                    std::time::UNIX_EPOCH + Duration::from_secs(not_after.as_secs())
+                )
+            ),
+            CertificateError::Expired => "the client certificate has expired".to_string(),
+            CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
+                format!("the client certificate is not valid yet ({c:?})")
+            }
+            other => format!("invalid client certificate: {other:?}"),
+        },
+        Some(rustls::Error::InvalidMessage(m)) => {
+            format!("not a TLS client (plaintext on the TLS port?): {m:?}")
+        }
+        Some(other) => other.to_string(),
+        None if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            // A bare TCP connect and close (a port check) is not worth a warning.
+            return tracing::debug!(peer = %addr, "connection closed before the TLS handshake");
+        }
+        None => e.to_string(),
+    };
+    tracing::warn!(peer = %addr, %reason, "refused bridge connection");
+}
