@@ -9,6 +9,7 @@
 //!   [`rpclog`](crate::backend::rpclog) logs one line per RPC.
 
 pub mod engine;
+pub mod listen;
 pub mod rpclog;
 pub mod serve;
 pub mod v0_1;

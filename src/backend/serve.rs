@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio::net::{UnixListener, UnixStream};
-use tokio_stream::wrappers::UnixListenerStream;
 use tonic::service::Routes;
 
 use super::engine::{self, Engine, EngineError};
@@ -33,6 +32,10 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{0}: plaintext TCP is refused; give --tls-cert, --tls-key and --tls-client-ca")]
+    PlaintextTcp(String),
+    #[error("TLS: {0}")]
+    Tls(String),
     #[error("serving: {0}")]
     Transport(#[from] tonic::transport::Error),
 }
@@ -44,6 +47,8 @@ pub struct Options {
     pub dialect: Dialect,
     pub driver_name: String,
     pub engine: engine::Config,
+    /// Mutual TLS for a `tcp://host:port` endpoint (required there; plaintext TCP is refused).
+    pub tls: Option<crate::tls::server::ServerSettings>,
 }
 
 /// `unix:///abs/path`, `unix:/abs/path` or a bare path → the socket path.
@@ -106,20 +111,42 @@ pub fn routes(dialect: Dialect, engine: Arc<Engine>, driver_name: String) -> Rou
 /// Validates, opens the engine, binds and serves until `shutdown` resolves; the socket is
 /// removed on the way out, whatever happened.
 pub async fn serve(opts: Options, shutdown: impl Future<Output = ()>) -> Result<(), ServeError> {
-    let socket = socket_path(&opts.endpoint)?;
-    check_layout(&socket, &opts.engine.data_dir)?;
-    // A live plugin on this socket is refused before the engine touches the data directory.
-    clear_stale(&socket).await?;
-    let engine = Arc::new(Engine::open(opts.engine.clone())?);
-    let listener = UnixListener::bind(&socket).map_err(|source| ServeError::Io {
-        context: format!("binding {}", socket.display()),
-        source,
-    })?;
+    let (incoming, socket, engine) = match opts.endpoint.strip_prefix("tcp://") {
+        Some(addr) => {
+            let settings = opts
+                .tls
+                .clone()
+                .ok_or_else(|| ServeError::PlaintextTcp(opts.endpoint.clone()))?;
+            let acceptor = crate::tls::server::Acceptor::new(&settings)
+                .map_err(|e| ServeError::Tls(e.to_string()))?;
+            let engine = Arc::new(Engine::open(opts.engine.clone())?);
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| ServeError::Io {
+                    context: format!("binding {addr}"),
+                    source,
+                })?;
+            (super::listen::tls(listener, acceptor), None, engine)
+        }
+        None => {
+            let socket = socket_path(&opts.endpoint)?;
+            check_layout(&socket, &opts.engine.data_dir)?;
+            // A live plugin on this socket is refused before the engine touches the data directory.
+            clear_stale(&socket).await?;
+            let engine = Arc::new(Engine::open(opts.engine.clone())?);
+            let listener = UnixListener::bind(&socket).map_err(|source| ServeError::Io {
+                context: format!("binding {}", socket.display()),
+                source,
+            })?;
+            (super::listen::unix(listener), Some(socket), engine)
+        }
+    };
     tracing::info!(
-        socket = %socket.display(),
+        endpoint = %opts.endpoint,
         dialect = %opts.dialect,
         driver = %opts.driver_name,
         data_dir = %opts.engine.data_dir.display(),
+        tls = opts.tls.is_some(),
         "csi-reference-backend listening"
     );
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -127,7 +154,7 @@ pub async fn serve(opts: Options, shutdown: impl Future<Output = ()>) -> Result<
         tonic::transport::Server::builder()
             .layer(super::rpclog::RpcLog)
             .add_routes(routes(opts.dialect, engine, opts.driver_name))
-            .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async {
+            .serve_with_incoming_shutdown(incoming, async {
                 let _ = stopped.await;
             }),
     );
@@ -147,7 +174,9 @@ pub async fn serve(opts: Options, shutdown: impl Future<Output = ()>) -> Result<
             }
         }
     };
-    let _ = std::fs::remove_file(&socket);
+    if let Some(socket) = socket {
+        let _ = std::fs::remove_file(&socket);
+    }
     tracing::info!("csi-reference-backend stopped");
     match result {
         Ok(r) => Ok(r?),

@@ -22,9 +22,20 @@ access) under --data-dir, snapshots are copies, state survives restarts and cras
 one dialect: v1 (default), v0.3 (also v0.2 peers), v0.1 or v0.1-oneof (the Sept 2017 draft)."
 )]
 struct Cli {
-    /// UNIX socket to listen on: unix:///path/csi.sock or a bare path.
+    /// Where to listen: unix:///path/csi.sock (or a bare path), or tcp://host:port with the
+    /// --tls-* flags (mutual TLS; plaintext TCP is refused).
     #[arg(long, env = "CSI_ENDPOINT")]
     endpoint: String,
+
+    /// Server certificate chain (PEM), for a tcp:// endpoint.
+    #[arg(long, requires_all = ["tls_key", "tls_client_ca"])]
+    tls_cert: Option<PathBuf>,
+    /// Server private key (PEM).
+    #[arg(long)]
+    tls_key: Option<PathBuf>,
+    /// CA bundle (PEM) client certificates must chain to.
+    #[arg(long)]
+    tls_client_ca: Option<PathBuf>,
 
     /// Directory holding volumes, snapshots and state.json. Must not be the socket's directory.
     #[arg(long)]
@@ -107,7 +118,20 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let staging = cli.require_staging && matches!(cli.dialect, Dialect::V1 | Dialect::V0_3);
+    let tls = match (cli.tls_cert, cli.tls_key, cli.tls_client_ca) {
+        (Some(cert), Some(key), Some(ca)) => Some(csi_gateway::tls::server::ServerSettings {
+            listen: cli.endpoint.trim_start_matches("tcp://").to_string(),
+            material: csi_gateway::tls::Material { cert, key, ca },
+            min_version: Default::default(),
+            peers: Vec::new(),
+            handshake_timeout: std::time::Duration::from_secs(10),
+            reload_interval: std::time::Duration::from_secs(2),
+            tcp_keepalive: std::time::Duration::from_secs(10),
+        }),
+        _ => None,
+    };
     let opts = Options {
+        tls,
         endpoint: cli.endpoint,
         dialect: cli.dialect,
         driver_name: cli.driver_name,

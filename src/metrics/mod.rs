@@ -225,6 +225,16 @@ pub fn store_operation(op: &'static str, ok: bool) {
         .increment(1);
 }
 
+/// A TLS handshake or peer admission refused, by a bounded reason.
+pub fn tls_handshake_failure(reason: &'static str) {
+    counter!(TLS_HANDSHAKE_FAILURES, "reason" => reason).increment(1);
+}
+
+/// The expiry time (Unix seconds) of the certificate loaded from `path`.
+pub fn certificate_expiry(path: &str, not_after: f64) {
+    gauge!(CERT_EXPIRY, "certificate" => path.to_string()).set(not_after);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -94,6 +94,7 @@ impl Dialer {
 
 fn build(s: &ClientSettings) -> Result<ClientConfig, TlsError> {
     let loaded = s.material.load()?;
+    super::record_expiry(&s.material.cert, &loaded.chain);
     let mut config = ClientConfig::builder_with_provider(super::provider())
         .with_protocol_versions(s.min_version.versions())?
         .with_root_certificates(loaded.roots)

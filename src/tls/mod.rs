@@ -173,3 +173,13 @@ fn tcp_keepalive(stream: &tokio::net::TcpStream, every: Duration) {
     }
     let _ = stream.set_nodelay(true);
 }
+
+/// Publishes when the leaf certificate loaded from `path` expires, so operators can alert
+/// before it does (`csi_gateway_certificate_expiry_timestamp_seconds{certificate=path}`).
+pub fn record_expiry(path: &std::path::Path, chain: &[CertificateDer<'static>]) {
+    let Some(leaf) = chain.first() else { return };
+    if let Ok((_, cert)) = x509_parser::parse_x509_certificate(leaf.as_ref()) {
+        let not_after = cert.validity().not_after.timestamp();
+        crate::metrics::certificate_expiry(&path.display().to_string(), not_after as f64);
+    }
+}

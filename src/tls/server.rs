@@ -9,15 +9,17 @@ use std::time::Duration;
 
 use rustls::server::WebPkiClientVerifier;
 use rustls::{CertificateError, ServerConfig};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
+use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
-use super::authz::{self, Peer, PeerRule};
+use super::authz::{self, Authorization, Peer, PeerRule};
 use super::reload::Reloading;
 use super::{Material, MinVersion, TlsError};
 use crate::front::{listener, Shared};
+use crate::metrics;
 
 /// `[appliance]`, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,6 +61,7 @@ impl Acceptor {
 
 fn build(s: &ServerSettings) -> Result<ServerConfig, TlsError> {
     let loaded = s.material.load()?;
+    super::record_expiry(&s.material.cert, &loaded.chain);
     let verifier = WebPkiClientVerifier::builder_with_provider(loaded.roots, super::provider())
         .build()
         .map_err(|e| TlsError::Verifier {
@@ -130,69 +133,108 @@ async fn connection(
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let tls = TlsAcceptor::from(acceptor.config.current());
-    let timeout = acceptor.settings.handshake_timeout;
-    let stream = match tokio::time::timeout(timeout, tls.accept(tcp)).await {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(e)) => return refused(addr, &e),
-        Err(_) => {
-            return tracing::warn!(peer = %addr, reason = %format!("no TLS handshake within {timeout:?}"), "refused bridge connection")
-        }
+    let Some((stream, authorization)) = acceptor.handshake(tcp, addr).await else {
+        return;
     };
-    let Some(cert) = stream
-        .get_ref()
-        .1
-        .peer_certificates()
-        .and_then(|c| c.first())
-    else {
-        // The verifier requires a certificate; this is defence in depth.
-        return tracing::warn!(peer = %addr, reason = "no client certificate", "refused bridge connection");
-    };
-    let authorization = match Peer::from_cert(cert)
-        .and_then(|p| authz::authorize(&acceptor.settings.peers, &p))
-    {
-        Ok(a) => a,
-        Err(reason) => return tracing::warn!(peer = %addr, %reason, "refused bridge connection"),
-    };
-    tracing::info!(peer = %addr, identity = %authorization.peer, services = ?authorization.services, "bridge peer connected");
     listener::serve_connection_authorized(stream, shared, shutdown, Some(Arc::new(authorization)))
         .await;
 }
 
-/// Logs a failed handshake with the reason in words an operator acts on.
+impl Acceptor {
+    /// Completes mutual TLS on `tcp` and admits the peer by the allow-list. A refusal is logged
+    /// with its reason and counted by reason; `None` then.
+    pub async fn handshake(
+        &self,
+        tcp: TcpStream,
+        addr: SocketAddr,
+    ) -> Option<(TlsStream<TcpStream>, Authorization)> {
+        let tls = TlsAcceptor::from(self.config.current());
+        let timeout = self.settings.handshake_timeout;
+        let stream = match tokio::time::timeout(timeout, tls.accept(tcp)).await {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => {
+                refused(addr, &e);
+                return None;
+            }
+            Err(_) => {
+                metrics::tls_handshake_failure("timeout");
+                tracing::warn!(peer = %addr, reason = %format!("no TLS handshake within {timeout:?}"), "refused bridge connection");
+                return None;
+            }
+        };
+        let Some(cert) = stream
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|c| c.first())
+        else {
+            // The verifier requires a certificate; this is defence in depth.
+            metrics::tls_handshake_failure("no_certificate");
+            tracing::warn!(peer = %addr, reason = "no client certificate", "refused bridge connection");
+            return None;
+        };
+        let authorization =
+            match Peer::from_cert(cert).and_then(|p| authz::authorize(&self.settings.peers, &p)) {
+                Ok(a) => a,
+                Err(reason) => {
+                    metrics::tls_handshake_failure("peer_not_allowed");
+                    tracing::warn!(peer = %addr, %reason, "refused bridge connection");
+                    return None;
+                }
+            };
+        tracing::info!(peer = %addr, identity = %authorization.peer, services = ?authorization.services, "bridge peer connected");
+        Some((stream, authorization))
+    }
+}
+
+/// Logs a failed handshake with the reason in words an operator acts on, and counts it under
+/// a bounded reason label.
 fn refused(addr: SocketAddr, e: &std::io::Error) {
     let tls = e
         .get_ref()
         .and_then(|inner| inner.downcast_ref::<rustls::Error>());
-    let reason = match tls {
-        Some(rustls::Error::NoCertificatesPresented) => {
-            "the client presented no certificate (mutual TLS is required)".to_string()
-        }
+    let (label, reason) = match tls {
+        Some(rustls::Error::NoCertificatesPresented) => (
+            "no_certificate",
+            "the client presented no certificate (mutual TLS is required)".to_string(),
+        ),
         Some(rustls::Error::InvalidCertificate(c)) => match c {
-            CertificateError::UnknownIssuer => {
-                "the client certificate is not signed by a trusted CA (unknown issuer)".to_string()
-            }
-            CertificateError::ExpiredContext { not_after, .. } => format!(
-                "the client certificate has expired (not after {})",
-                humantime::format_rfc3339_seconds(
-                    std::time::UNIX_EPOCH + Duration::from_secs(not_after.as_secs())
-                )
+            CertificateError::UnknownIssuer => (
+                "unknown_issuer",
+                "the client certificate is not signed by a trusted CA (unknown issuer)".to_string(),
             ),
-            CertificateError::Expired => "the client certificate has expired".to_string(),
-            CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => {
-                format!("the client certificate is not valid yet ({c:?})")
+            CertificateError::ExpiredContext { not_after, .. } => (
+                "expired",
+                format!(
+                    "the client certificate has expired (not after {})",
+                    humantime::format_rfc3339_seconds(
+                        std::time::UNIX_EPOCH + Duration::from_secs(not_after.as_secs())
+                    )
+                ),
+            ),
+            CertificateError::Expired => {
+                ("expired", "the client certificate has expired".to_string())
             }
-            other => format!("invalid client certificate: {other:?}"),
+            CertificateError::NotValidYet | CertificateError::NotValidYetContext { .. } => (
+                "not_yet_valid",
+                format!("the client certificate is not valid yet ({c:?})"),
+            ),
+            other => (
+                "invalid_certificate",
+                format!("invalid client certificate: {other:?}"),
+            ),
         },
-        Some(rustls::Error::InvalidMessage(m)) => {
-            format!("not a TLS client (plaintext on the TLS port?): {m:?}")
-        }
-        Some(other) => other.to_string(),
+        Some(rustls::Error::InvalidMessage(m)) => (
+            "not_tls",
+            format!("not a TLS client (plaintext on the TLS port?): {m:?}"),
+        ),
+        Some(other) => ("other", other.to_string()),
         None if e.kind() == std::io::ErrorKind::UnexpectedEof => {
             // A bare TCP connect and close (a port check) is not worth a warning.
             return tracing::debug!(peer = %addr, "connection closed before the TLS handshake");
         }
-        None => e.to_string(),
+        None => ("other", e.to_string()),
     };
+    metrics::tls_handshake_failure(label);
     tracing::warn!(peer = %addr, %reason, "refused bridge connection");
 }
