@@ -10,7 +10,8 @@
 //! - [`translate`]: conversions between each dialect and the hub; error and capability tables.
 //! - [`hub`]: the hub model (CSI v1) every translated call passes through.
 //! - [`upstream`]: the plugin: connection, dialect detection, version negotiation, reconnects.
-//! - [`store`]: durable gateway state (VolumeHandle metadata for draft plugins).
+//! - [`store`]: durable gateway state (VolumeHandle metadata for draft plugins), embedded or
+//!   on etcd; [`staging`]: staging emulation for pre-staging clients, on that store.
 //! - [`observe`] and [`metrics`]: the log line and metrics every call leaves; secret stripping.
 //!
 //! Around them: [`endpoint`] (endpoint syntax), [`check`] (identify any CSI endpoint),
@@ -28,6 +29,7 @@ pub mod dialect;
 pub mod hub;
 pub mod translate;
 
+pub mod staging;
 pub mod store;
 pub mod upstream;
 

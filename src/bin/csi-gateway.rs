@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use csi_gateway::config::{self, Overrides};
+use csi_gateway::config::{self, Overrides, StateOverrides};
 use csi_gateway::dialect::Dialect;
 use csi_gateway::endpoint::Endpoint;
 
@@ -74,6 +74,21 @@ struct RunArgs {
     /// Directory of the durable state database.
     #[arg(long)]
     state_dir: Option<PathBuf>,
+    /// Durable state backend: embedded or etcd.
+    #[arg(long)]
+    state_backend: Option<String>,
+    /// etcd endpoints, comma-separated http://host:port.
+    #[arg(long)]
+    etcd_endpoints: Option<String>,
+    /// Prefix of every key the gateway writes to etcd.
+    #[arg(long)]
+    etcd_prefix: Option<String>,
+    /// Directory of the gateway-owned staging paths (staging emulation).
+    #[arg(long)]
+    staging_dir: Option<PathBuf>,
+    /// TEST HOOK, hidden: SIGKILL the gateway at this named staging-emulation step.
+    #[arg(long, hide = true)]
+    test_crash_at: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -107,6 +122,13 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         log_level: args.log_level,
         metrics_listen: args.metrics_listen,
         state_dir: args.state_dir,
+        state: StateOverrides {
+            backend: args.state_backend,
+            etcd_endpoints: args.etcd_endpoints,
+            etcd_prefix: args.etcd_prefix,
+            staging_dir: args.staging_dir,
+        },
+        test_crash_at: args.test_crash_at,
     };
     let config = match config::File::load(args.config.as_deref())
         .and_then(|f| f.resolve(std::env::var("CSI_ENDPOINT").ok(), overrides))
