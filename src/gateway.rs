@@ -65,6 +65,12 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     // First, so nothing recorded while starting up (the upstream's state) is lost.
     let prometheus = metrics::install();
     let router = Router::new(&config.front_dialects)?;
+    // The store before anything binds or spawns: a wrong etcd address fails the start-up.
+    let kv = open_store(config)?;
+    // Staging emulation shares the store, so its records are as durable as the handles.
+    let crash = staging::CrashPoint::new(config.test_crash_at.clone()).map_err(StartError::Hook)?;
+    let emulation = staging::Emulation::new(kv.clone(), config.state.staging_dir.clone(), crash)?;
+    tracing::info!(staging_dir = %config.state.staging_dir.display(), references = emulation.references(), "staging emulation");
     let embedded = match &config.upstream {
         UpstreamTarget::Embedded {
             dialect,
@@ -101,11 +107,6 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         ),
         None => None,
     };
-    let kv = open_store(config)?;
-    // Staging emulation shares the store, so its records are as durable as the handles.
-    let crash = staging::CrashPoint::new(config.test_crash_at.clone()).map_err(StartError::Hook)?;
-    let emulation = staging::Emulation::new(kv.clone(), config.state.staging_dir.clone(), crash)?;
-    tracing::info!(staging_dir = %config.state.staging_dir.display(), references = emulation.references(), "staging emulation");
     let shared = Arc::new(Shared {
         router,
         upstream: upstream.clone(),
