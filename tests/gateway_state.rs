@@ -320,11 +320,15 @@ async fn staging_emulation_converges_after_a_sigkill_at_every_step() {
         macro_rules! op {
             ($call:ident $(, $arg:expr)*) => {{
                 let f = Front::new(Dialect::V0_1, gateway.channel().await);
-                if f.$call($($arg),*).await.is_err() {
-                    let status = gateway.wait_exit();
-                    assert!(!crashed, "{step}: crashed twice ({status})");
-                    assert!(gateway.log_text().contains(&format!("killing itself at {step}")),
-                        "{step}: failed without the hook:\n{}", gateway.log_text());
+                if let Err(e) = f.$call($($arg),*).await {
+                    // The hook logs before it kills; any other failure is a failure.
+                    assert!(
+                        !crashed && gateway.log_text().contains(&format!("killing itself at {step}")),
+                        "{step}: {} failed without the crash hook: {e:?}\n{}",
+                        stringify!($call),
+                        gateway.log_text()
+                    );
+                    gateway.wait_exit();
                     crashed = true;
                     gateway.drop_flag("--test-crash-at");
                     gateway.start_again().await;
