@@ -234,26 +234,37 @@ fn free_addr() -> String {
 
 #[tokio::test]
 async fn staging_is_emulated_for_a_pre_staging_front_and_counted() {
+    // v0.1 on the embedded store; the draft on etcd (its records, and the gauge counted back
+    // from them at start-up).
+    let etcd = Etcd::start().await;
+    let on_etcd = [
+        "--state-backend=etcd".to_string(),
+        format!("--etcd-endpoints={}", etcd.endpoint),
+    ];
+    for (dialect, store) in [(Dialect::V0_1, &[][..]), (Dialect::V0_1Oneof, &on_etcd[..])] {
+        staging_lifecycle(dialect, store).await;
+    }
+}
+
+async fn staging_lifecycle(dialect: Dialect, store: &[String]) {
     let backend = Backend::start(Options::new("v1").arg("--require-staging=true")).await;
     let staging_dir = backend.path("staging");
     let metrics = free_addr();
-    let gateway = Gateway::start(
-        &backend.socket,
-        "v0.1",
-        &[
-            &format!("--staging-dir={}", staging_dir.display()),
-            &format!("--metrics-listen={metrics}"),
-        ],
-    )
-    .await;
-    let f = Front::new(Dialect::V0_1, gateway.channel().await);
+    let mut flags = vec![
+        format!("--staging-dir={}", staging_dir.display()),
+        format!("--metrics-listen={metrics}"),
+    ];
+    flags.extend(store.iter().cloned());
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut gateway = Gateway::start(&backend.socket, dialect.name(), &flags).await;
+    let f = Front::new(dialect, gateway.channel().await);
     assert!(
         !f.node_caps()
             .await
             .unwrap()
             .iter()
             .any(|c| c.contains("STAGE")),
-        "a pre-staging client is never offered STAGE_UNSTAGE_VOLUME"
+        "{dialect}: a pre-staging client is never offered STAGE_UNSTAGE_VOLUME"
     );
     let v = f.create("vol-s", 1 << 20, &HashMap::new()).await.unwrap();
     let node = f.node_id().await.unwrap();
@@ -262,25 +273,37 @@ async fn staging_is_emulated_for_a_pre_staging_front_and_counted() {
     let (t1, t2) = (backend.path("t1"), backend.path("t2"));
 
     f.node_publish(&v, &publish, None, &t1).await.unwrap();
-    assert_eq!(served(&backend, "NodeStageVolume"), 1);
-    assert!(mounted(&staging) && mounted(&t1));
+    assert_eq!(served(&backend, "NodeStageVolume"), 1, "{dialect}");
+    assert!(mounted(&staging) && mounted(&t1), "{dialect}");
     f.node_publish(&v, &publish, None, &t2).await.unwrap();
     f.node_publish(&v, &publish, None, &t1).await.unwrap(); // a retry
-    assert_eq!(served(&backend, "NodeStageVolume"), 1, "staged once");
+    assert_eq!(
+        served(&backend, "NodeStageVolume"),
+        1,
+        "{dialect}: staged once"
+    );
     assert_eq!(
         references(&metrics),
         2.0,
-        "a retried target is counted once"
+        "{dialect}: a retry is counted once"
     );
+    // A restart counts the references back from the store.
+    gateway.kill_and_restart().await;
+    assert_eq!(references(&metrics), 2.0, "{dialect}: after a restart");
+    let f = Front::new(dialect, gateway.channel().await);
 
     f.node_unpublish(&v, &t1).await.unwrap();
-    assert!(mounted(&staging), "t2 still holds the staging");
-    assert_eq!(served(&backend, "NodeUnstageVolume"), 0);
-    assert_eq!(references(&metrics), 1.0);
+    assert!(mounted(&staging), "{dialect}: t2 still holds the staging");
+    assert_eq!(served(&backend, "NodeUnstageVolume"), 0, "{dialect}");
+    assert_eq!(references(&metrics), 1.0, "{dialect}");
     f.node_unpublish(&v, &t2).await.unwrap();
-    assert_eq!(served(&backend, "NodeUnstageVolume"), 1);
-    assert!(!mounted(&staging) && !mounted(&t2));
-    assert_eq!(references(&metrics), 0.0);
+    assert_eq!(served(&backend, "NodeUnstageVolume"), 1, "{dialect}");
+    assert!(!mounted(&staging) && !mounted(&t2), "{dialect}");
+    assert!(
+        !staging.exists(),
+        "{dialect}: the staging directory is removed"
+    );
+    assert_eq!(references(&metrics), 0.0, "{dialect}");
 }
 
 /// Each crash step, in the order one volume's lifecycle meets it.
