@@ -107,11 +107,16 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         ),
         None => None,
     };
+    let emulation = Arc::new(emulation);
+    tokio::spawn({
+        let (emulation, upstream) = (emulation.clone(), upstream.clone());
+        async move { emulation.sweep(&upstream).await }
+    });
     let shared = Arc::new(Shared {
         router,
         upstream: upstream.clone(),
         store: Some(Arc::new(store::Handles::new(kv))),
-        staging: Some(Arc::new(emulation)),
+        staging: Some(emulation),
         redactor: Redactor::new(config.redact_keys.iter().cloned()),
     });
     let (shutdown, stop) = watch::channel(false);

@@ -386,3 +386,47 @@ async fn staging_emulation_converges_after_a_sigkill_at_every_step() {
         });
     }
 }
+
+#[tokio::test]
+async fn an_interrupted_last_unpublish_is_finished_at_start_up_without_a_retry() {
+    let backend = Backend::start(Options::new("v1").arg("--require-staging=true")).await;
+    let staging_dir = backend.path("staging");
+    let mut gateway = Gateway::start(
+        &backend.socket,
+        "v0.1",
+        &[
+            &format!("--staging-dir={}", staging_dir.display()),
+            "--test-crash-at=unpublish:unrecorded",
+        ],
+    )
+    .await;
+    let f = Front::new(Dialect::V0_1, gateway.channel().await);
+    let v = f.create("vol-o", 1 << 20, &HashMap::new()).await.unwrap();
+    let node = f.node_id().await.unwrap();
+    let publish = f.controller_publish(&v, &node).await.unwrap();
+    let (staging, t1) = (staging_of(&staging_dir, &v.id), backend.path("t1"));
+    f.node_publish(&v, &publish, None, &t1).await.unwrap();
+    // The only target: the plugin unpublishes it, the record drops it, then the crash.
+    f.node_unpublish(&v, &t1)
+        .await
+        .expect_err("the gateway dies under the call");
+    gateway.wait_exit();
+    assert!(mounted(&staging), "still staged at the crash");
+    assert_eq!(served(&backend, "NodeUnstageVolume"), 0);
+    gateway.drop_flag("--test-crash-at");
+    gateway.start_again().await;
+    // No client retries: the start-up sweep unstages on its own.
+    // (The sweep logs once the unstage is done and its record deleted.)
+    support::eventually(PROCESS_TIMEOUT, "the sweep unstages", || {
+        gateway
+            .log_text()
+            .contains("finished an interrupted unstage")
+    })
+    .await;
+    assert_eq!(served(&backend, "NodeUnstageVolume"), 1);
+    assert!(!mounted(&staging), "staging leaked");
+    // And the volume is free: it can be detached and deleted.
+    let f = Front::new(Dialect::V0_1, gateway.channel().await);
+    f.controller_unpublish(&v, &node).await.unwrap();
+    f.delete(&v, &HashMap::new()).await.unwrap();
+}

@@ -15,6 +15,10 @@
 //! never forgotten. CSI makes stage, publish, unpublish and unstage idempotent, which is what
 //! makes redoing a step after a crash harmless. Calls on one volume are serialized in-process.
 //!
+//! A last unpublish interrupted after its target left the record is finished without a client:
+//! once the plugin is connected after a start, [`Emulation::sweep`] unstages every volume whose
+//! record has no target left.
+//!
 //! The records live in the gateway's store. They describe this node's mounts: gateways on
 //! different nodes sharing one etcd need distinct `state.etcd_prefix` values.
 
@@ -67,6 +71,70 @@ impl Emulation {
             locks.entry(volume_id.to_string()).or_default().clone()
         };
         lock.lock_owned().await
+    }
+
+    /// Unstages the volumes a crash left staged with no target (see the module comment), once
+    /// the plugin is connected; a plugin that does not require staging has none to unstage.
+    pub async fn sweep(&self, upstream: &crate::upstream::Upstream) {
+        let live = loop {
+            if let Ok(live) = upstream.ready(std::time::Duration::from_secs(60)).await {
+                break live;
+            }
+        };
+        if !live.session.requires_staging {
+            return;
+        }
+        let orphans = match self.records.orphans() {
+            Ok(o) => o,
+            Err(e) => {
+                return tracing::warn!(error = %e.message(), "staging sweep: cannot list records")
+            }
+        };
+        for id in orphans {
+            let _serial = self.lock(&id).await;
+            // Re-read under the lock: a publish may have claimed the volume since the scan.
+            let rec = match self.records.load(&id) {
+                Ok(Some(rec)) if rec.targets.is_empty() => rec,
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::warn!(volume_id = %id, error = %e.message(), "staging sweep");
+                    continue;
+                }
+            };
+            match self
+                .unstage(&live.session, &live.conn, None, &id, &rec)
+                .await
+            {
+                Ok(()) => {
+                    tracing::info!(volume_id = %id, "staging sweep: finished an interrupted unstage")
+                }
+                Err(e) => {
+                    tracing::warn!(volume_id = %id, error = %e.message(), "staging sweep: unstage failed; the next unpublish retries it")
+                }
+            }
+        }
+    }
+
+    /// NodeUnstageVolume at the record's path, then the record (and the directory) go.
+    async fn unstage(
+        &self,
+        session: &UpstreamSession,
+        upstream: &dyn RawUpstream,
+        store: Option<&dyn HandleStore>,
+        id: &str,
+        rec: &Record,
+    ) -> Result<(), Status> {
+        let unstage = Req::NodeUnstageVolume(v1::NodeUnstageVolumeRequest {
+            volume_id: id.to_string(),
+            staging_target_path: rec.staging_path.clone(),
+        });
+        translate::call_upstream(session, upstream, store, unstage).await?;
+        tracing::info!(volume_id = %id, staging_path = %rec.staging_path, "emulated NodeUnstageVolume");
+        self.crash.at("unpublish:unstaged");
+        self.records.remove(id)?;
+        // The directory is the gateway's; an error here only leaves an empty directory.
+        let _ = std::fs::remove_dir(&rec.staging_path);
+        Ok(())
     }
 
     async fn publish(
@@ -148,16 +216,7 @@ impl Emulation {
         }
         self.crash.at("unpublish:unrecorded");
         if rec.targets.is_empty() {
-            let unstage = Req::NodeUnstageVolume(v1::NodeUnstageVolumeRequest {
-                volume_id: id.clone(),
-                staging_target_path: rec.staging_path.clone(),
-            });
-            translate::call_upstream(session, upstream, store, unstage).await?;
-            tracing::info!(volume_id = %id, staging_path = %rec.staging_path, "emulated NodeUnstageVolume");
-            self.crash.at("unpublish:unstaged");
-            self.records.remove(&id)?;
-            // The directory is the gateway's; an error here only leaves an empty directory.
-            let _ = std::fs::remove_dir(&rec.staging_path);
+            self.unstage(session, upstream, store, &id, &rec).await?;
         }
         Ok(resp)
     }

@@ -77,6 +77,20 @@ impl Records {
             .set(self.references.load(Ordering::Relaxed) as f64);
     }
 
+    /// Volumes whose record has no target left: a last unpublish was interrupted between
+    /// dropping its target and deleting the record.
+    pub fn orphans(&self) -> Result<Vec<String>, Status> {
+        let entries = self.kv.scan(PREFIX).map_err(|e| unavailable("scan", e))?;
+        metrics::store_operation("scan", true);
+        Ok(entries
+            .into_iter()
+            .filter(|(_, v)| {
+                serde_json::from_slice::<Record>(v).is_ok_and(|r| r.targets.is_empty())
+            })
+            .map(|(k, _)| k[PREFIX.len()..].to_string())
+            .collect())
+    }
+
     pub fn load(&self, volume_id: &str) -> Result<Option<Record>, Status> {
         let key = format!("{PREFIX}{volume_id}");
         let Some(bytes) = self.kv.get(&key).map_err(|e| unavailable("get", e))? else {
