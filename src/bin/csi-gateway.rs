@@ -29,7 +29,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve (the default): listen on the front socket and translate to the upstream plugin.
-    Run(RunArgs),
+    // Boxed: the flags outweigh the other subcommands many times over.
+    Run(Box<RunArgs>),
     /// Detect the dialect of a CSI endpoint and print its identity and capabilities.
     Check {
         /// The endpoint, e.g. unix:///var/lib/kubelet/plugins/driver/csi.sock.
@@ -94,7 +95,7 @@ struct RunArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Some(Command::Run(args)) => run(args),
+        Some(Command::Run(args)) => run(*args),
         None => run(cli.run),
         Some(Command::Check {
             endpoint,
