@@ -5,6 +5,9 @@
 //! - `table.rs`: the gRPC method table (path → service, method, types) the router is built on,
 //!   and `reencode`, a decode/encode dispatch by full message name used by the wire tests;
 //! - for v1 only, `hub.rs`: the hub model's `Method`, `Request` and `Response` enums.
+//!
+//! `proto-etcd/` (a subset of etcd's v3 KV API) is compiled the same way into `etcd/`, client
+//! only, for the etcd state store.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -49,6 +52,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .generate_default_stubs(true)
             .compile_fds(fds)?;
     }
+    compile_etcd(&out)?;
+    Ok(())
+}
+
+/// etcd's KV API subset: client stubs only (the gateway never serves etcd).
+fn compile_etcd(out: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-changed=proto-etcd");
+    let mut compiler = protox::Compiler::new(["proto-etcd"])?;
+    compiler
+        .include_imports(true)
+        .include_source_info(false)
+        .open_file("proto-etcd/rpc.proto")?;
+    let dir = out.join("etcd");
+    std::fs::create_dir_all(&dir)?;
+    tonic_prost_build::configure()
+        .out_dir(&dir)
+        .build_client(true)
+        .build_server(false)
+        .compile_fds(compiler.file_descriptor_set())?;
     Ok(())
 }
 

@@ -9,11 +9,12 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::config::{Config, UpstreamTarget};
+use crate::config::{Config, StoreBackend, UpstreamTarget};
 use crate::endpoint::Endpoint;
 use crate::front::{listener, router::PackageClash, socket, Router, Shared};
 use crate::metrics;
 use crate::observe::Redactor;
+use crate::staging;
 use crate::store;
 use crate::upstream::{self, Upstream};
 
@@ -36,6 +37,25 @@ pub enum StartError {
         addr: String,
         source: std::io::Error,
     },
+    #[error("test hook: {0}")]
+    Hook(String),
+}
+
+/// The configured durable store: the embedded database in `state.dir`, or etcd.
+fn open_store(config: &Config) -> Result<Arc<dyn store::KeyValue>, StartError> {
+    Ok(match &config.state.backend {
+        StoreBackend::Embedded => {
+            let file = config.state_dir.join("state.redb");
+            let kv = store::embedded::Embedded::open(&file)?;
+            tracing::info!(state = %file.display(), "durable state: embedded database");
+            Arc::new(kv)
+        }
+        StoreBackend::Etcd { endpoints, prefix } => {
+            let kv = store::etcd::Etcd::open(endpoints, prefix)?;
+            tracing::info!(endpoints = ?endpoints, prefix = %prefix, "durable state: etcd");
+            Arc::new(kv)
+        }
+    })
 }
 
 /// A running gateway.
@@ -53,6 +73,12 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     // First, so nothing recorded while starting up (the upstream's state) is lost.
     let prometheus = metrics::install();
     let router = Router::new(&config.front_dialects)?;
+    // The store before anything binds or spawns: a wrong etcd address fails the start-up.
+    let kv = open_store(config)?;
+    // Staging emulation shares the store, so its records are as durable as the handles.
+    let crash = staging::CrashPoint::new(config.test_crash_at.clone()).map_err(StartError::Hook)?;
+    let emulation = staging::Emulation::new(kv.clone(), config.state.staging_dir.clone(), crash)?;
+    tracing::info!(staging_dir = %config.state.staging_dir.display(), references = emulation.references(), "staging emulation");
     let embedded = match &config.upstream {
         UpstreamTarget::Embedded {
             dialect,
@@ -118,13 +144,16 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         ),
         None => None,
     };
-    let state_file = config.state_dir.join("state.redb");
-    let kv = store::embedded::Embedded::open(&state_file)?;
-    tracing::info!(state = %state_file.display(), "durable state");
+    let emulation = Arc::new(emulation);
+    tokio::spawn({
+        let (emulation, upstream) = (emulation.clone(), upstream.clone());
+        async move { emulation.sweep(&upstream).await }
+    });
     let shared = Arc::new(Shared {
         router,
         upstream: upstream.clone(),
-        store: Some(Arc::new(store::Handles::new(Arc::new(kv)))),
+        store: Some(Arc::new(store::Handles::new(kv))),
+        staging: Some(emulation),
         redactor: Redactor::new(config.redact_keys.iter().cloned()),
     });
     let (shutdown, stop) = watch::channel(false);

@@ -12,7 +12,8 @@
 //! - [`upstream`]: the plugin: connection, dialect detection, version negotiation, reconnects.
 //! - [`tls`]: the remote appliance bridge — mutual TLS to a TCP upstream, and the appliance
 //!   listener with per-service authorization (docs/bridge.md).
-//! - [`store`]: durable gateway state (VolumeHandle metadata for draft plugins).
+//! - [`store`]: durable gateway state (VolumeHandle metadata for draft plugins), embedded or
+//!   on etcd; [`staging`]: staging emulation for pre-staging clients, on that store.
 //! - [`observe`] and [`metrics`]: the log line and metrics every call leaves; secret stripping.
 //!
 //! Around them: [`endpoint`] (endpoint syntax), [`check`] (identify any CSI endpoint),
@@ -30,6 +31,7 @@ pub mod dialect;
 pub mod hub;
 pub mod translate;
 
+pub mod staging;
 pub mod store;
 pub mod tls;
 pub mod upstream;

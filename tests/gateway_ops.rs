@@ -158,32 +158,6 @@ async fn unknown_paths_are_unimplemented() {
 }
 
 #[tokio::test]
-async fn a_pre_staging_front_is_refused_clearly_when_the_plugin_requires_staging() {
-    let backend = Backend::start(Options::new("v1").arg("--require-staging=true")).await;
-    let gateway = Gateway::start(&backend.socket, "v0.1", &[]).await;
-    let f = Front::new(Dialect::V0_1, gateway.channel().await);
-    // The capability the front cannot act on is never advertised to it.
-    assert!(!f
-        .node_caps()
-        .await
-        .unwrap()
-        .iter()
-        .any(|c| c.contains("STAGE")));
-    let v = f.create("vol-s", 1 << 20, &HashMap::new()).await.unwrap();
-    let node = f.node_id().await.unwrap();
-    let publish = f.controller_publish(&v, &node).await.unwrap();
-    let e = f
-        .node_publish(&v, &publish, None, &backend.path("t"))
-        .await
-        .expect_err("needs staging");
-    assert_eq!(e.code, Code::FailedPrecondition, "{e:?}");
-    assert!(
-        e.message.contains("NodeStageVolume") || e.message.contains("staging"),
-        "{e:?}"
-    );
-}
-
-#[tokio::test]
 async fn a_v0_1_capacity_beyond_int64_is_out_of_range() {
     let backend = Backend::start(Options::new("v1")).await;
     let gateway = Gateway::start(&backend.socket, "v0.1", &[]).await;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use csi_gateway::config::{self, Overrides};
+use csi_gateway::config::{self, Overrides, StateOverrides};
 use csi_gateway::dialect::Dialect;
 use csi_gateway::endpoint::Endpoint;
 
@@ -29,7 +29,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve (the default): listen on the front socket and translate to the upstream plugin.
-    Run(RunArgs),
+    // Boxed: the flags outweigh the other subcommands many times over.
+    Run(Box<RunArgs>),
     /// Detect the dialect of a CSI endpoint and print its identity and capabilities.
     Check {
         /// The endpoint, e.g. unix:///var/lib/kubelet/plugins/driver/csi.sock.
@@ -87,12 +88,27 @@ struct RunArgs {
     /// Directory of the durable state database.
     #[arg(long)]
     state_dir: Option<PathBuf>,
+    /// Durable state backend: embedded or etcd.
+    #[arg(long)]
+    state_backend: Option<String>,
+    /// etcd endpoints, comma-separated http://host:port.
+    #[arg(long)]
+    etcd_endpoints: Option<String>,
+    /// Prefix of every key the gateway writes to etcd.
+    #[arg(long)]
+    etcd_prefix: Option<String>,
+    /// Directory of the gateway-owned staging paths (staging emulation).
+    #[arg(long)]
+    staging_dir: Option<PathBuf>,
+    /// TEST HOOK, hidden: SIGKILL the gateway at this named staging-emulation step.
+    #[arg(long, hide = true)]
+    test_crash_at: Option<String>,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Some(Command::Run(args)) => run(args),
+        Some(Command::Run(args)) => run(*args),
         None => run(cli.run),
         Some(Command::Check {
             endpoint,
@@ -126,6 +142,13 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         log_level: args.log_level,
         metrics_listen: args.metrics_listen,
         state_dir: args.state_dir,
+        state: StateOverrides {
+            backend: args.state_backend,
+            etcd_endpoints: args.etcd_endpoints,
+            etcd_prefix: args.etcd_prefix,
+            staging_dir: args.staging_dir,
+        },
+        test_crash_at: args.test_crash_at,
     };
     let config = match config::File::load(args.config.as_deref())
         .and_then(|f| f.resolve(std::env::var("CSI_ENDPOINT").ok(), overrides))

@@ -3,12 +3,15 @@
 //! that order of precedence from low to high. Everything is validated before anything binds, so
 //! a bad configuration fails fast with a message and never half-starts.
 
+mod state;
 mod tls;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
+
+pub use state::{State, StateFile, StateOverrides, StoreBackend};
 
 use crate::dialect::Dialect;
 use crate::endpoint::Endpoint;
@@ -49,14 +52,6 @@ pub struct File {
     #[serde(default)]
     pub metrics: MetricsFile,
     pub state: StateFile,
-}
-
-/// Durable gateway state.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StateFile {
-    /// Directory of the embedded database; never the front socket's directory.
-    pub dir: PathBuf,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -212,6 +207,10 @@ pub struct Overrides {
     pub log_level: Option<String>,
     pub metrics_listen: Option<String>,
     pub state_dir: Option<PathBuf>,
+    pub state: StateOverrides,
+    /// TEST HOOK (hidden flag): the gateway kills itself with SIGKILL at this named step of
+    /// staging emulation, so tests can crash it between two steps. Never set in production.
+    pub test_crash_at: Option<String>,
 }
 
 /// The validated configuration the gateway runs with.
@@ -237,6 +236,10 @@ pub struct Config {
     pub metrics_listen: Option<std::net::SocketAddr>,
     pub probe_timeout: Duration,
     pub state_dir: PathBuf,
+    /// The store backend and the staging directory.
+    pub state: State,
+    /// See [`Overrides::test_crash_at`].
+    pub test_crash_at: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -295,10 +298,11 @@ impl File {
         if let Some(dir) = o.state_dir {
             self.state.dir = dir;
         }
-        self.validate()
+        self.state.apply(o.state);
+        self.validate(o.test_crash_at)
     }
 
-    fn validate(self) -> Result<Config, ConfigError> {
+    fn validate(self, test_crash_at: Option<String>) -> Result<Config, ConfigError> {
         let invalid = |field, message: String| ConfigError::Invalid { field, message };
         let listen: Endpoint = self
             .listen
@@ -437,7 +441,17 @@ impl File {
                 "must be above zero and at most upstream.backoff_max".into(),
             ));
         }
+        let state = self.state.validate()?;
         if let Endpoint::Unix(socket) = &listen {
+            if socket.parent() == Some(state.staging_dir.as_path()) {
+                return Err(invalid(
+                    "state.staging_dir",
+                    format!(
+                        "{}: the front socket's directory must hold only the socket (CSI spec)",
+                        state.staging_dir.display()
+                    ),
+                ));
+            }
             if socket.parent() == Some(self.state.dir.as_path()) {
                 return Err(invalid(
                     "state.dir",
@@ -477,6 +491,8 @@ impl File {
             metrics_listen,
             probe_timeout: self.metrics.probe_timeout,
             state_dir: self.state.dir,
+            state,
+            test_crash_at,
         })
     }
 }

@@ -150,8 +150,14 @@ async fn translated(
         Err(s) => return refused(report, dialect, path, s),
     };
     let began = Instant::now();
-    let upstream_call =
-        translate::call_upstream(&live.session, conn, shared.store.as_deref(), request);
+    let upstream_call = crate::staging::call_upstream(
+        shared.staging.as_deref(),
+        dialect,
+        &live.session,
+        conn,
+        shared.store.as_deref(),
+        request,
+    );
     let outcome = match deadline {
         None => upstream_call.await,
         Some(d) => tokio::time::timeout(d, upstream_call)

@@ -21,6 +21,8 @@ pub struct Shared {
     pub upstream: Arc<Upstream>,
     /// Durable VolumeHandle metadata for draft upstreams; `None` until a store is configured.
     pub store: Option<Arc<dyn HandleStore>>,
+    /// Staging emulation for pre-staging clients (on the same store); `None`: refused.
+    pub staging: Option<Arc<crate::staging::Emulation>>,
     /// Strips secrets from logged bodies.
     pub redactor: Redactor,
 }

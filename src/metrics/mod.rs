@@ -108,7 +108,7 @@ fn describe() {
     );
     describe_gauge!(
         STAGING_REFERENCES,
-        "Published targets holding an emulated staging, per volume"
+        "Published targets holding an emulated staging, all volumes together"
     );
 }
 

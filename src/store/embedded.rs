@@ -57,4 +57,18 @@ impl KeyValue for Embedded {
         tx.open_table(TABLE).map_err(io)?.remove(key).map_err(io)?;
         tx.commit().map_err(io)
     }
+
+    fn scan(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        let tx = self.db.begin_read().map_err(io)?;
+        let table = tx.open_table(TABLE).map_err(io)?;
+        let mut out = Vec::new();
+        for entry in table.range(prefix..).map_err(io)? {
+            let (k, v) = entry.map_err(io)?;
+            if !k.value().starts_with(prefix) {
+                break;
+            }
+            out.push((k.value().to_string(), v.value().to_vec()));
+        }
+        Ok(out)
+    }
 }

@@ -2,10 +2,15 @@
 //! before they return. The gateway keeps VolumeHandle metadata in it for id-only calls to a
 //! draft plugin, written before the reply that reveals it leaves the gateway.
 //!
-//! The embedded implementation is a redb database file in a state directory — never beside the
-//! front socket, since the spec forbids other files next to `CSI_ENDPOINT`.
+//! Two implementations, chosen by `state.backend`: [`embedded`], a redb database file in a
+//! state directory — never beside the front socket, since the spec forbids other files next to
+//! `CSI_ENDPOINT` — and [`etcd`], shared by gateway replicas.
+//!
+//! Keys: `handle/<volume id>` (VolumeHandle metadata, [`Handles`]) and `staging/<volume id>`
+//! (staging emulation, [`crate::staging`]).
 
 pub mod embedded;
+pub mod etcd;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -23,11 +28,13 @@ pub enum StoreError {
     Corrupt { key: String, message: String },
 }
 
-/// Durable key-value storage. A write has reached the disk when it returns.
+/// Durable key-value storage. A write has reached the disk (or etcd's quorum) when it returns.
 pub trait KeyValue: Send + Sync {
     fn put(&self, key: &str, value: &[u8]) -> Result<(), StoreError>;
     fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
     fn delete(&self, key: &str) -> Result<(), StoreError>;
+    /// Every entry whose key starts with `prefix`, in key order (for start-up bookkeeping).
+    fn scan(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError>;
 }
 
 /// VolumeHandle metadata kept in a [`KeyValue`] store under `handle/<volume id>`.

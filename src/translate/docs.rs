@@ -75,7 +75,7 @@ pub static FIELDS: &[FieldRow] = &[
     f("v1-only parameters", "-", "-", "-", "`mutable_parameters`, ValidateVolumeCapabilities `parameters`",
       "non-empty → INVALID_ARGUMENT for older plugins"),
     f("staging", "-", "-", "`NodeStageVolume` / `NodeUnstageVolume`", "same",
-      "pre-staging clients never see STAGE_UNSTAGE_VOLUME; their NodePublishVolume is FAILED_PRECONDITION while the plugin requires staging"),
+      "pre-staging clients never see STAGE_UNSTAGE_VOLUME; while the plugin requires staging, the gateway emulates it for them: NodeStageVolume at a gateway-owned path on the first publish of a volume, published targets counted durably, NodeUnstageVolume after the last unpublish"),
     f("newer RPCs", "-", "-", "-", "expansion, stats, modify, get-volume/snapshot, group snapshots",
       "UNIMPLEMENTED for older plugins; snapshots UNIMPLEMENTED for v0.1/draft plugins"),
 ];

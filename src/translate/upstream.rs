@@ -11,8 +11,9 @@
 //! - draft plugins need `VolumeHandle.metadata` on id-only calls: read from the [`HandleStore`],
 //!   written before the `CreateVolume`/`ListVolumes` reply that reveals it leaves the gateway,
 //!   removed after a successful delete.
-//! - a pre-staging front (v0.1, draft) cannot stage: while the plugin requires staging, its
-//!   `NodePublishVolume` is FAILED_PRECONDITION until staging emulation lands.
+//! - a pre-staging front (v0.1, draft) cannot stage: while the plugin requires staging, the
+//!   gateway emulates it around this function ([`crate::staging`]); a `NodePublishVolume`
+//!   without a staging path that reaches this function is FAILED_PRECONDITION.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -38,8 +39,9 @@ pub async fn call_upstream(
         if let Req::NodePublishVolume(r) = &request {
             if r.staging_target_path.is_empty() {
                 return Err(Status::failed_precondition(
-                    "the plugin requires NodeStageVolume (STAGE_UNSTAGE_VOLUME) but this client's \
-                     CSI revision predates staging; staging emulation is not available yet",
+                    "the plugin requires NodeStageVolume (STAGE_UNSTAGE_VOLUME) but this \
+                     NodePublishVolume has no staging_target_path (the gateway emulates staging \
+                     only for clients whose CSI revision predates it, v0.1 and the draft)",
                 ));
             }
         }

@@ -117,6 +117,41 @@ impl Gateway {
         self.spawn().await;
     }
 
+    /// Waits (bounded) for the gateway to exit on its own, e.g. at a `--test-crash-at` step.
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let child = self.child.as_mut().expect("running");
+        let deadline = Instant::now() + PROCESS_TIMEOUT;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                self.child = None;
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "gateway did not exit:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Drops the flag `name` (e.g. `--test-crash-at`) from the next start.
+    pub fn drop_flag(&mut self, name: &str) {
+        self.args.retain(|a| a.split('=').next() != Some(name));
+    }
+
+    /// Adds or replaces a flag (`--name=value`) for the next start.
+    pub fn set_flag(&mut self, flag: &str) {
+        self.drop_flag(flag.split('=').next().unwrap_or_default());
+        self.args.push(flag.to_string());
+    }
+
+    /// Starts again on the same socket and state after the process exited (see `wait_exit`).
+    pub async fn start_again(&mut self) {
+        assert!(self.child.is_none(), "still running");
+        self.spawn().await;
+    }
+
     /// SIGTERM and wait (bounded) for the exit status.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("running");

@@ -12,6 +12,7 @@
 //! [`DIALECTS`] lists every `--dialect`; see `docs/reference-backend.md` for what each serves.
 #![allow(dead_code)] // each test crate uses a different subset
 
+pub mod etcd;
 pub mod front;
 pub mod gateway;
 

@@ -1,0 +1,260 @@
+//! Staging emulation: a client whose CSI revision predates staging (v0.1, the draft) cannot call
+//! NodeStageVolume, yet a plugin that advertises STAGE_UNSTAGE_VOLUME needs it. The gateway
+//! stages on the first NodePublishVolume of a volume at a path it owns, publishes from there,
+//! counts the published targets durably, and unstages after the last NodeUnpublishVolume.
+//!
+//! Every step is safe to redo, so a gateway killed anywhere and a client that retries converge:
+//! - publish: record the target (write-ahead) → NodeStageVolume unless recorded staged →
+//!   record `staged` → NodePublishVolume from the staging path;
+//! - unpublish: NodeUnpublishVolume → drop the target from the record → when none is left,
+//!   NodeUnstageVolume → delete the record.
+//!
+//! A target is in the record before the plugin may have published it and leaves only after
+//! the plugin unpublished it, so the volume is never unstaged under a published target; the
+//! record exists from before NodeStageVolume until after NodeUnstageVolume, so a staging is
+//! never forgotten. CSI makes stage, publish, unpublish and unstage idempotent, which is what
+//! makes redoing a step after a crash harmless. Calls on one volume are serialized in-process.
+//!
+//! A last unpublish interrupted after its target left the record is finished without a client:
+//! once the plugin is connected after a start, [`Emulation::sweep`] unstages every volume whose
+//! record has no target left.
+//!
+//! The records live in the gateway's store. They describe this node's mounts: gateways on
+//! different nodes sharing one etcd need distinct `state.etcd_prefix` values.
+
+mod crash;
+mod record;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use crate::dialect::Dialect;
+use crate::grpc::Status;
+use crate::hub::{v1, Request as Req, Response as Resp};
+use crate::store::{KeyValue, StoreError};
+use crate::translate::{self, HandleStore, RawUpstream, UpstreamSession};
+
+pub use crash::CrashPoint;
+pub use record::{staging_path, Record};
+
+/// Staging emulation over a durable store.
+pub struct Emulation {
+    records: record::Records,
+    dir: PathBuf,
+    crash: CrashPoint,
+    /// One async lock per volume with calls in flight.
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl Emulation {
+    /// `dir` holds the staging paths (created on demand).
+    pub fn new(kv: Arc<dyn KeyValue>, dir: PathBuf, crash: CrashPoint) -> Result<Self, StoreError> {
+        Ok(Emulation {
+            records: record::Records::open(kv)?,
+            dir,
+            crash,
+            locks: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Published targets holding an emulated staging, all volumes together.
+    pub fn references(&self) -> i64 {
+        self.records.references()
+    }
+
+    async fn lock(&self, volume_id: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            let mut locks = self.locks.lock().expect("lock table");
+            // Forget locks nobody holds or waits for, so the table stays small.
+            locks.retain(|_, l| Arc::strong_count(l) > 1);
+            locks.entry(volume_id.to_string()).or_default().clone()
+        };
+        lock.lock_owned().await
+    }
+
+    /// Unstages the volumes a crash left staged with no target (see the module comment), once
+    /// the plugin is connected; a plugin that does not require staging has none to unstage.
+    pub async fn sweep(&self, upstream: &crate::upstream::Upstream) {
+        let live = loop {
+            if let Ok(live) = upstream.ready(std::time::Duration::from_secs(60)).await {
+                break live;
+            }
+        };
+        if !live.session.requires_staging {
+            return;
+        }
+        let orphans = match self.records.orphans() {
+            Ok(o) => o,
+            Err(e) => {
+                return tracing::warn!(error = %e.message(), "staging sweep: cannot list records")
+            }
+        };
+        for id in orphans {
+            let _serial = self.lock(&id).await;
+            // Re-read under the lock: a publish may have claimed the volume since the scan.
+            let rec = match self.records.load(&id) {
+                Ok(Some(rec)) if rec.targets.is_empty() => rec,
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::warn!(volume_id = %id, error = %e.message(), "staging sweep");
+                    continue;
+                }
+            };
+            match self
+                .unstage(&live.session, &live.conn, None, &id, &rec)
+                .await
+            {
+                Ok(()) => {
+                    tracing::info!(volume_id = %id, "staging sweep: finished an interrupted unstage")
+                }
+                Err(e) => {
+                    tracing::warn!(volume_id = %id, error = %e.message(), "staging sweep: unstage failed; the next unpublish retries it")
+                }
+            }
+        }
+    }
+
+    /// NodeUnstageVolume at the record's path, then the record (and the directory) go.
+    async fn unstage(
+        &self,
+        session: &UpstreamSession,
+        upstream: &dyn RawUpstream,
+        store: Option<&dyn HandleStore>,
+        id: &str,
+        rec: &Record,
+    ) -> Result<(), Status> {
+        let unstage = Req::NodeUnstageVolume(v1::NodeUnstageVolumeRequest {
+            volume_id: id.to_string(),
+            staging_target_path: rec.staging_path.clone(),
+        });
+        translate::call_upstream(session, upstream, store, unstage).await?;
+        tracing::info!(volume_id = %id, staging_path = %rec.staging_path, "emulated NodeUnstageVolume");
+        self.crash.at("unpublish:unstaged");
+        self.records.remove(id)?;
+        // The directory is the gateway's; an error here only leaves an empty directory.
+        let _ = std::fs::remove_dir(&rec.staging_path);
+        Ok(())
+    }
+
+    async fn publish(
+        &self,
+        session: &UpstreamSession,
+        upstream: &dyn RawUpstream,
+        store: Option<&dyn HandleStore>,
+        mut req: v1::NodePublishVolumeRequest,
+    ) -> Result<Resp, Status> {
+        let path = staging_path(&self.dir, &req.volume_id)?;
+        let _serial = self.lock(&req.volume_id).await;
+        let id = req.volume_id.clone();
+        let mut rec = self.records.load(&id)?.unwrap_or_else(|| Record {
+            staging_path: path.display().to_string(),
+            ..Record::default()
+        });
+        if rec.targets.insert(req.target_path.clone()) {
+            self.records.save(&id, &rec, 1)?;
+        }
+        self.crash.at("publish:recorded");
+        if !rec.staged {
+            // The record's path, not `path`: a staging made before a change of
+            // `state.staging_dir` stays where it is.
+            std::fs::create_dir_all(&rec.staging_path).map_err(|e| {
+                Status::internal(format!("creating staging path {}: {e}", rec.staging_path))
+            })?;
+            let stage = Req::NodeStageVolume(v1::NodeStageVolumeRequest {
+                volume_id: id.clone(),
+                publish_context: req.publish_context.clone(),
+                staging_target_path: rec.staging_path.clone(),
+                volume_capability: req.volume_capability.clone(),
+                secrets: req.secrets.clone(),
+                volume_context: req.volume_context.clone(),
+            });
+            translate::call_upstream(session, upstream, store, stage).await?;
+            tracing::info!(volume_id = %id, staging_path = %rec.staging_path, "emulated NodeStageVolume");
+            self.crash.at("publish:staged");
+            rec.staged = true;
+            self.records.save(&id, &rec, 0)?;
+        }
+        req.staging_target_path = rec.staging_path.clone();
+        let resp =
+            translate::call_upstream(session, upstream, store, Req::NodePublishVolume(req)).await?;
+        self.crash.at("publish:published");
+        Ok(resp)
+    }
+
+    async fn unpublish(
+        &self,
+        session: &UpstreamSession,
+        upstream: &dyn RawUpstream,
+        store: Option<&dyn HandleStore>,
+        req: v1::NodeUnpublishVolumeRequest,
+    ) -> Result<Resp, Status> {
+        let _serial = self.lock(&req.volume_id).await;
+        let id = req.volume_id.clone();
+        let target = req.target_path.clone();
+        let Some(mut rec) = self.records.load(&id)? else {
+            // Not a volume this gateway staged: an ordinary unpublish.
+            return translate::call_upstream(
+                session,
+                upstream,
+                store,
+                Req::NodeUnpublishVolume(req),
+            )
+            .await;
+        };
+        let resp =
+            translate::call_upstream(session, upstream, store, Req::NodeUnpublishVolume(req))
+                .await?;
+        self.crash.at("unpublish:unpublished");
+        if rec.targets.remove(&target) {
+            // With the last target gone the volume is about to be unstaged: a publish that
+            // comes after a crash past this point must stage again, not trust `staged`.
+            if rec.targets.is_empty() {
+                rec.staged = false;
+            }
+            self.records.save(&id, &rec, -1)?;
+        }
+        self.crash.at("unpublish:unrecorded");
+        if rec.targets.is_empty() {
+            self.unstage(session, upstream, store, &id, &rec).await?;
+        }
+        Ok(resp)
+    }
+}
+
+/// Whether a call from a `front` client must be emulated: the client predates staging, the
+/// plugin requires it, and this is a node publish without staging or a node unpublish.
+fn emulated(front: Dialect, session: &UpstreamSession, request: &Req) -> bool {
+    let pre_staging = matches!(front, Dialect::V0_1 | Dialect::V0_1Oneof);
+    pre_staging
+        && session.requires_staging
+        && match request {
+            Req::NodePublishVolume(r) => r.staging_target_path.is_empty(),
+            Req::NodeUnpublishVolume(_) => true,
+            _ => false,
+        }
+}
+
+/// [`translate::call_upstream`], with staging emulated when it applies and `emulation` is
+/// configured. Without it, the plugin's refusal (FAILED_PRECONDITION) stands.
+pub async fn call_upstream(
+    emulation: Option<&Emulation>,
+    front: Dialect,
+    session: &UpstreamSession,
+    upstream: &dyn RawUpstream,
+    store: Option<&dyn HandleStore>,
+    request: Req,
+) -> Result<Resp, Status> {
+    match emulation {
+        Some(e) if emulated(front, session, &request) => match request {
+            Req::NodePublishVolume(r) => e.publish(session, upstream, store, r).await,
+            Req::NodeUnpublishVolume(r) => e.unpublish(session, upstream, store, r).await,
+            _ => unreachable!("emulated() admits only node publish and unpublish"),
+        },
+        _ => translate::call_upstream(session, upstream, store, request).await,
+    }
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

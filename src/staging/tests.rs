@@ -1,0 +1,203 @@
+//! Staging emulation against a fake v1 plugin that records its calls: reference counting,
+//! idempotent retries, and convergence from every state a crash can leave in the store.
+
+use std::sync::{Arc, Mutex};
+
+use super::*;
+use crate::store::embedded::Embedded;
+use crate::translate::UnaryFuture;
+
+/// A v1 plugin that answers every call OK (an empty message decodes as any v1 reply), or fails
+/// the RPC named in `fail`, and remembers the RPC names it was called with.
+#[derive(Default)]
+struct Plugin {
+    calls: Mutex<Vec<&'static str>>,
+    fail: Mutex<Option<&'static str>>,
+}
+
+impl RawUpstream for Plugin {
+    fn unary<'a>(&'a self, path: &'static str, _body: Vec<u8>) -> UnaryFuture<'a> {
+        let rpc = path.rsplit('/').next().unwrap();
+        self.calls.lock().unwrap().push(rpc);
+        let fail = *self.fail.lock().unwrap() == Some(rpc);
+        Box::pin(async move {
+            if fail {
+                Err(Status::unavailable("plugin down"))
+            } else {
+                Ok(Vec::new())
+            }
+        })
+    }
+}
+
+impl Plugin {
+    fn take(&self) -> Vec<&'static str> {
+        std::mem::take(&mut *self.calls.lock().unwrap())
+    }
+}
+
+struct Fixture {
+    emulation: Emulation,
+    plugin: Plugin,
+    session: UpstreamSession,
+    _dir: tempfile::TempDir,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let kv = Arc::new(Embedded::open(&dir.path().join("state.redb")).unwrap());
+    let emulation = Emulation::new(kv, dir.path().join("staging"), CrashPoint::default()).unwrap();
+    let mut session = UpstreamSession::new(Dialect::V1, None);
+    session.requires_staging = true;
+    Fixture {
+        emulation,
+        plugin: Plugin::default(),
+        session,
+        _dir: dir,
+    }
+}
+
+fn publish(target: &str) -> Req {
+    Req::NodePublishVolume(v1::NodePublishVolumeRequest {
+        volume_id: "vol".into(),
+        target_path: target.into(),
+        ..Default::default()
+    })
+}
+
+fn unpublish(target: &str) -> Req {
+    Req::NodeUnpublishVolume(v1::NodeUnpublishVolumeRequest {
+        volume_id: "vol".into(),
+        target_path: target.into(),
+    })
+}
+
+impl Fixture {
+    async fn call(&self, front: Dialect, req: Req) -> Result<Resp, Status> {
+        call_upstream(
+            Some(&self.emulation),
+            front,
+            &self.session,
+            &self.plugin,
+            None,
+            req,
+        )
+        .await
+    }
+
+    fn record(&self) -> Option<Record> {
+        self.emulation.records.load("vol").unwrap()
+    }
+}
+
+#[tokio::test]
+async fn stages_once_counts_targets_and_unstages_after_the_last() {
+    let f = fixture();
+    f.call(Dialect::V0_1, publish("/t/1")).await.unwrap();
+    assert_eq!(f.plugin.take(), ["NodeStageVolume", "NodePublishVolume"]);
+    f.call(Dialect::V0_1, publish("/t/2")).await.unwrap();
+    assert_eq!(f.plugin.take(), ["NodePublishVolume"], "staged once");
+    // A retried publish of a target already counted is not counted twice.
+    f.call(Dialect::V0_1, publish("/t/1")).await.unwrap();
+    assert_eq!(f.plugin.take(), ["NodePublishVolume"]);
+    assert_eq!(f.emulation.references(), 2);
+    f.call(Dialect::V0_1, unpublish("/t/1")).await.unwrap();
+    assert_eq!(f.plugin.take(), ["NodeUnpublishVolume"], "still one target");
+    assert_eq!(f.emulation.references(), 1);
+    f.call(Dialect::V0_1, unpublish("/t/2")).await.unwrap();
+    assert_eq!(
+        f.plugin.take(),
+        ["NodeUnpublishVolume", "NodeUnstageVolume"]
+    );
+    assert_eq!(f.record(), None);
+    assert_eq!(f.emulation.references(), 0);
+    // A retried last unpublish after the record is gone is an ordinary unpublish.
+    f.call(Dialect::V0_1, unpublish("/t/2")).await.unwrap();
+    assert_eq!(f.plugin.take(), ["NodeUnpublishVolume"]);
+}
+
+#[tokio::test]
+async fn clients_that_know_staging_are_not_emulated() {
+    let f = fixture();
+    let e = f.call(Dialect::V1, publish("/t/1")).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::FailedPrecondition);
+    assert!(f.plugin.take().is_empty());
+    assert_eq!(f.record(), None);
+}
+
+#[tokio::test]
+async fn a_failed_stage_keeps_the_target_so_a_retry_or_unpublish_converges() {
+    let f = fixture();
+    *f.plugin.fail.lock().unwrap() = Some("NodeStageVolume");
+    let e = f.call(Dialect::V0_1, publish("/t/1")).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unavailable);
+    let rec = f.record().expect("written before the stage");
+    assert!(!rec.staged && rec.targets.contains("/t/1"), "{rec:?}");
+    *f.plugin.fail.lock().unwrap() = None;
+    f.plugin.take();
+    // The client gives up: its unpublish unstages whatever the failed stage left.
+    f.call(Dialect::V0_1, unpublish("/t/1")).await.unwrap();
+    assert_eq!(
+        f.plugin.take(),
+        ["NodeUnpublishVolume", "NodeUnstageVolume"]
+    );
+    assert_eq!(f.record(), None);
+}
+
+/// The records a crash can leave, and what the client's retry then does.
+#[tokio::test]
+async fn every_crash_state_converges_on_retry() {
+    let cases: &[(&[&str], bool, Req, &[&str])] = &[
+        // Crashed after recording the target, before (or during) the stage: stage again.
+        (
+            &["/t/1"],
+            false,
+            publish("/t/1"),
+            &["NodeStageVolume", "NodePublishVolume"],
+        ),
+        // Crashed after the stage was recorded: publish only.
+        (&["/t/1"], true, publish("/t/1"), &["NodePublishVolume"]),
+        // Crashed after the plugin unpublished, before the target left the record.
+        (
+            &["/t/1"],
+            true,
+            unpublish("/t/1"),
+            &["NodeUnpublishVolume", "NodeUnstageVolume"],
+        ),
+        // Crashed with no target left (before or after the unstage): unstage (again).
+        (
+            &[],
+            false,
+            unpublish("/t/1"),
+            &["NodeUnpublishVolume", "NodeUnstageVolume"],
+        ),
+        // ...and a new publish in that state stages again rather than trusting the old stage.
+        (
+            &[],
+            false,
+            publish("/t/9"),
+            &["NodeStageVolume", "NodePublishVolume"],
+        ),
+    ];
+    for (targets, staged, retry, expected) in cases {
+        let f = fixture();
+        let rec = Record {
+            staging_path: staging_path(&f.emulation.dir, "vol")
+                .unwrap()
+                .display()
+                .to_string(),
+            staged: *staged,
+            targets: targets.iter().map(|t| t.to_string()).collect(),
+        };
+        f.emulation
+            .records
+            .save("vol", &rec, targets.len() as i64)
+            .unwrap();
+        f.call(Dialect::V0_1Oneof, retry.clone()).await.unwrap();
+        assert_eq!(
+            f.plugin.take(),
+            *expected,
+            "from {rec:?} retrying {retry:?}"
+        );
+    }
+}
