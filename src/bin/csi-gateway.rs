@@ -160,12 +160,15 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     init_logging(config.log_json, &config.log_level)?;
-    let runtime = if std::env::var("CSI_GATEWAY_THREADS").as_deref() == Ok("1") {
-        tokio::runtime::Builder::new_current_thread()
+    let runtime = match config.worker_threads {
+        1 => tokio::runtime::Builder::new_current_thread()
             .enable_all()
-            .build()
-    } else {
-        tokio::runtime::Runtime::new()
+            .build(),
+        0 => tokio::runtime::Runtime::new(),
+        n => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build(),
     }
     .context("starting the runtime")?;
     runtime.block_on(async {

@@ -52,6 +52,31 @@ pub struct File {
     #[serde(default)]
     pub metrics: MetricsFile,
     pub state: StateFile,
+    #[serde(default)]
+    pub runtime: RuntimeFile,
+}
+
+/// The async runtime the gateway runs on.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeFile {
+    /// 1 (the default) runs everything on one thread: a client connection's calls and its
+    /// upstream connection share one task anyway, and it measured fastest that way
+    /// (`cargo bench --bench e2e`). 0 means one thread per core.
+    #[serde(default = "default_worker_threads")]
+    pub worker_threads: usize,
+}
+
+impl Default for RuntimeFile {
+    fn default() -> Self {
+        RuntimeFile {
+            worker_threads: default_worker_threads(),
+        }
+    }
+}
+
+fn default_worker_threads() -> usize {
+    1
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -240,6 +265,8 @@ pub struct Config {
     pub state: State,
     /// See [`Overrides::test_crash_at`].
     pub test_crash_at: Option<String>,
+    /// 1: a single-threaded runtime; 0: one worker per core; n: n workers.
+    pub worker_threads: usize,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -491,6 +518,7 @@ impl File {
             metrics_listen,
             probe_timeout: self.metrics.probe_timeout,
             state_dir: self.state.dir,
+            worker_threads: self.runtime.worker_threads,
             state,
             test_crash_at,
         })
