@@ -108,6 +108,16 @@ macro_rules! draft_result {
     };
 }
 
+/// The RPC type of a capability, in every dialect's nesting (`Type::Rpc(RPC { type })`).
+macro_rules! rpc_type {
+    ($cap:expr, $ty:path) => {
+        match &$cap.r#type {
+            Some($ty(r)) => Some(r.r#type),
+            None => None,
+        }
+    };
+}
+
 fn version_v01() -> Option<v0_1::Version> {
     Some(v0_1::Version {
         major: 0,
@@ -282,10 +292,7 @@ impl Front {
                 .into_inner()
                 .capabilities
                 .iter()
-                .filter_map(|c| match &c.r#type {
-                    Some(v1::controller_service_capability::Type::Rpc(r)) => Some(r.r#type),
-                    None => None,
-                })
+                .filter_map(|c| rpc_type!(c, v1::controller_service_capability::Type::Rpc))
                 .collect(),
             Dialect::V0_3 => v0_3::controller_client::ControllerClient::new(ch)
                 .controller_get_capabilities(v0_3::ControllerGetCapabilitiesRequest {})
@@ -293,10 +300,7 @@ impl Front {
                 .into_inner()
                 .capabilities
                 .iter()
-                .filter_map(|c| match &c.r#type {
-                    Some(v0_3::controller_service_capability::Type::Rpc(r)) => Some(r.r#type),
-                    None => None,
-                })
+                .filter_map(|c| rpc_type!(c, v0_3::controller_service_capability::Type::Rpc))
                 .collect(),
             Dialect::V0_1 => v0_1::controller_client::ControllerClient::new(ch)
                 .controller_get_capabilities(v0_1::ControllerGetCapabilitiesRequest {
@@ -306,10 +310,7 @@ impl Front {
                 .into_inner()
                 .capabilities
                 .iter()
-                .filter_map(|c| match &c.r#type {
-                    Some(v0_1::controller_service_capability::Type::Rpc(r)) => Some(r.r#type),
-                    None => None,
-                })
+                .filter_map(|c| rpc_type!(c, v0_1::controller_service_capability::Type::Rpc))
                 .collect(),
             Dialect::V0_1Oneof => {
                 let r = draft::controller_client::ControllerClient::new(ch)
@@ -321,10 +322,7 @@ impl Front {
                 draft_result!(r, controller_get_capabilities_response)?
                     .capabilities
                     .iter()
-                    .filter_map(|c| match &c.r#type {
-                        Some(draft::controller_service_capability::Type::Rpc(r)) => Some(r.r#type),
-                        None => None,
-                    })
+                    .filter_map(|c| rpc_type!(c, draft::controller_service_capability::Type::Rpc))
                     .collect()
             }
         };
@@ -344,10 +342,7 @@ impl Front {
                 .into_inner()
                 .capabilities
                 .iter()
-                .filter_map(|c| match &c.r#type {
-                    Some(v1::node_service_capability::Type::Rpc(r)) => Some(r.r#type),
-                    None => None,
-                })
+                .filter_map(|c| rpc_type!(c, v1::node_service_capability::Type::Rpc))
                 .collect(),
             Dialect::V0_3 => v0_3::node_client::NodeClient::new(ch)
                 .node_get_capabilities(v0_3::NodeGetCapabilitiesRequest {})
@@ -355,10 +350,7 @@ impl Front {
                 .into_inner()
                 .capabilities
                 .iter()
-                .filter_map(|c| match &c.r#type {
-                    Some(v0_3::node_service_capability::Type::Rpc(r)) => Some(r.r#type),
-                    None => None,
-                })
+                .filter_map(|c| rpc_type!(c, v0_3::node_service_capability::Type::Rpc))
                 .collect(),
             Dialect::V0_1 => v0_1::node_client::NodeClient::new(ch)
                 .node_get_capabilities(v0_1::NodeGetCapabilitiesRequest {
@@ -368,10 +360,7 @@ impl Front {
                 .into_inner()
                 .capabilities
                 .iter()
-                .filter_map(|c| match &c.r#type {
-                    Some(v0_1::node_service_capability::Type::Rpc(r)) => Some(r.r#type),
-                    None => None,
-                })
+                .filter_map(|c| rpc_type!(c, v0_1::node_service_capability::Type::Rpc))
                 .collect(),
             Dialect::V0_1Oneof => {
                 let r = draft::node_client::NodeClient::new(ch)
@@ -383,10 +372,7 @@ impl Front {
                 draft_result!(r, node_get_capabilities_response)?
                     .capabilities
                     .iter()
-                    .filter_map(|c| match &c.r#type {
-                        Some(draft::node_service_capability::Type::Rpc(r)) => Some(r.r#type),
-                        None => None,
-                    })
+                    .filter_map(|c| rpc_type!(c, draft::node_service_capability::Type::Rpc))
                     .collect()
             }
         };
