@@ -45,13 +45,13 @@ pub async fn check(
     } else {
         detected.dialect.to_string()
     };
-    let _ = writeln!(out, "endpoint:   {endpoint}");
-    let _ = writeln!(out, "dialect:    {dialect_name}");
+    let _ = writeln!(out, "{:<13}{endpoint}", "endpoint:");
+    let _ = writeln!(out, "{:<13}{dialect_name}", "dialect:");
     if let Some(v) = detected.version {
         let _ = writeln!(
             out,
-            "version:    {}.{}.{} (negotiated)",
-            v.major, v.minor, v.patch
+            "{:<13}{}.{}.{} (negotiated)",
+            "version:", v.major, v.minor, v.patch
         );
     }
     line(
@@ -152,7 +152,7 @@ fn line(out: &mut String, label: &str, outcome: Outcome, show: impl Fn(&Response
         Ok(Err(s)) => format!("{:?}: {}", s.code(), s.message()),
         Err(_) => "timed out".into(),
     };
-    let _ = writeln!(out, "{:<11} {text}", format!("{label}:"));
+    let _ = writeln!(out, "{:<13}{text}", format!("{label}:"));
 }
 
 fn names(items: impl Iterator<Item = String>) -> String {

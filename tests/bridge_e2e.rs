@@ -195,7 +195,11 @@ async fn unusable_tls_settings_stop_the_start() {
         &(front_section(&d.join("a.sock"), "tcp://127.0.0.1:1")
             + &upstream_tls_section(&missing, &ckey, &pki.ca_path, "")),
     );
-    assert!(!a.wait_exit().success());
+    assert_eq!(
+        a.wait_exit().code(),
+        Some(64),
+        "unusable TLS files are a configuration error"
+    );
     a.wait_log(&format!("cannot read {}", missing.display()));
     assert!(!d.join("a.sock").exists(), "nothing was bound");
 
@@ -207,7 +211,7 @@ async fn unusable_tls_settings_stop_the_start() {
         &(front_section(&d.join("a.sock"), "tcp://127.0.0.1:1")
             + &upstream_tls_section(&ccert, &other_key, &pki.ca_path, "")),
     );
-    assert!(!a.wait_exit().success());
+    assert_eq!(a.wait_exit().code(), Some(64));
     a.wait_log(&format!(
         "the private key in {} does not match this certificate",
         other_key.display()

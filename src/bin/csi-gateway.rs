@@ -172,7 +172,16 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     .context("starting the runtime")?;
     runtime.block_on(async {
-        let running = csi_gateway::gateway::start(&config).await?;
+        let running = match csi_gateway::gateway::start(&config).await {
+            Ok(running) => running,
+            // Certificate files the configuration names but that cannot be used are a
+            // configuration error too: the same exit code as any other bad setting.
+            Err(e @ csi_gateway::gateway::StartError::Tls(_)) => {
+                eprintln!("csi-gateway: configuration error: {e}");
+                return Ok(ExitCode::from(EXIT_CONFIG));
+            }
+            Err(e) => return Err(e.into()),
+        };
         wait_for_signal().await?;
         tracing::info!(grace = ?config.grace_period, "shutting down");
         running.shutdown().await;
