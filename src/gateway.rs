@@ -114,6 +114,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         backoff_max: config.backoff_max,
         failover: config.failover.clone(),
         tls: dialer,
+        inline_handles: config.state.inline_handles,
     });
     let Endpoint::Unix(path) = &config.listen else {
         unreachable!("config validation keeps the front on a UNIX socket")

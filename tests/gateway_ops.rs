@@ -270,3 +270,46 @@ async fn bad_configuration_exits_64_before_binding() {
         .unwrap();
     assert_eq!(missing.status.code(), Some(64));
 }
+
+#[tokio::test]
+async fn inline_handle_encoding_needs_no_state() {
+    let backend = Backend::start(Options::new("v0.1-oneof")).await;
+    let first = Gateway::start(&backend.socket, "v0.1", &["--handle-encoding=inline"]).await;
+    let f = Front::new(Dialect::V1, first.channel().await);
+    let v = f
+        .create("vol-inline", 1 << 20, &HashMap::new())
+        .await
+        .unwrap();
+    assert!(
+        v.id.starts_with("csigwh1:") && v.id.len() <= 128,
+        "{} ({} bytes)",
+        v.id,
+        v.id.len()
+    );
+    drop(first);
+
+    // A different gateway with empty state: everything it needs is in the volume id.
+    let second = Gateway::start(&backend.socket, "v0.1", &["--handle-encoding=inline"]).await;
+    let f = Front::new(Dialect::V1, second.channel().await);
+    let id_only = support::front::Volume {
+        id: v.id.clone(),
+        context: HashMap::new(),
+        capacity: 0,
+    };
+    let node = f.node_id().await.unwrap();
+    f.controller_publish(&id_only, &node).await.unwrap();
+    f.controller_unpublish(&id_only, &node).await.unwrap();
+    f.delete(&id_only, &HashMap::new()).await.unwrap();
+    f.delete(&id_only, &HashMap::new()).await.unwrap();
+
+    let bad = support::front::Volume {
+        id: "csigwh1:not-base64!".into(),
+        context: HashMap::new(),
+        capacity: 0,
+    };
+    let e = f
+        .delete(&bad, &HashMap::new())
+        .await
+        .expect_err("garbage inline id");
+    assert_eq!(e.code, Code::InvalidArgument, "{e:?}");
+}

@@ -100,6 +100,9 @@ struct RunArgs {
     /// Directory of the gateway-owned staging paths (staging emulation).
     #[arg(long)]
     staging_dir: Option<PathBuf>,
+    /// Where a draft plugin's VolumeHandle metadata lives: store (default) or inline (in the id).
+    #[arg(long)]
+    handle_encoding: Option<String>,
     /// TEST HOOK, hidden: SIGKILL the gateway at this named staging-emulation step.
     #[arg(long, hide = true)]
     test_crash_at: Option<String>,
@@ -147,6 +150,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             etcd_endpoints: args.etcd_endpoints,
             etcd_prefix: args.etcd_prefix,
             staging_dir: args.staging_dir,
+            handle_encoding: args.handle_encoding,
         },
         test_crash_at: args.test_crash_at,
     };

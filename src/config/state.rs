@@ -24,6 +24,14 @@ pub struct StateFile {
     pub etcd_prefix: String,
     /// Gateway-owned staging paths for staging emulation; default `<dir>/staging`.
     pub staging_dir: Option<PathBuf>,
+    /// Where a draft plugin's VolumeHandle metadata lives between calls: "store" (the durable
+    /// store, the default) or "inline" (inside the volume id; stateless, ≤ 128 bytes).
+    #[serde(default = "default_handle_encoding")]
+    pub handle_encoding: String,
+}
+
+fn default_handle_encoding() -> String {
+    "store".into()
 }
 
 fn default_backend() -> String {
@@ -50,6 +58,8 @@ pub enum StoreBackend {
 pub struct State {
     pub backend: StoreBackend,
     pub staging_dir: PathBuf,
+    /// `handle_encoding = "inline"`.
+    pub inline_handles: bool,
 }
 
 /// Command-line overrides of `[state]`.
@@ -60,6 +70,7 @@ pub struct StateOverrides {
     pub etcd_endpoints: Option<String>,
     pub etcd_prefix: Option<String>,
     pub staging_dir: Option<PathBuf>,
+    pub handle_encoding: Option<String>,
 }
 
 impl StateFile {
@@ -80,6 +91,9 @@ impl StateFile {
         }
         if let Some(d) = o.staging_dir {
             self.staging_dir = Some(d);
+        }
+        if let Some(h) = o.handle_encoding {
+            self.handle_encoding = h;
         }
     }
 
@@ -131,9 +145,20 @@ impl StateFile {
                 ),
             ));
         }
+        let inline_handles = match self.handle_encoding.as_str() {
+            "store" => false,
+            "inline" => true,
+            e => {
+                return Err(invalid(
+                    "state.handle_encoding",
+                    format!("{e:?}: must be \"store\" or \"inline\""),
+                ))
+            }
+        };
         Ok(State {
             backend,
             staging_dir,
+            inline_handles,
         })
     }
 }
@@ -163,7 +188,24 @@ mod tests {
             etcd_endpoints: endpoints.iter().map(|s| s.to_string()).collect(),
             etcd_prefix: default_etcd_prefix(),
             staging_dir: None,
+            handle_encoding: default_handle_encoding(),
         }
+    }
+
+    #[test]
+    fn handle_encoding_is_store_or_inline() {
+        assert!(!file("embedded", &[]).validate().unwrap().inline_handles);
+        let mut f = file("embedded", &[]);
+        f.handle_encoding = "inline".into();
+        assert!(f.validate().unwrap().inline_handles);
+        f.handle_encoding = "url".into();
+        assert!(matches!(
+            f.validate(),
+            Err(ConfigError::Invalid {
+                field: "state.handle_encoding",
+                ..
+            })
+        ));
     }
 
     #[test]

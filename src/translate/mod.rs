@@ -20,6 +20,7 @@ pub mod errors;
 mod fixtures;
 pub mod front;
 pub mod ids;
+pub mod inline;
 pub mod upstream;
 pub mod v0_1;
 pub mod v0_1_oneof;
@@ -85,6 +86,9 @@ pub struct UpstreamSession {
     /// (e.g. from configuration). `None`: `call_upstream` probes `ControllerGetCapabilities`
     /// when it must synthesize `GetPluginCapabilities` for a pre-v0.2 upstream.
     pub controller_service: Option<bool>,
+    /// `handle_encoding = "inline"`: a draft plugin's VolumeHandle rides inside the volume id
+    /// ([`inline`]) instead of the handle store.
+    pub inline_handles: bool,
 }
 
 impl UpstreamSession {
@@ -95,6 +99,7 @@ impl UpstreamSession {
             version,
             requires_staging: false,
             node_get_id_fallback: AtomicBool::new(false),
+            inline_handles: false,
             controller_service: None,
         }
     }

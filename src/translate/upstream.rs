@@ -173,6 +173,45 @@ fn metadata_for(
     Ok(store.get(id)?.unwrap_or_default())
 }
 
+/// `handle_encoding = "inline"`: turns an inline volume id in `request` back into the plugin's
+/// id, fills an empty volume context from it, and returns the handle's metadata.
+fn unwrap_inline(request: &mut Req) -> Result<Option<HashMap<String, String>>, Status> {
+    let (id, context) = match request {
+        Req::DeleteVolume(r) => (&mut r.volume_id, None),
+        Req::ControllerUnpublishVolume(r) => (&mut r.volume_id, None),
+        Req::NodeUnpublishVolume(r) => (&mut r.volume_id, None),
+        Req::ControllerPublishVolume(r) => (&mut r.volume_id, Some(&mut r.volume_context)),
+        Req::NodePublishVolume(r) => (&mut r.volume_id, Some(&mut r.volume_context)),
+        Req::ValidateVolumeCapabilities(r) => (&mut r.volume_id, Some(&mut r.volume_context)),
+        _ => return Ok(None),
+    };
+    let Some((plugin_id, metadata)) = super::inline::decode(id)? else {
+        return Ok(None);
+    };
+    *id = plugin_id;
+    if let Some(context) = context.filter(|c| c.is_empty()) {
+        *context = metadata.clone();
+    }
+    Ok(Some(metadata))
+}
+
+/// `handle_encoding = "inline"`: the volume ids a reply reveals carry their whole handle.
+fn wrap_inline(resp: &mut Resp) -> Result<(), Status> {
+    let volumes: Vec<&mut v1::Volume> = match resp {
+        Resp::CreateVolume(r) => r.volume.iter_mut().collect(),
+        Resp::ListVolumes(r) => r
+            .entries
+            .iter_mut()
+            .filter_map(|e| e.volume.as_mut())
+            .collect(),
+        _ => Vec::new(),
+    };
+    for v in volumes {
+        v.volume_id = super::inline::encode(&v.volume_id, &v.volume_context)?;
+    }
+    Ok(())
+}
+
 async fn call_draft(
     session: &UpstreamSession,
     upstream: &dyn RawUpstream,
@@ -198,9 +237,16 @@ async fn call_draft(
         };
         return Ok(plugin_capabilities(controller));
     }
-    let metadata = match id_only_volume(&request) {
-        Some(id) => metadata_for(store, &request, id)?,
-        None => HashMap::new(),
+    let mut request = request;
+    let inline = if session.inline_handles {
+        unwrap_inline(&mut request)?
+    } else {
+        None
+    };
+    let metadata = match (inline, id_only_volume(&request)) {
+        (Some(meta), _) => meta,
+        (None, Some(id)) => metadata_for(store, &request, id)?,
+        (None, None) => HashMap::new(),
     };
     let (path, body) = v0_1_oneof::upstream_request(request.clone(), ver, metadata)?;
     // Calls that carry the context: remember it for later id-only calls (e.g. the node-side
@@ -224,7 +270,11 @@ async fn call_draft(
         }
     }
     let bytes = upstream.unary(path, body).await?;
-    let resp = v0_1_oneof::upstream_reply(&request, &bytes)?;
+    let mut resp = v0_1_oneof::upstream_reply(&request, &bytes)?;
+    if session.inline_handles {
+        wrap_inline(&mut resp)?;
+        return Ok(resp);
+    }
     if let Some(store) = store {
         match (&request.method(), &resp) {
             // Written before the reply that reveals the metadata leaves the gateway.

@@ -34,6 +34,8 @@ pub struct Settings {
     pub failover: Vec<Endpoint>,
     /// Client TLS for `tcp://` endpoints (which are never dialed in plaintext).
     pub tls: Option<Arc<crate::tls::Dialer>>,
+    /// `handle_encoding = "inline"` (see `translate::inline`).
+    pub inline_handles: bool,
 }
 
 /// A connected plugin: the connection and what was learned on it.
@@ -164,6 +166,7 @@ async fn establish(settings: &Settings, endpoint: &Endpoint) -> Result<Live, Str
     .map_err(|_| format!("dialect detection on {endpoint} timed out"))?
     .map_err(|s| format!("dialect detection on {endpoint} failed: {}", s.message()))?;
     let mut session = UpstreamSession::new(detected.dialect, detected.version);
+    session.inline_handles = settings.inline_handles;
     if detected.v0_2 {
         session
             .node_get_id_fallback
