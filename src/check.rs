@@ -97,13 +97,11 @@ pub async fn check(
         call(Request::ControllerGetCapabilities(Default::default())).await,
         |r| match r {
             Response::ControllerGetCapabilities(c) => {
-                names(c.capabilities.iter().filter_map(|c| match &c.r#type {
-                    Some(v1::controller_service_capability::Type::Rpc(rpc)) => {
-                        Some(rpc_name::<v1::controller_service_capability::rpc::Type>(
-                            rpc.r#type,
-                        ))
-                    }
-                    None => None,
+                names(c.capabilities.iter().filter_map(|c| {
+                    let v1::controller_service_capability::Type::Rpc(rpc) = c.r#type.as_ref()?;
+                    Some(rpc_name::<v1::controller_service_capability::rpc::Type>(
+                        rpc.r#type,
+                    ))
                 }))
             }
             _ => String::new(),
@@ -114,16 +112,12 @@ pub async fn check(
         "node",
         call(Request::NodeGetCapabilities(Default::default())).await,
         |r| match r {
-            Response::NodeGetCapabilities(c) => {
-                names(c.capabilities.iter().filter_map(|c| match &c.r#type {
-                    Some(v1::node_service_capability::Type::Rpc(rpc)) => {
-                        Some(rpc_name::<v1::node_service_capability::rpc::Type>(
-                            rpc.r#type,
-                        ))
-                    }
-                    None => None,
-                }))
-            }
+            Response::NodeGetCapabilities(c) => names(c.capabilities.iter().filter_map(|c| {
+                let v1::node_service_capability::Type::Rpc(rpc) = c.r#type.as_ref()?;
+                Some(rpc_name::<v1::node_service_capability::rpc::Type>(
+                    rpc.r#type,
+                ))
+            })),
             _ => String::new(),
         },
     );

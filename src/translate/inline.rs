@@ -45,8 +45,11 @@ pub fn encode(id: &str, metadata: &HashMap<String, String>) -> Result<String, St
     Ok(encoded)
 }
 
+/// A plugin's volume id and its handle metadata.
+pub type PluginHandle = (String, HashMap<String, String>);
+
 /// The handle inside an inline volume id; `None` for an id that is not one.
-pub fn decode(volume_id: &str) -> Result<Option<(String, HashMap<String, String>)>, Status> {
+pub fn decode(volume_id: &str) -> Result<Option<PluginHandle>, Status> {
     let Some(rest) = volume_id.strip_prefix(PREFIX) else {
         return Ok(None);
     };
