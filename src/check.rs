@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::endpoint::Endpoint;
 use crate::grpc::Status;
 use crate::hub::{v1, Request, Response};
-use crate::translate::{self, UpstreamSession};
+use crate::translate;
 use crate::upstream::{detect, Connection};
 
 /// Connects to `endpoint`, detects its dialect (or uses `dialect`) and returns a report.
@@ -27,12 +27,7 @@ pub async fn check(
                 "detection on {endpoint} timed out after {timeout:?}"
             ))
         })??;
-    let session = UpstreamSession::new(detected.dialect, detected.version);
-    if detected.v0_2 {
-        session
-            .node_get_id_fallback
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-    }
+    let session = detected.session();
     let call = |req: Request| {
         let (session, conn) = (&session, &conn);
         async move {

@@ -18,6 +18,19 @@ pub struct Detected {
     pub v0_2: bool,
 }
 
+impl Detected {
+    /// The translation session for what was detected (a v0.2 plugin answers NodeGetId only).
+    pub fn session(&self) -> translate::UpstreamSession {
+        let session = translate::UpstreamSession::new(self.dialect, self.version);
+        if self.v0_2 {
+            session
+                .node_get_id_fallback
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        session
+    }
+}
+
 /// Finds the dialect of the plugin on `conn`, or checks the configured one.
 pub async fn detect(conn: &Connection, configured: Option<Dialect>) -> Result<Detected, Status> {
     let dialect = match configured {

@@ -165,13 +165,8 @@ async fn establish(settings: &Settings, endpoint: &Endpoint) -> Result<Live, Str
     .await
     .map_err(|_| format!("dialect detection on {endpoint} timed out"))?
     .map_err(|s| format!("dialect detection on {endpoint} failed: {}", s.message()))?;
-    let mut session = UpstreamSession::new(detected.dialect, detected.version);
+    let mut session = detected.session();
     session.inline_handles = settings.inline_handles;
-    if detected.v0_2 {
-        session
-            .node_get_id_fallback
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-    }
     let (driver_name, requires_staging) = learn(&session, &conn, settings.connect_timeout).await;
     session.requires_staging = requires_staging;
     Ok(Live {
