@@ -91,13 +91,14 @@ pub fn finish(report: &Report, total: Duration, redactor: &Redactor) {
     }
 }
 
+fn volume_id_of(report: &Report) -> Option<String> {
+    let (route, body) = (report.route?, report.request.as_ref()?);
+    volume_id::volume_id(route.dialect, route.method.path, body)
+}
+
 fn log_line(report: &Report, method: &str, total: Duration) {
     let front = report.route.map(|r| r.dialect.name());
     let upstream = report.upstream_dialect.map(Dialect::name);
-    let volume_id = match (report.route, &report.request) {
-        (Some(r), Some(body)) => volume_id::volume_id(r.dialect, r.method.path, body),
-        _ => None,
-    };
     let code = metrics::code_name(report.code);
     let micros = total.as_micros() as u64;
     let error = report.message.as_deref();
@@ -108,6 +109,7 @@ fn log_line(report: &Report, method: &str, total: Duration) {
     if probe {
         tracing::debug!(target: "csi_gateway::rpc", method, front, upstream, code, micros, error, "rpc");
     } else {
-        tracing::info!(target: "csi_gateway::rpc", method, front, upstream, volume_id, code, micros, error, "rpc");
+        // The volume id is read from the request only when this line is actually emitted.
+        tracing::info!(target: "csi_gateway::rpc", method, front, upstream, volume_id = volume_id_of(report), code, micros, error, "rpc");
     }
 }
