@@ -27,14 +27,6 @@ impl Drop for Prometheus {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Starts Prometheus scraping `target` every 200ms; fails the test if it is not installed.
 fn start_prometheus(target: u16) -> Prometheus {
     let dir = tempfile::tempdir().unwrap();
@@ -46,7 +38,7 @@ fn start_prometheus(target: u16) -> Prometheus {
         ),
     )
     .unwrap();
-    let port = free_port();
+    let port = support::free_port();
     let child = Command::new("prometheus")
         .arg(format!("--config.file={}", config.display()))
         .arg(format!(
@@ -105,7 +97,7 @@ fn value(sample: &Value) -> f64 {
 #[tokio::test]
 async fn prometheus_scrapes_sidecar_compatible_series() {
     let backend = Backend::start(Options::new("v0.1-oneof")).await;
-    let metrics_port = free_port();
+    let metrics_port = support::free_port();
     let gateway = Gateway::start(
         &backend.socket,
         "v0.1",

@@ -23,14 +23,6 @@ fn secrets() -> HashMap<String, String> {
     .into()
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 async fn no_canary_leaks(front: Dialect, upstream: Dialect) {
     let backend =
         Backend::start(Options::new(upstream.name()).arg("--require-staging=false")).await;
@@ -39,7 +31,7 @@ async fn no_canary_leaks(front: Dialect, upstream: Dialect) {
     } else {
         "v0.1"
     };
-    let port = free_port();
+    let port = support::free_port();
     let gateway = Gateway::start(
         &backend.socket,
         legacy,

@@ -3,7 +3,6 @@
 //! `.ci/run` installs the package.
 
 use std::fs;
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -32,19 +31,11 @@ fn binary() -> PathBuf {
     bin
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 impl Etcd {
     /// Starts a one-member cluster and returns once `/health` reports it healthy.
     pub async fn start() -> Etcd {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (client, peer) = (free_port(), free_port());
+        let (client, peer) = (super::free_port(), super::free_port());
         let endpoint = format!("http://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
         let log = dir.path().join("etcd.log");

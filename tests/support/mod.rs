@@ -317,6 +317,15 @@ pub async fn connect(path: &Path) -> Channel {
     .expect("connect to the backend socket")
 }
 
+/// A loopback TCP port that was free a moment ago (the OS picks it).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Polls `cond` until true or panics after `limit` (for file-system effects of another process).
 pub async fn eventually(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
