@@ -176,7 +176,13 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "metrics and health endpoint");
         tokio::spawn(metrics::http::serve(listener, endpoint, stop.clone()));
     }
-    let serving = tokio::spawn(listener::serve(listener, shared, stop, config.grace_period));
+    let serving = tokio::spawn(listener::serve(
+        listener,
+        shared,
+        stop,
+        config.grace_period,
+        config.splice,
+    ));
     Ok(Running {
         socket: path.clone(),
         shutdown,

@@ -5,6 +5,9 @@
 //! - [`config`]: the TOML file, `CSI_ENDPOINT` and flags, validated before anything binds.
 //! - [`gateway`]: the pieces assembled and started, top to bottom.
 //! - [`front`]: the UNIX socket clients call; route table by gRPC path; one call's path.
+//! - [`splice`]: the fast path — a client connection's HTTP/2 frames copied onto an upstream
+//!   connection of its own, with only header blocks decoded; calls that need translation are
+//!   answered on the same connection through [`front`]'s call path.
 //! - [`grpc`]: gRPC framing and status over HTTP/2.
 //! - [`dialect`]: the four wire dialects — generated types, descriptors and method tables.
 //! - [`translate`]: conversions between each dialect and the hub; error and capability tables.
@@ -26,6 +29,7 @@ pub mod gateway;
 
 pub mod front;
 pub mod grpc;
+pub mod splice;
 
 pub mod dialect;
 pub mod hub;

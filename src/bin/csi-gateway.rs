@@ -76,6 +76,10 @@ struct RunArgs {
     /// Which of v0.1 and v0.1-oneof the front serves under the package `csi`.
     #[arg(long)]
     legacy_dialect: Option<String>,
+    /// Splice client connections onto upstream connections of their own (true) or terminate
+    /// every connection (false); see listen.splice.
+    #[arg(long)]
+    splice: Option<bool>,
     /// Log format: text or json.
     #[arg(long)]
     log_format: Option<String>,
@@ -141,6 +145,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         upstream: args.upstream,
         upstream_dialect: args.upstream_dialect,
         legacy_dialect: args.legacy_dialect,
+        splice: args.splice,
         log_format: args.log_format,
         log_level: args.log_level,
         metrics_listen: args.metrics_listen,

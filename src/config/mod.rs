@@ -75,6 +75,10 @@ impl Default for RuntimeFile {
     }
 }
 
+fn default_splice() -> bool {
+    true
+}
+
 fn default_worker_threads() -> usize {
     1
 }
@@ -92,6 +96,9 @@ pub struct ListenFile {
     pub legacy_dialect: String,
     #[serde(default = "default_grace", with = "humantime_serde")]
     pub grace_period: Duration,
+    /// Splice client connections onto upstream connections of their own (UNIX upstreams).
+    #[serde(default = "default_splice")]
+    pub splice: bool,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -228,6 +235,8 @@ pub struct Overrides {
     pub upstream: Option<String>,
     pub upstream_dialect: Option<String>,
     pub legacy_dialect: Option<String>,
+    /// `listen.splice`.
+    pub splice: Option<bool>,
     pub log_format: Option<String>,
     pub log_level: Option<String>,
     pub metrics_listen: Option<String>,
@@ -246,6 +255,8 @@ pub struct Config {
     pub socket_owner: Option<(u32, u32)>,
     pub front_dialects: Vec<Dialect>,
     pub grace_period: Duration,
+    /// See [`ListenFile::splice`].
+    pub splice: bool,
     pub upstream: UpstreamTarget,
     pub upstream_dialect: Option<Dialect>,
     pub connect_timeout: Duration,
@@ -319,6 +330,9 @@ impl File {
         set(&mut self.upstream.endpoint, o.upstream);
         set(&mut self.upstream.dialect, o.upstream_dialect);
         set(&mut self.listen.legacy_dialect, o.legacy_dialect);
+        if let Some(splice) = o.splice {
+            self.listen.splice = splice;
+        }
         set(&mut self.log.format, o.log_format);
         set(&mut self.log.level, o.log_level);
         set(&mut self.metrics.listen, o.metrics_listen);
@@ -504,6 +518,7 @@ impl File {
             socket_owner,
             front_dialects: vec![Dialect::V1, Dialect::V0_3, legacy],
             grace_period: self.listen.grace_period,
+            splice: self.listen.splice,
             upstream,
             upstream_dialect,
             connect_timeout: self.upstream.connect_timeout,

@@ -11,7 +11,7 @@ use h2::server::SendResponse;
 use h2::RecvStream;
 use http::{HeaderValue, Request, Response};
 
-use crate::grpc::{body, frame, status, Code, Status, CONTENT_TYPE};
+use crate::grpc::{self, body, frame, status, Code, Status, CONTENT_TYPE};
 use crate::metrics::{InFlight, Outcome};
 use crate::observe::{self, Report};
 use crate::tls::Authorization;
@@ -45,10 +45,7 @@ async fn serve(
     report: &mut Report,
 ) {
     let Some(route) = shared.router.route(&report.path) else {
-        let s = Status::unimplemented(format!(
-            "unknown method {}: not a CSI RPC this gateway serves",
-            report.path
-        ));
+        let s = unknown_method(&report.path);
         report.fail(&s);
         return reply_status(respond, &s);
     };
@@ -103,25 +100,80 @@ async fn serve(
         return;
     }
     if route.method.server_streaming {
-        let s = Status::unimplemented(format!(
-            "{} streams; streaming RPCs pass through only between v1 peers, and the upstream speaks {}",
-            route.method.path, live.detected.dialect
-        ));
+        let s = streaming_refused(route, &live);
         report.fail(&s);
         return reply_status(respond, &s);
     }
-    let deadline = grpc_timeout(request.headers());
-    let encoded = translated(
-        shared,
-        &live,
-        &conn,
-        route,
-        request.into_body(),
-        deadline,
-        report,
-    )
-    .await;
+    let deadline = request
+        .headers()
+        .get("grpc-timeout")
+        .and_then(|v| grpc::parse_timeout(v.as_bytes()));
+    let message = read_message(&mut request.into_body()).await;
+    let encoded = translated(shared, &live, &conn, route, message, deadline, report).await;
     reply(respond, encoded, report);
+}
+
+/// Answers a call from its request message, for the splice, which reads requests itself: an
+/// unknown method, a call translated for the current upstream, or — when the splice's own
+/// upstream connection is gone — a same-dialect call relayed on the gateway's shared one.
+/// Returns the reply message, or the status to send as the whole reply.
+pub async fn answer(
+    shared: &Shared,
+    message: Result<Bytes, Status>,
+    deadline: Option<Duration>,
+    report: &mut Report,
+) -> Result<Vec<u8>, Status> {
+    let Some(route) = report.route else {
+        let s = unknown_method(&report.path);
+        report.fail(&s);
+        return Err(s);
+    };
+    let live = match shared.upstream.live() {
+        Ok(live) => live,
+        Err(s) => {
+            report.fail(&s);
+            return translate::encode_front(route.dialect, route.method.path, Err(s));
+        }
+    };
+    report.upstream_dialect = Some(live.detected.dialect);
+    report.driver = Some(live.driver_name.clone());
+    if route.method.server_streaming {
+        let s = if route.dialect == live.detected.dialect {
+            Status::unavailable(format!(
+                "{} streams, and this connection lost its upstream connection: call again on a new connection",
+                route.method.path
+            ))
+        } else {
+            streaming_refused(route, &live)
+        };
+        report.fail(&s);
+        return Err(s);
+    }
+    if route.dialect == live.detected.dialect {
+        let message = message?;
+        report.request = Some(message.clone());
+        let began = Instant::now();
+        let reply = live.conn.unary(route.method.path, &message).await;
+        report.upstream = Some(began.elapsed());
+        if let Err(s) = &reply {
+            report.fail(s);
+        }
+        return reply.map(|b| b.to_vec());
+    }
+    translated(shared, &live, &live.conn, route, message, deadline, report).await
+}
+
+fn unknown_method(path: &str) -> Status {
+    Status::unimplemented(format!(
+        "unknown method {path}: not a CSI RPC this gateway serves"
+    ))
+}
+
+fn streaming_refused(route: Route, live: &Live) -> Status {
+    Status::unimplemented(format!(
+        "{} streams; streaming RPCs pass through only between v1 peers, and the upstream speaks {}",
+        route.method.path, live.detected.dialect
+    ))
 }
 
 /// Decodes the front's request, calls the upstream through the hub, and encodes the outcome in
@@ -131,12 +183,12 @@ async fn translated(
     live: &Live,
     conn: &Connection,
     route: Route,
-    mut body: RecvStream,
+    message: Result<Bytes, Status>,
     deadline: Option<Duration>,
     report: &mut Report,
 ) -> Result<Vec<u8>, Status> {
     let (dialect, path) = (route.dialect, route.method.path);
-    let message = match read_message(&mut body).await {
+    let message = match message {
         Ok(m) => m,
         Err(s) => return refused(report, dialect, path, s),
     };
@@ -227,42 +279,5 @@ fn send_message(respond: &mut SendResponse<Bytes>, message: &[u8]) {
     };
     if stream.send_data(frame::encode(message), false).is_ok() {
         let _ = stream.send_trailers(status::ok_trailers());
-    }
-}
-
-/// The client's deadline from `grpc-timeout` (e.g. `100m`, `5S`).
-fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
-    let v = headers.get("grpc-timeout")?.to_str().ok()?;
-    let (digits, unit) = v.split_at(v.len().checked_sub(1)?);
-    let n: u64 = digits.parse().ok()?;
-    Some(match unit {
-        "H" => Duration::from_secs(n.saturating_mul(3600)),
-        "M" => Duration::from_secs(n.saturating_mul(60)),
-        "S" => Duration::from_secs(n),
-        "m" => Duration::from_millis(n),
-        "u" => Duration::from_micros(n),
-        "n" => Duration::from_nanos(n),
-        _ => return None,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_grpc_timeouts() {
-        let mut h = http::HeaderMap::new();
-        for (v, d) in [
-            ("5S", Duration::from_secs(5)),
-            ("100m", Duration::from_millis(100)),
-            ("2M", Duration::from_secs(120)),
-        ] {
-            h.insert("grpc-timeout", HeaderValue::from_static(v));
-            assert_eq!(grpc_timeout(&h), Some(d));
-        }
-        h.insert("grpc-timeout", HeaderValue::from_static("5x"));
-        assert_eq!(grpc_timeout(&h), None);
-        assert_eq!(grpc_timeout(&http::HeaderMap::new()), None);
     }
 }

@@ -10,28 +10,36 @@ use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::UnixListener;
+use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use crate::endpoint::Endpoint;
+use crate::splice::Splice;
 use crate::tls::Authorization;
 use crate::upstream::conn::{Connection, Driver};
 
 use super::call::handle;
 use super::Shared;
 
-/// Serves until `shutdown` turns true, then drains for at most `grace`.
+/// Serves until `shutdown` turns true, then drains for at most `grace`. With `splice`, a
+/// connection is spliced onto an upstream connection of its own whenever the upstream is a
+/// live UNIX socket (see `crate::splice`), and terminated otherwise.
 pub async fn serve(
     listener: UnixListener,
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
     grace: Duration,
+    splice: bool,
 ) {
     let mut connections = JoinSet::new();
     let mut stop = shutdown.clone();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
+                Ok((io, _)) if splice => {
+                    connections.spawn(splice_or_serve(io, shared.clone(), shutdown.clone()));
+                }
                 Ok((io, _)) => {
                     connections.spawn(serve_connection(io, shared.clone(), shutdown.clone()));
                 }
@@ -60,6 +68,26 @@ pub async fn serve(
     } else if in_flight > 0 {
         tracing::info!(connections = in_flight, "drained");
     }
+}
+
+/// Splices the connection when the upstream is live on a UNIX socket that answers; otherwise
+/// (upstream down, TCP upstream) terminates it.
+async fn splice_or_serve(io: UnixStream, shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
+    if let Ok(live) = shared.upstream.live() {
+        if let Endpoint::Unix(path) = live.conn.endpoint() {
+            match tokio::time::timeout(Duration::from_secs(2), UnixStream::connect(path)).await {
+                Ok(Ok(upstream)) => {
+                    tracing::debug!("client connection spliced");
+                    return Splice::new(shared, live, io, upstream, shutdown)
+                        .run()
+                        .await;
+                }
+                Ok(Err(e)) => tracing::debug!(error = %e, "cannot splice: upstream refused"),
+                Err(_) => tracing::debug!("cannot splice: upstream connect timed out"),
+            }
+        }
+    }
+    serve_connection(io, shared, shutdown).await
 }
 
 /// Serves the streams of one HTTP/2 connection.

@@ -6,11 +6,14 @@
 
 pub mod http;
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Duration;
 
 use metrics::{
-    counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Unit,
+    counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram, Gauge,
+    Histogram, Unit,
 };
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -171,8 +174,7 @@ pub struct CallMetrics<'a> {
 }
 
 pub fn record_call(c: &CallMetrics<'_>) {
-    histogram!(OPERATIONS, "driver_name" => c.driver.to_string(), "method_name" => c.method, "grpc_status_code" => code_name(c.code))
-        .record(c.total.as_secs_f64());
+    operations(c.driver, c.method, c.code).record(c.total.as_secs_f64());
     if let Some(up) = c.upstream {
         histogram!(UPSTREAM_SECONDS, "method_name" => c.method).record(up.as_secs_f64());
         histogram!(OVERHEAD_SECONDS, "method_name" => c.method)
@@ -184,19 +186,43 @@ pub fn record_call(c: &CallMetrics<'_>) {
     }
 }
 
+/// Sidecar histogram handles by (method, code), each with the driver it was made for.
+type OperationHandles = HashMap<(&'static str, i32), (String, Histogram)>;
+
+thread_local! {
+    /// Handles already looked up in the registry: the hot path records into a handle instead
+    /// of building and hashing its labels on every call.
+    static OPERATION_HANDLES: RefCell<OperationHandles> = RefCell::new(HashMap::new());
+    static IN_FLIGHT_GAUGE: Gauge = gauge!(IN_FLIGHT);
+}
+
+/// The sidecar histogram's series for one driver, method and code.
+fn operations(driver: &str, method: &'static str, code: Code) -> Histogram {
+    OPERATION_HANDLES.with_borrow_mut(|handles| {
+        let slot = handles.entry((method, code as i32)).or_insert_with(|| {
+            (String::new(), Histogram::noop())
+        });
+        if slot.0 != driver {
+            let h = histogram!(OPERATIONS, "driver_name" => driver.to_string(), "method_name" => method, "grpc_status_code" => code_name(code));
+            *slot = (driver.to_string(), h);
+        }
+        slot.1.clone()
+    })
+}
+
 /// Counts a call in flight until dropped.
 pub struct InFlight(());
 
 impl InFlight {
     pub fn start() -> InFlight {
-        gauge!(IN_FLIGHT).increment(1.0);
+        IN_FLIGHT_GAUGE.with(|g| g.increment(1.0));
         InFlight(())
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        gauge!(IN_FLIGHT).decrement(1.0);
+        IN_FLIGHT_GAUGE.with(|g| g.decrement(1.0));
     }
 }
 

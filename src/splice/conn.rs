@@ -1,0 +1,1090 @@
+//! One spliced client connection: its frames read, looked at and written on in a single poll
+//! loop, with the upstream connection that belongs to it alone.
+//!
+//! What passes unchanged: the connection preface, SETTINGS, PING, GOAWAY, PRIORITY, unknown
+//! frames, every reply frame of a relayed stream, and DATA of relayed streams, so that the
+//! client and the upstream negotiate settings and flow control with each other as if directly
+//! connected. Stream ids are the client's own. Request header blocks are re-encoded (see
+//! `headers`), which frees the splice to answer some streams itself: those whose method needs
+//! translation, or that the gateway refuses. For those it is the server: it returns the
+//! client's flow-control credit for what it consumed, and sends its replies within the
+//! client's windows. Its replies take connection-level window the upstream does not know was
+//! used, so the splice owes that much: it keeps it back from the client's next connection
+//! WINDOW_UPDATE, and holds the upstream's DATA when forwarding it would exceed what the client
+//! really allows.
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes, BytesMut};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use httlib_hpack::Decoder;
+use tokio::io::AsyncWrite;
+use tokio::net::UnixStream;
+use tokio::sync::watch;
+
+use crate::front::call;
+use crate::front::Shared;
+use crate::grpc::{frame as grpc_frame, Code, Status, MAX_MESSAGE_BYTES};
+use crate::metrics::InFlight;
+use crate::observe::{self, Report};
+use crate::upstream::Live;
+
+use super::frame::{self, reason, Head, Kind};
+use super::headers;
+
+/// Reading pauses while this much waits to be written the other way.
+const HIGH_WATER: usize = 256 * 1024;
+/// A client that has not sent its preface by then is dropped.
+const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
+
+type LocalCall = Pin<Box<dyn Future<Output = (u32, Report, Result<Vec<u8>, Status>)> + Send>>;
+
+pub struct Splice {
+    shared: Arc<Shared>,
+    live: Arc<Live>,
+    client: UnixStream,
+    upstream: UnixStream,
+    from_client: BytesMut,
+    from_upstream: BytesMut,
+    to_client: BytesMut,
+    to_upstream: BytesMut,
+    preface: bool,
+    /// Whether the upstream's SETTINGS (the server preface) went to the client: nothing of the
+    /// splice's own may precede it.
+    server_preface: bool,
+    /// The connection cannot go on (a header block cut off midway).
+    dead: bool,
+    accepted: Instant,
+    client_decoder: Decoder<'static>,
+    upstream_decoder: Decoder<'static>,
+    /// A request header block still waiting for its CONTINUATION frames.
+    request_block: Option<Block>,
+    /// A reply header block whose frames went on but which is not complete: nothing may be
+    /// written to the client between its frames.
+    reply_block: Option<Block>,
+    streams: HashMap<u32, Stream>,
+    last_stream: u32,
+    /// The client's settings, which the splice obeys when it sends replies itself.
+    client_initial_window: i64,
+    client_max_frame: usize,
+    /// The upstream's largest frame, for re-encoded header blocks.
+    upstream_max_frame: usize,
+    /// How much more DATA the client accepts on the connection, from anyone.
+    window: i64,
+    /// Connection window the splice's own replies took and the upstream does not know about.
+    debt: u64,
+    /// The upstream's DATA waits: forwarding it now would exceed the client's window.
+    held: bool,
+    calls: FuturesUnordered<LocalCall>,
+    /// Local streams with reply frames still to send, in the order they were answered.
+    replying: VecDeque<u32>,
+    /// Set once the gateway is shutting down and told the client so: streams after this id
+    /// are refused, and the connection ends with its last stream.
+    going_away: Option<u32>,
+    /// The last-stream id of the last GOAWAY the client got (the upstream's included): a
+    /// later one may not name a higher id.
+    goaway_sent: Option<u32>,
+    upstream_gone: bool,
+    going_away_later: bool,
+    /// Set once a request block was not forwarded (see `forward_request_block`).
+    reencode: bool,
+    shutdown: watch::Receiver<bool>,
+}
+
+struct Block {
+    stream: u32,
+    end_stream: bool,
+    /// The header block fragments joined.
+    bytes: Vec<u8>,
+    /// A request block's frames as they came, for forwarding as they are.
+    frames: Vec<u8>,
+}
+
+struct Stream {
+    started: Instant,
+    report: Option<Report>,
+    request_done: bool,
+    /// The upstream's reply headers went to the client.
+    reply_started: bool,
+    reply_done: bool,
+    _in_flight: InFlight,
+    side: Side,
+}
+
+enum Side {
+    Relayed,
+    Local(Local),
+}
+
+#[derive(Default)]
+struct Local {
+    body: BytesMut,
+    too_large: bool,
+    timeout: Option<Duration>,
+    /// What the client still accepts on this stream.
+    window: i64,
+    reply: Option<Reply>,
+}
+
+/// A local reply's frames still to go.
+struct Reply {
+    head: Option<Vec<u8>>,
+    data: Bytes,
+    trailers: Option<Vec<u8>>,
+}
+
+/// Why the splice ends early.
+#[derive(Debug, thiserror::Error)]
+enum Broken {
+    #[error("client: {0}")]
+    Client(&'static str, u32),
+    #[error("upstream: {0}")]
+    Upstream(String),
+}
+
+impl Splice {
+    pub fn new(
+        shared: Arc<Shared>,
+        live: Arc<Live>,
+        client: UnixStream,
+        upstream: UnixStream,
+        shutdown: watch::Receiver<bool>,
+    ) -> Splice {
+        Splice {
+            shared,
+            live,
+            client,
+            upstream,
+            from_client: BytesMut::with_capacity(64 * 1024),
+            from_upstream: BytesMut::with_capacity(64 * 1024),
+            to_client: BytesMut::with_capacity(64 * 1024),
+            to_upstream: BytesMut::with_capacity(64 * 1024),
+            preface: false,
+            server_preface: false,
+            dead: false,
+            accepted: Instant::now(),
+            client_decoder: Decoder::default(),
+            upstream_decoder: Decoder::default(),
+            request_block: None,
+            reply_block: None,
+            streams: HashMap::new(),
+            last_stream: 0,
+            client_initial_window: frame::DEFAULT_WINDOW,
+            client_max_frame: frame::DEFAULT_MAX_FRAME,
+            upstream_max_frame: frame::DEFAULT_MAX_FRAME,
+            window: frame::DEFAULT_WINDOW,
+            debt: 0,
+            held: false,
+            calls: FuturesUnordered::new(),
+            replying: VecDeque::new(),
+            going_away: None,
+            goaway_sent: None,
+            upstream_gone: false,
+            going_away_later: false,
+            reencode: false,
+            shutdown,
+        }
+    }
+
+    /// Runs the connection to its end.
+    pub async fn run(mut self) {
+        let mut preface_deadline = Box::pin(tokio::time::sleep(PREFACE_TIMEOUT));
+        let mut shutdown = self.shutdown.clone();
+        let mut shutdown_seen = *shutdown.borrow();
+        if shutdown_seen {
+            self.go_away();
+        }
+        let mut stopping = Box::pin(async move {
+            let _ = shutdown.wait_for(|s| *s).await;
+        });
+        std::future::poll_fn(|cx| {
+            if !shutdown_seen && stopping.as_mut().poll(cx).is_ready() {
+                shutdown_seen = true;
+                self.go_away();
+            }
+            if !self.preface && preface_deadline.as_mut().poll(cx).is_ready() {
+                tracing::debug!(after = ?self.accepted.elapsed(), "client sent no HTTP/2 preface");
+                return Poll::Ready(());
+            }
+            self.poll_run(cx)
+        })
+        .await;
+        self.finish_all(Code::Cancelled, "connection closed");
+    }
+
+    /// Moves bytes until nothing more can move, then waits; `Ready` once the connection ends.
+    fn poll_run(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            let mut progress = false;
+            if self.to_upstream.len() < HIGH_WATER || self.upstream_gone {
+                match read(&mut self.client, &mut self.from_client, cx) {
+                    Poll::Ready(Some(_)) => {
+                        progress = true;
+                        if let Err(e) = self.on_client_bytes() {
+                            return self.fail(e);
+                        }
+                    }
+                    Poll::Ready(None) => return Poll::Ready(()), // the client hung up
+                    Poll::Pending => {}
+                }
+            }
+            if !self.upstream_gone && !self.held && self.to_client.len() < HIGH_WATER {
+                match read(&mut self.upstream, &mut self.from_upstream, cx) {
+                    Poll::Ready(Some(_)) => {
+                        progress = true;
+                        if let Err(e) = self.on_upstream_bytes() {
+                            self.upstream_lost(&e.to_string());
+                        }
+                    }
+                    Poll::Ready(None) => {
+                        progress = true;
+                        self.upstream_lost("the upstream closed the connection");
+                    }
+                    Poll::Pending => {}
+                }
+            }
+            if self.held && self.window > 0 {
+                if let Err(e) = self.on_upstream_bytes() {
+                    self.upstream_lost(&e.to_string());
+                }
+            }
+            while let Poll::Ready(Some((id, report, outcome))) = self.calls.poll_next_unpin(cx) {
+                progress = true;
+                self.answered(id, report, outcome);
+            }
+            self.send_replies();
+            if self.going_away_later && self.reply_block.is_none() {
+                self.going_away_later = false;
+                self.go_away();
+            }
+            if self.server_preface {
+                match write(&mut self.client, &mut self.to_client, cx) {
+                    Ok(moved) => progress |= moved,
+                    Err(_) => return Poll::Ready(()),
+                }
+            }
+            if self.upstream_gone {
+                self.to_upstream.clear();
+            } else {
+                match write(&mut self.upstream, &mut self.to_upstream, cx) {
+                    Ok(moved) => progress |= moved,
+                    Err(_) => self.upstream_lost("writing to the upstream failed"),
+                }
+            }
+            if self.finished() || self.dead {
+                return Poll::Ready(());
+            }
+            if !progress {
+                return Poll::Pending;
+            }
+        }
+    }
+
+    /// After a GOAWAY (ours or because the upstream went), the connection ends with its last
+    /// stream and its last written byte.
+    fn finished(&self) -> bool {
+        self.going_away.is_some()
+            && self.streams.is_empty()
+            && self.calls.is_empty()
+            && self.to_client.is_empty()
+    }
+
+    fn fail(&mut self, e: Broken) -> Poll<()> {
+        match e {
+            Broken::Client(what, code) => {
+                tracing::debug!(error = what, "client broke the HTTP/2 protocol");
+                if self.reply_block.is_none() {
+                    if !self.server_preface {
+                        // The upstream's settings never came: the connection ends anyway, so
+                        // an empty SETTINGS of the splice's own opens it, and GOAWAY closes it.
+                        self.to_client.clear();
+                        frame::put(&mut self.to_client, Kind::Settings, 0, 0, &[]);
+                    }
+                    frame::put_goaway(&mut self.to_client, self.last_stream, code);
+                    // Best effort: the connection is over either way.
+                    let _ = write(&mut self.client, &mut self.to_client, &mut noop_context());
+                }
+            }
+            Broken::Upstream(why) => self.upstream_lost(&why),
+        }
+        Poll::Ready(())
+    }
+
+    // ---- client to upstream ----
+
+    fn on_client_bytes(&mut self) -> Result<(), Broken> {
+        if !self.preface {
+            if self.from_client.len() < frame::PREFACE.len() {
+                return match frame::PREFACE.starts_with(&self.from_client) {
+                    true => Ok(()),
+                    false => Err(Broken::Client(
+                        "not the HTTP/2 preface",
+                        reason::PROTOCOL_ERROR,
+                    )),
+                };
+            }
+            if !self.from_client.starts_with(frame::PREFACE) {
+                return Err(Broken::Client(
+                    "not the HTTP/2 preface",
+                    reason::PROTOCOL_ERROR,
+                ));
+            }
+            self.to_upstream.extend_from_slice(frame::PREFACE);
+            self.from_client.advance(frame::PREFACE.len());
+            self.preface = true;
+        }
+        while let Some(head) = frame::next(&self.from_client) {
+            let whole = self.from_client.split_to(frame::HEAD_LEN + head.len);
+            self.on_client_frame(head, &whole)?;
+        }
+        if self.from_client.len() >= frame::HEAD_LEN {
+            let head = Head::parse(&self.from_client);
+            if head.len > frame::MAX_FRAME_LEN {
+                return Err(Broken::Client("frame too large", reason::PROTOCOL_ERROR));
+            }
+            self.from_client.reserve(frame::HEAD_LEN + head.len);
+        }
+        Ok(())
+    }
+
+    fn on_client_frame(&mut self, head: Head, whole: &[u8]) -> Result<(), Broken> {
+        let payload = &whole[frame::HEAD_LEN..];
+        if self.request_block.is_some() && head.kind != Kind::Continuation {
+            return Err(Broken::Client(
+                "header block interrupted",
+                reason::PROTOCOL_ERROR,
+            ));
+        }
+        match head.kind {
+            Kind::Headers => {
+                let range = frame::content(&head, payload).map_err(|_| malformed())?;
+                let end_stream = head.has(frame::END_STREAM);
+                let bytes = payload[range].to_vec();
+                if head.has(frame::END_HEADERS) {
+                    self.on_request_block(head.stream, end_stream, bytes, whole)?;
+                } else {
+                    self.request_block = Some(Block {
+                        stream: head.stream,
+                        end_stream,
+                        bytes,
+                        frames: whole.to_vec(),
+                    });
+                }
+            }
+            Kind::Continuation => {
+                let Some(block) = self.request_block.as_mut() else {
+                    return Err(Broken::Client(
+                        "CONTINUATION without HEADERS",
+                        reason::PROTOCOL_ERROR,
+                    ));
+                };
+                if block.stream != head.stream {
+                    return Err(Broken::Client(
+                        "CONTINUATION on another stream",
+                        reason::PROTOCOL_ERROR,
+                    ));
+                }
+                block.bytes.extend_from_slice(payload);
+                block.frames.extend_from_slice(whole);
+                if head.has(frame::END_HEADERS) {
+                    let b = self.request_block.take().expect("checked above");
+                    self.on_request_block(b.stream, b.end_stream, b.bytes, &b.frames)?;
+                }
+            }
+            Kind::Data => self.on_client_data(head, whole)?,
+            Kind::Settings => {
+                if !head.has(frame::ACK) {
+                    self.client_settings(payload);
+                    if self.upstream_gone {
+                        frame::put(&mut self.to_client, Kind::Settings, frame::ACK, 0, &[]);
+                    }
+                }
+                self.to_upstream.extend_from_slice(whole);
+            }
+            Kind::Ping if self.upstream_gone => {
+                if !head.has(frame::ACK) {
+                    frame::put(&mut self.to_client, Kind::Ping, frame::ACK, 0, payload);
+                }
+            }
+            Kind::WindowUpdate => {
+                let n = frame::increment(payload).map_err(|_| malformed())?;
+                self.client_window_update(head.stream, n, whole);
+            }
+            Kind::RstStream => {
+                let code = frame::rst_reason(payload).map_err(|_| malformed())?;
+                match self
+                    .streams
+                    .get(&head.stream)
+                    .map(|s| matches!(s.side, Side::Relayed))
+                {
+                    Some(true) => {
+                        self.to_upstream.extend_from_slice(whole);
+                        self.end_stream(head.stream, Code::Cancelled, cancelled_by_client(code));
+                    }
+                    // A local call the client gave up on ends here; its reply is not sent.
+                    Some(false) => {
+                        self.end_stream(head.stream, Code::Cancelled, cancelled_by_client(code))
+                    }
+                    None => {}
+                }
+            }
+            Kind::Priority => {
+                if !self.is_local(head.stream) {
+                    self.to_upstream.extend_from_slice(whole);
+                }
+            }
+            // PING, GOAWAY, PUSH_PROMISE (the upstream refuses it), and extension frames.
+            _ => self.to_upstream.extend_from_slice(whole),
+        }
+        Ok(())
+    }
+
+    fn client_settings(&mut self, payload: &[u8]) {
+        for (id, value) in frame::settings(payload) {
+            match id {
+                frame::SETTINGS_INITIAL_WINDOW_SIZE => {
+                    let delta = value as i64 - self.client_initial_window;
+                    self.client_initial_window = value as i64;
+                    for s in self.streams.values_mut() {
+                        if let Side::Local(l) = &mut s.side {
+                            l.window += delta;
+                        }
+                    }
+                }
+                frame::SETTINGS_MAX_FRAME_SIZE => self.client_max_frame = value as usize,
+                frame::SETTINGS_HEADER_TABLE_SIZE => {
+                    headers::allow_table_size(&mut self.upstream_decoder, value)
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn client_window_update(&mut self, stream: u32, n: u32, whole: &[u8]) {
+        if stream == 0 {
+            self.window += n as i64;
+            // Keep back what the splice's own replies took, so the upstream's idea of the
+            // window is never more than the client's.
+            let repay = self.debt.min(n as u64);
+            self.debt -= repay;
+            let forward = n - repay as u32;
+            if forward == n {
+                self.to_upstream.extend_from_slice(whole);
+            } else if forward > 0 {
+                frame::put_window_update(&mut self.to_upstream, 0, forward);
+            }
+            return;
+        }
+        match self.streams.get_mut(&stream).map(|s| &mut s.side) {
+            Some(Side::Local(l)) => l.window += n as i64,
+            Some(Side::Relayed) => self.to_upstream.extend_from_slice(whole),
+            None => {} // a stream that has ended: nothing is sent on it any more
+        }
+    }
+
+    fn on_client_data(&mut self, head: Head, whole: &[u8]) -> Result<(), Broken> {
+        let payload = &whole[frame::HEAD_LEN..];
+        let end = head.has(frame::END_STREAM);
+        let Some(stream) = self.streams.get_mut(&head.stream) else {
+            // Data for a stream that has ended: drop it, but give back the window it used.
+            if head.len > 0 {
+                frame::put_window_update(&mut self.to_client, 0, head.len as u32);
+            }
+            return Ok(());
+        };
+        if stream.request_done {
+            return Err(Broken::Client(
+                "DATA after END_STREAM",
+                reason::PROTOCOL_ERROR,
+            ));
+        }
+        stream.request_done = end;
+        match &mut stream.side {
+            Side::Relayed => {
+                if let Some(report) = stream.report.as_mut() {
+                    if report.request.is_none() {
+                        let range = frame::content(&head, payload).map_err(|_| malformed())?;
+                        report.request = first_message(&payload[range]);
+                    }
+                }
+                self.to_upstream.extend_from_slice(whole);
+                if end && stream.reply_done {
+                    self.remove(head.stream);
+                }
+            }
+            Side::Local(local) => {
+                let range = frame::content(&head, payload).map_err(|_| malformed())?;
+                if local.body.len() + range.len() > MAX_MESSAGE_BYTES + 5 {
+                    local.too_large = true;
+                    local.body.clear();
+                } else if !local.too_large {
+                    local.body.extend_from_slice(&payload[range]);
+                }
+                // The splice consumed it: the credit comes from here, not the upstream.
+                if head.len > 0 {
+                    frame::put_window_update(&mut self.to_client, 0, head.len as u32);
+                    if !end {
+                        frame::put_window_update(&mut self.to_client, head.stream, head.len as u32);
+                    }
+                }
+                if end {
+                    self.start_local(head.stream);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A request header block, complete: `frames` are the HEADERS and CONTINUATION frames
+    /// that carried it.
+    fn on_request_block(
+        &mut self,
+        id: u32,
+        end_stream: bool,
+        bytes: Vec<u8>,
+        frames: &[u8],
+    ) -> Result<(), Broken> {
+        let request = headers::request(&mut self.client_decoder, bytes)
+            .map_err(|_| Broken::Client("undecodable header block", reason::COMPRESSION_ERROR))?;
+        if let Some(stream) = self.streams.get_mut(&id) {
+            // Trailers from the client end its half of the stream.
+            stream.request_done = true;
+            match stream.side {
+                Side::Relayed => self.forward_request_block(id, end_stream, frames, request),
+                Side::Local(_) => {
+                    self.reencode = true;
+                    self.start_local(id);
+                }
+            }
+            return Ok(());
+        }
+        if id <= self.last_stream || id.is_multiple_of(2) {
+            return Err(Broken::Client("stream id not new", reason::PROTOCOL_ERROR));
+        }
+        self.last_stream = id;
+        if self.going_away.is_some_and(|last| id > last) {
+            self.reencode = true;
+            frame::put_rst_stream(&mut self.to_client, id, reason::REFUSED_STREAM);
+            return Ok(());
+        }
+        let path = request.path.clone().unwrap_or_default();
+        let route = self.shared.router.route(&path);
+        let relayed =
+            !self.upstream_gone && route.is_some_and(|r| r.dialect == self.live.detected.dialect);
+        let mut report = Report::new(path);
+        report.route = route;
+        report.upstream_dialect = Some(self.live.detected.dialect);
+        report.driver = Some(self.live.driver_name.clone());
+        let side = if relayed {
+            Side::Relayed
+        } else {
+            Side::Local(Local {
+                timeout: request.timeout,
+                window: self.client_initial_window,
+                ..Local::default()
+            })
+        };
+        if relayed {
+            self.forward_request_block(id, end_stream, frames, request);
+        } else {
+            // The upstream never sees this block: from now on, its decoding context no longer
+            // follows the client's, and forwarded blocks are re-encoded.
+            self.reencode = true;
+        }
+        self.streams.insert(
+            id,
+            Stream {
+                started: Instant::now(),
+                report: Some(report),
+                request_done: end_stream,
+                reply_started: false,
+                reply_done: false,
+                _in_flight: InFlight::start(),
+                side,
+            },
+        );
+        if end_stream && !relayed {
+            self.start_local(id);
+        }
+        Ok(())
+    }
+
+    /// Passes a request block to the upstream: its frames as they came while the upstream's
+    /// decoding context still follows the client's, re-encoded once it does not.
+    fn forward_request_block(
+        &mut self,
+        id: u32,
+        end_stream: bool,
+        frames: &[u8],
+        request: headers::Request,
+    ) {
+        if !self.reencode {
+            return self.to_upstream.extend_from_slice(frames);
+        }
+        let block = headers::encode(request.fields);
+        frame::put_headers(
+            &mut self.to_upstream,
+            id,
+            &block,
+            end_stream,
+            self.upstream_max_frame,
+        );
+    }
+
+    /// Starts answering a local stream whose request is complete.
+    fn start_local(&mut self, id: u32) {
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return;
+        };
+        let (Side::Local(local), Some(mut report)) = (&mut stream.side, stream.report.take())
+        else {
+            return;
+        };
+        let body = std::mem::take(&mut local.body).freeze();
+        let too_large = local.too_large;
+        let timeout = local.timeout;
+        let shared = self.shared.clone();
+        self.calls.push(Box::pin(async move {
+            let outcome = if too_large {
+                let s = Status::resource_exhausted(format!(
+                    "request larger than {MAX_MESSAGE_BYTES} bytes"
+                ));
+                report.fail(&s);
+                Err(s)
+            } else {
+                let message = grpc_frame::decode_unary(&body).map(Bytes::copy_from_slice);
+                call::answer(&shared, message, timeout, &mut report).await
+            };
+            (id, report, outcome)
+        }));
+    }
+
+    /// A local call's outcome, turned into the frames of its reply.
+    fn answered(&mut self, id: u32, report: Report, outcome: Result<Vec<u8>, Status>) {
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return; // the client reset the stream meanwhile
+        };
+        let Side::Local(local) = &mut stream.side else {
+            return;
+        };
+        let mut head = headers::reply_head();
+        let reply = match outcome {
+            Ok(message) => {
+                let mut trailers = Vec::with_capacity(16);
+                headers::status_fields(&mut trailers, &Status::ok(""));
+                Reply {
+                    head: Some(head),
+                    data: grpc_frame::encode(&message),
+                    trailers: Some(trailers),
+                }
+            }
+            Err(s) => {
+                headers::status_fields(&mut head, &s);
+                Reply {
+                    head: Some(head),
+                    data: Bytes::new(),
+                    trailers: None,
+                }
+            }
+        };
+        local.reply = Some(reply);
+        stream.report = Some(report);
+        self.replying.push_back(id);
+    }
+
+    /// Writes as much of the local replies as the client's windows allow, never inside a
+    /// reply header block the upstream has begun.
+    fn send_replies(&mut self) {
+        while let Some(&id) = self.replying.front() {
+            if self.reply_block.is_some() {
+                return;
+            }
+            let Some(Stream {
+                side: Side::Local(local),
+                ..
+            }) = self.streams.get_mut(&id)
+            else {
+                self.replying.pop_front();
+                continue;
+            };
+            let Some(reply) = local.reply.as_mut() else {
+                self.replying.pop_front();
+                continue;
+            };
+            let only_head = reply.data.is_empty() && reply.trailers.is_none();
+            if let Some(head) = reply.head.take() {
+                frame::put_headers(
+                    &mut self.to_client,
+                    id,
+                    &head,
+                    only_head,
+                    self.client_max_frame,
+                );
+            }
+            while !reply.data.is_empty() {
+                let room = self
+                    .window
+                    .min(local.window)
+                    .min(self.client_max_frame as i64);
+                if room <= 0 {
+                    return; // wait for the client's WINDOW_UPDATE
+                }
+                let piece = reply.data.split_to((room as usize).min(reply.data.len()));
+                frame::put(&mut self.to_client, Kind::Data, 0, id, &piece);
+                self.window -= piece.len() as i64;
+                local.window -= piece.len() as i64;
+                self.debt += piece.len() as u64;
+            }
+            if let Some(trailers) = reply.trailers.take() {
+                frame::put_headers(
+                    &mut self.to_client,
+                    id,
+                    &trailers,
+                    true,
+                    self.client_max_frame,
+                );
+            }
+            self.replying.pop_front();
+            let request_done = self.streams.get(&id).is_some_and(|s| s.request_done);
+            if !request_done {
+                // Answered before the client finished (a refused oversized request).
+                frame::put_rst_stream(&mut self.to_client, id, reason::NO_ERROR);
+            }
+            let code = self.streams[&id]
+                .report
+                .as_ref()
+                .map_or(Code::Ok, |r| r.code);
+            self.end_stream(id, code, None);
+        }
+    }
+
+    fn is_local(&self, stream: u32) -> bool {
+        self.streams
+            .get(&stream)
+            .is_some_and(|s| matches!(s.side, Side::Local(_)))
+    }
+
+    // ---- upstream to client ----
+
+    fn on_upstream_bytes(&mut self) -> Result<(), Broken> {
+        self.held = false;
+        while let Some(head) = frame::next(&self.from_upstream) {
+            if head.kind == Kind::Data && head.len as i64 > self.window {
+                // The upstream counts on window the splice's own replies used: wait for more.
+                self.held = true;
+                return Ok(());
+            }
+            let whole = self.from_upstream.split_to(frame::HEAD_LEN + head.len);
+            self.on_upstream_frame(head, &whole)?;
+        }
+        if self.from_upstream.len() >= frame::HEAD_LEN {
+            let head = Head::parse(&self.from_upstream);
+            self.from_upstream.reserve(frame::HEAD_LEN + head.len);
+        }
+        Ok(())
+    }
+
+    fn on_upstream_frame(&mut self, head: Head, whole: &[u8]) -> Result<(), Broken> {
+        let payload = &whole[frame::HEAD_LEN..];
+        if !self.server_preface {
+            if head.kind != Kind::Settings || head.has(frame::ACK) {
+                return Err(Broken::Upstream(
+                    "the upstream did not start with SETTINGS".into(),
+                ));
+            }
+            // The server preface first, then whatever the splice queued meanwhile.
+            let own = self.to_client.split();
+            self.to_client.extend_from_slice(whole);
+            self.to_client.unsplit(own);
+            self.server_preface = true;
+        } else {
+            self.to_client.extend_from_slice(whole);
+        }
+        match head.kind {
+            Kind::Data => {
+                self.window -= head.len as i64;
+                let end = head.has(frame::END_STREAM);
+                if let Some(stream) = self.streams.get_mut(&head.stream) {
+                    if let Some(report) = stream.report.as_mut() {
+                        if report.response.is_none() && observe::bodies_enabled() {
+                            let range =
+                                frame::content(&head, payload).map_err(upstream_malformed)?;
+                            report.response = first_message(&payload[range]);
+                        }
+                    }
+                    if end {
+                        // A reply that ends without trailers has no status.
+                        self.reply_ended(head.stream, None);
+                    }
+                }
+            }
+            Kind::Headers => {
+                let range = frame::content(&head, payload).map_err(upstream_malformed)?;
+                let block = Block {
+                    stream: head.stream,
+                    end_stream: head.has(frame::END_STREAM),
+                    bytes: payload[range].to_vec(),
+                    frames: Vec::new(),
+                };
+                if head.has(frame::END_HEADERS) {
+                    self.on_reply_block(block)?;
+                } else {
+                    self.reply_block = Some(block);
+                }
+            }
+            Kind::Continuation => {
+                let Some(block) = self.reply_block.as_mut() else {
+                    return Err(Broken::Upstream("CONTINUATION without HEADERS".into()));
+                };
+                block.bytes.extend_from_slice(payload);
+                if head.has(frame::END_HEADERS) {
+                    let block = self.reply_block.take().expect("checked above");
+                    self.on_reply_block(block)?;
+                }
+            }
+            Kind::Settings if !head.has(frame::ACK) => {
+                for (id, value) in frame::settings(payload) {
+                    match id {
+                        frame::SETTINGS_MAX_FRAME_SIZE => self.upstream_max_frame = value as usize,
+                        frame::SETTINGS_HEADER_TABLE_SIZE => {
+                            headers::allow_table_size(&mut self.client_decoder, value)
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Kind::RstStream => {
+                let code = frame::rst_reason(payload).map_err(upstream_malformed)?;
+                let code = match code {
+                    reason::REFUSED_STREAM => Code::Unavailable,
+                    reason::CANCEL => Code::Cancelled,
+                    _ => Code::Internal,
+                };
+                self.end_stream(head.stream, code, Some("reset by the upstream".into()));
+            }
+            Kind::GoAway => {
+                // The upstream is leaving; its GOAWAY went on, and the client will open its
+                // next streams elsewhere. Remember the id so no later GOAWAY raises it.
+                if let Some(last) = payload.get(..4) {
+                    let last = u32::from_be_bytes(last.try_into().expect("4 bytes")) & 0x7fff_ffff;
+                    self.goaway_sent = Some(self.goaway_sent.map_or(last, |s| s.min(last)));
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn on_reply_block(&mut self, block: Block) -> Result<(), Broken> {
+        let (stream_id, end_stream) = (block.stream, block.end_stream);
+        let reply = headers::reply(&mut self.upstream_decoder, block.bytes)
+            .map_err(|e| Broken::Upstream(e.to_string()))?;
+        if let Some(stream) = self.streams.get_mut(&stream_id) {
+            stream.reply_started = true;
+            if let (Some(code), Some(report)) = (reply.code, stream.report.as_mut()) {
+                report.code = code;
+                if code != Code::Ok {
+                    report.message = reply.message;
+                }
+            }
+        }
+        if end_stream {
+            let code = reply.code.or(Some(Code::Unknown));
+            self.reply_ended(stream_id, code);
+        }
+        Ok(())
+    }
+
+    /// A relayed reply reached its end; `code` is `None` when its trailers never came.
+    fn reply_ended(&mut self, id: u32, code: Option<Code>) {
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return;
+        };
+        stream.reply_done = true;
+        if let (None, Some(report)) = (code, stream.report.as_mut()) {
+            report.code = Code::Unknown;
+            report.message = Some("upstream reply ended without a gRPC status".into());
+        }
+        if stream.request_done {
+            self.remove(id);
+        } else if let Some(report) = stream.report.take() {
+            // Reported now; the stream stays known until the client's half ends.
+            finish(report, stream, &self.shared);
+        }
+    }
+
+    /// The upstream connection is gone: relayed streams get UNAVAILABLE naming it, the client
+    /// is told to go away, and local calls may still finish.
+    fn upstream_lost(&mut self, why: &str) {
+        if self.upstream_gone {
+            return;
+        }
+        self.upstream_gone = true;
+        self.held = false;
+        if self.reply_block.is_some() || !self.server_preface {
+            // Cut off inside a header block (or before it began): the client's connection
+            // cannot carry another frame; closing it fails its calls.
+            tracing::warn!(
+                reason = why,
+                "upstream connection lost; closing the client connection"
+            );
+            self.dead = true;
+            return;
+        }
+        let upstream = self.shared.upstream.endpoint().to_string();
+        tracing::warn!(upstream = %upstream, reason = why, "upstream connection lost under a spliced client connection");
+        let relayed: Vec<u32> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| matches!(s.side, Side::Relayed) && !s.reply_done)
+            .map(|(id, _)| *id)
+            .collect();
+        let s = Status::unavailable(format!("upstream {upstream}: {why}"));
+        for id in relayed {
+            // Trailers if the reply had begun, a trailers-only reply if not: either way the
+            // client reads a status.
+            let started = self.streams.get(&id).is_some_and(|s| s.reply_started);
+            let mut block = if started {
+                Vec::new()
+            } else {
+                headers::reply_head()
+            };
+            headers::status_fields(&mut block, &s);
+            frame::put_headers(&mut self.to_client, id, &block, true, self.client_max_frame);
+            if let Some(stream) = self.streams.get_mut(&id) {
+                stream.request_done = true;
+                if let Some(report) = stream.report.as_mut() {
+                    report.fail(&s);
+                }
+            }
+            self.reply_ended(id, Some(Code::Unavailable));
+        }
+        // This connection now answers every call itself, on the gateway's own upstream
+        // connection; a new one would be spliced again.
+        self.to_upstream.clear();
+        self.hint_go_away();
+    }
+
+    /// Tells the client to open no more streams here; those already open finish.
+    fn go_away(&mut self) {
+        if self.going_away.is_some() {
+            return;
+        }
+        if self.reply_block.is_some() {
+            // Not inside the upstream's header block: the next loop turn sends it.
+            return self.going_away_later = true;
+        }
+        let last = self.send_goaway(self.last_stream);
+        self.going_away = Some(last);
+    }
+
+    /// Asks the client to take its next calls to a new connection, while this one still
+    /// serves whatever arrives (RFC 9113 §6.8: the highest id, then streams may still come).
+    fn hint_go_away(&mut self) {
+        if self.goaway_sent.is_none() {
+            self.send_goaway(0x7fff_ffff);
+        }
+    }
+
+    fn send_goaway(&mut self, last: u32) -> u32 {
+        let last = self.goaway_sent.map_or(last, |sent| sent.min(last));
+        frame::put_goaway(&mut self.to_client, last, reason::NO_ERROR);
+        self.goaway_sent = Some(last);
+        last
+    }
+
+    // ---- stream bookkeeping ----
+
+    fn end_stream(&mut self, id: u32, code: Code, message: Option<String>) {
+        if let Some(report) = self.streams.get_mut(&id).and_then(|s| s.report.as_mut()) {
+            report.code = code;
+            if message.is_some() {
+                report.message = message;
+            }
+        }
+        self.remove(id);
+    }
+
+    fn remove(&mut self, id: u32) {
+        if let Some(mut stream) = self.streams.remove(&id) {
+            if let Some(report) = stream.report.take() {
+                finish(report, &stream, &self.shared);
+            }
+        }
+    }
+
+    /// Reports every stream still open when the connection ends.
+    fn finish_all(&mut self, code: Code, why: &str) {
+        let ids: Vec<u32> = self.streams.keys().copied().collect();
+        for id in ids {
+            self.end_stream(id, code, Some(why.to_string()));
+        }
+    }
+}
+
+/// Logs and counts a call; a relayed call's time is all upstream time.
+fn finish(mut report: Report, stream: &Stream, shared: &Shared) {
+    let took = stream.started.elapsed();
+    if matches!(stream.side, Side::Relayed) {
+        report.upstream = Some(took);
+    }
+    observe::finish(&report, took, &shared.redactor);
+}
+
+fn malformed() -> Broken {
+    Broken::Client("malformed frame", reason::PROTOCOL_ERROR)
+}
+
+fn upstream_malformed(e: frame::Malformed) -> Broken {
+    Broken::Upstream(e.to_string())
+}
+
+fn cancelled_by_client(code: u32) -> Option<String> {
+    Some(format!(
+        "the client reset the stream (HTTP/2 error code {code:#x})"
+    ))
+}
+
+/// The message inside a DATA payload that holds one whole gRPC frame.
+fn first_message(data: &[u8]) -> Option<Bytes> {
+    let len = u32::from_be_bytes(data.get(1..5)?.try_into().ok()?) as usize;
+    data.get(5..5 + len).map(Bytes::copy_from_slice)
+}
+
+/// Reads what has arrived: `Some(n)` bytes, `None` at the end of the stream or on an error.
+fn read(io: &mut UnixStream, buf: &mut BytesMut, cx: &mut Context<'_>) -> Poll<Option<usize>> {
+    if buf.capacity() - buf.len() < 16 * 1024 {
+        buf.reserve(64 * 1024);
+    }
+    match tokio_util::io::poll_read_buf(Pin::new(io), cx, buf) {
+        Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => Poll::Ready(None),
+        Poll::Ready(Ok(n)) => Poll::Ready(Some(n)),
+        Poll::Pending => Poll::Pending,
+    }
+}
+
+/// Writes as much of `buf` as the socket takes now; `Ok(true)` if anything was written.
+fn write(io: &mut UnixStream, buf: &mut BytesMut, cx: &mut Context<'_>) -> std::io::Result<bool> {
+    let mut moved = false;
+    while !buf.is_empty() {
+        match Pin::new(&mut *io).poll_write(cx, buf) {
+            Poll::Ready(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Poll::Ready(Ok(n)) => {
+                buf.advance(n);
+                moved = true;
+            }
+            Poll::Ready(Err(e)) => return Err(e),
+            Poll::Pending => break,
+        }
+    }
+    Ok(moved)
+}
+
+fn noop_context() -> Context<'static> {
+    Context::from_waker(std::task::Waker::noop())
+}

@@ -1,0 +1,280 @@
+//! HTTP/2 frames as the splice sees them (RFC 9113 §4, §6): a 9-byte header, then a payload the
+//! splice mostly copies without looking. Only what the splice reads or writes itself is here.
+
+use bytes::{BufMut, BytesMut};
+
+/// The client connection preface (RFC 9113 §3.4).
+pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub const HEAD_LEN: usize = 9;
+/// The largest frame the protocol allows (2^24-1), whatever a peer's settings say.
+pub const MAX_FRAME_LEN: usize = (1 << 24) - 1;
+/// Every window's starting size and every frame size's floor (RFC 9113 §6.5.2).
+pub const DEFAULT_WINDOW: i64 = 65_535;
+pub const DEFAULT_MAX_FRAME: usize = 16_384;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Data,
+    Headers,
+    Priority,
+    RstStream,
+    Settings,
+    PushPromise,
+    Ping,
+    GoAway,
+    WindowUpdate,
+    Continuation,
+    Unknown(u8),
+}
+
+impl Kind {
+    fn from_byte(b: u8) -> Kind {
+        match b {
+            0 => Kind::Data,
+            1 => Kind::Headers,
+            2 => Kind::Priority,
+            3 => Kind::RstStream,
+            4 => Kind::Settings,
+            5 => Kind::PushPromise,
+            6 => Kind::Ping,
+            7 => Kind::GoAway,
+            8 => Kind::WindowUpdate,
+            9 => Kind::Continuation,
+            other => Kind::Unknown(other),
+        }
+    }
+
+    fn byte(self) -> u8 {
+        match self {
+            Kind::Data => 0,
+            Kind::Headers => 1,
+            Kind::Priority => 2,
+            Kind::RstStream => 3,
+            Kind::Settings => 4,
+            Kind::PushPromise => 5,
+            Kind::Ping => 6,
+            Kind::GoAway => 7,
+            Kind::WindowUpdate => 8,
+            Kind::Continuation => 9,
+            Kind::Unknown(b) => b,
+        }
+    }
+}
+
+pub const END_STREAM: u8 = 0x1;
+pub const ACK: u8 = 0x1;
+pub const END_HEADERS: u8 = 0x4;
+pub const PADDED: u8 = 0x8;
+pub const PRIORITY: u8 = 0x20;
+
+/// Error codes (RFC 9113 §7).
+pub mod reason {
+    pub const NO_ERROR: u32 = 0x0;
+    pub const PROTOCOL_ERROR: u32 = 0x1;
+    pub const INTERNAL_ERROR: u32 = 0x2;
+    pub const FLOW_CONTROL_ERROR: u32 = 0x3;
+    pub const REFUSED_STREAM: u32 = 0x7;
+    pub const CANCEL: u32 = 0x8;
+    pub const COMPRESSION_ERROR: u32 = 0x9;
+}
+
+/// Settings identifiers the splice reads (RFC 9113 §6.5.2).
+pub const SETTINGS_HEADER_TABLE_SIZE: u16 = 0x1;
+pub const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;
+pub const SETTINGS_MAX_FRAME_SIZE: u16 = 0x5;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Head {
+    pub len: usize,
+    pub kind: Kind,
+    pub flags: u8,
+    pub stream: u32,
+}
+
+impl Head {
+    pub fn parse(b: &[u8]) -> Head {
+        Head {
+            len: u32::from_be_bytes([0, b[0], b[1], b[2]]) as usize,
+            kind: Kind::from_byte(b[3]),
+            flags: b[4],
+            stream: u32::from_be_bytes([b[5], b[6], b[7], b[8]]) & 0x7fff_ffff,
+        }
+    }
+
+    pub fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    fn put(&self, out: &mut BytesMut) {
+        out.put_slice(&(self.len as u32).to_be_bytes()[1..]);
+        out.put_u8(self.kind.byte());
+        out.put_u8(self.flags);
+        out.put_u32(self.stream);
+    }
+}
+
+/// The header of the next whole frame at the front of `buf`, if one has arrived.
+pub fn next(buf: &[u8]) -> Option<Head> {
+    let head = Head::parse(buf.get(..HEAD_LEN)?);
+    (buf.len() >= HEAD_LEN + head.len).then_some(head)
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("malformed {0:?} frame")]
+pub struct Malformed(pub Kind);
+
+/// The content of a DATA or HEADERS payload: padding, and a HEADERS frame's priority fields,
+/// stripped (RFC 9113 §6.1, §6.2).
+pub fn content(head: &Head, payload: &[u8]) -> Result<std::ops::Range<usize>, Malformed> {
+    let bad = || Malformed(head.kind);
+    let mut start = 0;
+    let mut end = payload.len();
+    if head.has(PADDED) {
+        let pad = *payload.first().ok_or_else(bad)? as usize;
+        start = 1;
+        end = end.checked_sub(pad).ok_or_else(bad)?;
+    }
+    if head.kind == Kind::Headers && head.has(PRIORITY) {
+        start += 5;
+    }
+    (start <= end).then_some(start..end).ok_or_else(bad)
+}
+
+/// The identifier/value pairs of a SETTINGS payload.
+pub fn settings(payload: &[u8]) -> impl Iterator<Item = (u16, u32)> + '_ {
+    payload.chunks_exact(6).map(|c| {
+        (
+            u16::from_be_bytes([c[0], c[1]]),
+            u32::from_be_bytes([c[2], c[3], c[4], c[5]]),
+        )
+    })
+}
+
+/// A WINDOW_UPDATE's increment.
+pub fn increment(payload: &[u8]) -> Result<u32, Malformed> {
+    let b: [u8; 4] = payload
+        .try_into()
+        .map_err(|_| Malformed(Kind::WindowUpdate))?;
+    Ok(u32::from_be_bytes(b) & 0x7fff_ffff)
+}
+
+/// An RST_STREAM's error code.
+pub fn rst_reason(payload: &[u8]) -> Result<u32, Malformed> {
+    let b: [u8; 4] = payload.try_into().map_err(|_| Malformed(Kind::RstStream))?;
+    Ok(u32::from_be_bytes(b))
+}
+
+/// Appends a whole frame.
+pub fn put(out: &mut BytesMut, kind: Kind, flags: u8, stream: u32, payload: &[u8]) {
+    out.reserve(HEAD_LEN + payload.len());
+    Head {
+        len: payload.len(),
+        kind,
+        flags,
+        stream,
+    }
+    .put(out);
+    out.put_slice(payload);
+}
+
+pub fn put_window_update(out: &mut BytesMut, stream: u32, increment: u32) {
+    put(out, Kind::WindowUpdate, 0, stream, &increment.to_be_bytes());
+}
+
+pub fn put_rst_stream(out: &mut BytesMut, stream: u32, reason: u32) {
+    put(out, Kind::RstStream, 0, stream, &reason.to_be_bytes());
+}
+
+pub fn put_goaway(out: &mut BytesMut, last_stream: u32, reason: u32) {
+    let mut payload = [0u8; 8];
+    payload[..4].copy_from_slice(&last_stream.to_be_bytes());
+    payload[4..].copy_from_slice(&reason.to_be_bytes());
+    put(out, Kind::GoAway, 0, 0, &payload);
+}
+
+/// A header block as HEADERS plus as many CONTINUATION frames as `max_frame` requires.
+pub fn put_headers(
+    out: &mut BytesMut,
+    stream: u32,
+    block: &[u8],
+    end_stream: bool,
+    max_frame: usize,
+) {
+    let mut pieces = block.chunks(max_frame.max(1)).peekable();
+    let mut kind = Kind::Headers;
+    let mut flags = if end_stream { END_STREAM } else { 0 };
+    if pieces.peek().is_none() {
+        return put(out, kind, flags | END_HEADERS, stream, &[]);
+    }
+    while let Some(piece) = pieces.next() {
+        if pieces.peek().is_none() {
+            flags |= END_HEADERS;
+        }
+        put(out, kind, flags, stream, piece);
+        kind = Kind::Continuation;
+        flags = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heads_round_trip() {
+        let mut out = BytesMut::new();
+        put(&mut out, Kind::Data, END_STREAM, 7, b"hello");
+        let head = next(&out).unwrap();
+        assert_eq!(
+            head,
+            Head {
+                len: 5,
+                kind: Kind::Data,
+                flags: END_STREAM,
+                stream: 7
+            }
+        );
+        assert!(
+            next(&out[..out.len() - 1]).is_none(),
+            "a partial frame is not a frame"
+        );
+        assert_eq!(&out[HEAD_LEN..], b"hello");
+    }
+
+    #[test]
+    fn padding_and_priority_are_stripped() {
+        let head = Head {
+            len: 0,
+            kind: Kind::Headers,
+            flags: PADDED | PRIORITY,
+            stream: 1,
+        };
+        // pad length 2, 5 priority bytes, block "ab", 2 padding bytes
+        let payload = [2, 0, 0, 0, 0, 9, b'a', b'b', 0, 0];
+        assert_eq!(&payload[content(&head, &payload).unwrap()], b"ab");
+        assert!(
+            content(&head, &[9, 1]).is_err(),
+            "padding longer than the frame"
+        );
+    }
+
+    #[test]
+    fn long_blocks_continue() {
+        let mut out = BytesMut::new();
+        put_headers(&mut out, 3, &[7u8; 10], true, 4);
+        let mut kinds = Vec::new();
+        let mut rest = &out[..];
+        while let Some(h) = next(rest) {
+            kinds.push((h.kind, h.flags, h.len));
+            rest = &rest[HEAD_LEN + h.len..];
+        }
+        assert_eq!(
+            kinds,
+            vec![
+                (Kind::Headers, END_STREAM, 4),
+                (Kind::Continuation, 0, 4),
+                (Kind::Continuation, END_HEADERS, 2)
+            ]
+        );
+    }
+}

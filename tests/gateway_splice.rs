@@ -1,0 +1,299 @@
+//! The spliced fast path (`src/splice`) from outside: one client connection that carries
+//! relayed and translated calls together, replies the gateway writes itself within a client's
+//! tiny flow-control windows, hostile bytes on the socket, and the plugin dying under a
+//! spliced connection. The same calls run with `--splice=false`, so both paths agree.
+
+mod support;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use csi_gateway::dialect::proto::{v0_3, v1};
+use futures_util::future::join_all;
+use prost::Message;
+use support::gateway::Gateway;
+use support::{Backend, Options};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+use tonic::Code;
+
+const SPLICED: &str = "client connection spliced";
+
+#[tokio::test]
+async fn one_connection_carries_relayed_and_translated_calls() {
+    let backend = Backend::start(Options::new("v1")).await;
+    for splice in [true, false] {
+        let gw = Gateway::start(&backend.socket, "v0.1", &[&format!("--splice={splice}")]).await;
+        let ch = gw.channel().await;
+        let modern = v1::identity_client::IdentityClient::new(ch.clone());
+        let legacy = v0_3::identity_client::IdentityClient::new(ch.clone());
+        let controller = v1::controller_client::ControllerClient::new(ch.clone());
+
+        // relayed, then translated, then relayed again on the same connection: the last one
+        // goes out after a request block the upstream never saw, which added a header to the
+        // client's dynamic table that the last block refers to.
+        let name = |r: v1::GetPluginInfoResponse| r.name;
+        let first = name(
+            modern
+                .clone()
+                .get_plugin_info(v1::GetPluginInfoRequest {})
+                .await
+                .unwrap()
+                .into_inner(),
+        );
+        let translated = legacy
+            .clone()
+            .get_plugin_info(with_header(v0_3::GetPluginInfoRequest {}))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(translated.name, first, "splice={splice}");
+        let again = modern
+            .clone()
+            .get_plugin_info(with_header(v1::GetPluginInfoRequest {}))
+            .await
+            .unwrap_or_else(|e| panic!("splice={splice}: {e:?}\n{}", gw.log_text()));
+        assert_eq!(name(again.into_inner()), first);
+
+        // Many at once, interleaved, including errors on both paths.
+        let calls = (0..60).map(|i| {
+            let (mut modern, mut legacy, mut controller) =
+                (modern.clone(), legacy.clone(), controller.clone());
+            async move {
+                match i % 4 {
+                    0 => modern.probe(v1::ProbeRequest {}).await.map(|_| ()),
+                    1 => legacy.probe(v0_3::ProbeRequest {}).await.map(|_| ()),
+                    2 => controller
+                        .create_volume(v1::CreateVolumeRequest {
+                            name: format!("vol-{i}"),
+                            volume_capabilities: vec![mount_capability()],
+                            capacity_range: Some(v1::CapacityRange {
+                                required_bytes: 1 << 20,
+                                limit_bytes: 0,
+                            }),
+                            ..Default::default()
+                        })
+                        .await
+                        .map(|r| assert!(!r.into_inner().volume.unwrap().volume_id.is_empty())),
+                    _ => legacy
+                        .get_plugin_capabilities(v0_3::GetPluginCapabilitiesRequest {})
+                        .await
+                        .map(|_| ()),
+                }
+            }
+        });
+        for (i, r) in join_all(calls).await.into_iter().enumerate() {
+            r.unwrap_or_else(|e| panic!("call {i} (splice={splice}): {e:?}"));
+        }
+        // Errors keep their codes on either path: a missing name (relayed) and an unknown
+        // volume on a translated delete... which v0.3 idempotently answers OK.
+        let err = controller
+            .clone()
+            .create_volume(v1::CreateVolumeRequest::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        let unknown = ch.clone();
+        let mut grpc = tonic::client::Grpc::new(unknown);
+        grpc.ready().await.unwrap();
+        let status = grpc
+            .unary::<v1::ProbeRequest, v1::ProbeResponse, _>(
+                tonic::Request::new(v1::ProbeRequest {}),
+                http::uri::PathAndQuery::from_static("/csi.v9.Identity/Probe"),
+                tonic_prost::ProstCodec::default(),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), Code::Unimplemented, "{status:?}");
+
+        let log = gw.log_text();
+        assert_eq!(log.contains(SPLICED), splice, "splice={splice}:\n{log}");
+        assert!(log.contains("front=\"v0.3\""), "{log}");
+    }
+}
+
+/// A request with a header the client's encoder will index.
+fn with_header<T>(message: T) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(message);
+    r.metadata_mut().insert(
+        "x-splice-test",
+        "first-seen-on-a-translated-call".parse().unwrap(),
+    );
+    r
+}
+
+fn mount_capability() -> v1::VolumeCapability {
+    use v1::volume_capability::{access_mode::Mode, AccessMode, AccessType, MountVolume};
+    v1::VolumeCapability {
+        access_type: Some(AccessType::Mount(MountVolume::default())),
+        access_mode: Some(AccessMode {
+            mode: Mode::SingleNodeWriter as i32,
+        }),
+    }
+}
+
+/// A raw HTTP/2 client whose stream windows are a few bytes: every reply the gateway writes
+/// itself must wait for the client's WINDOW_UPDATEs, while relayed replies share the connection.
+#[tokio::test]
+async fn local_replies_wait_for_the_clients_window() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let gw = Gateway::start(&backend.socket, "v0.1", &[]).await;
+    let io = UnixStream::connect(&gw.socket).await.unwrap();
+    let (client, conn) = h2::client::Builder::new()
+        .initial_window_size(7)
+        .handshake::<_, Bytes>(io)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let calls = (0..20).map(|i| {
+        let client = client.clone();
+        async move {
+            let path = if i % 2 == 0 {
+                "/csi.v0.Identity/GetPluginInfo"
+            } else {
+                "/csi.v1.Identity/GetPluginInfo"
+            };
+            let reply = unary(client, path, Bytes::new()).await;
+            let (code, body) = reply;
+            assert_eq!(code.as_deref(), Some("0"), "{path}");
+            // Both dialects' GetPluginInfoResponse have `name` as field 1.
+            let info = v1::GetPluginInfoResponse::decode(body).unwrap();
+            assert_eq!(info.name, "reference.csi-gateway.dev", "{path}");
+        }
+    });
+    join_all(calls).await;
+    assert!(gw.log_text().contains(SPLICED));
+}
+
+/// One unary call on a raw h2 connection: the status code and the reply message.
+async fn unary(
+    client: h2::client::SendRequest<Bytes>,
+    path: &str,
+    message: Bytes,
+) -> (Option<String>, Bytes) {
+    let mut client = client.ready().await.unwrap();
+    let request = http::Request::post(format!("http://localhost{path}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap();
+    let (response, mut send) = client.send_request(request, false).unwrap();
+    send.send_data(csi_gateway::grpc::frame::encode(&message), true)
+        .unwrap();
+    let response = response.await.unwrap();
+    let mut body = response.into_body();
+    let mut data = Vec::new();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        body.flow_control().release_capacity(chunk.len()).unwrap();
+        data.extend_from_slice(&chunk);
+    }
+    let trailers = body.trailers().await.unwrap().unwrap_or_default();
+    let code = trailers
+        .get("grpc-status")
+        .map(|v| v.to_str().unwrap().to_string());
+    let message = if data.len() >= 5 {
+        Bytes::copy_from_slice(&data[5..])
+    } else {
+        Bytes::new()
+    };
+    (code, message)
+}
+
+/// Bytes that are not HTTP/2, or a header block that cannot be decoded, end that connection
+/// (with GOAWAY where one can be sent) and nothing else.
+#[tokio::test]
+async fn hostile_bytes_end_only_their_connection() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let gw = Gateway::start(&backend.socket, "v0.1", &[]).await;
+
+    // Not a preface: closed.
+    let mut s = UnixStream::connect(&gw.socket).await.unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut rest))
+        .await
+        .expect("the gateway closes a connection that is not HTTP/2")
+        .unwrap();
+
+    // A valid preface, then a HEADERS frame whose block indexes a table entry that does not
+    // exist: GOAWAY with COMPRESSION_ERROR (0x9), then the end.
+    let mut s = UnixStream::connect(&gw.socket).await.unwrap();
+    let mut out = Vec::from(&b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..]);
+    out.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]); // empty SETTINGS
+    out.extend_from_slice(&[0, 0, 1, 1, 0x5, 0, 0, 0, 1, 0x80 | 70]); // HEADERS, index 70
+    s.write_all(&out).await.unwrap();
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut got))
+        .await
+        .expect("the gateway ends the connection")
+        .unwrap();
+    let goaway = frames(&got)
+        .into_iter()
+        .find(|(kind, _)| *kind == 7)
+        .expect("a GOAWAY");
+    assert_eq!(&goaway.1[4..8], &[0, 0, 0, 9], "COMPRESSION_ERROR");
+
+    // A preface and nothing else, then gone.
+    let mut s = UnixStream::connect(&gw.socket).await.unwrap();
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        .await
+        .unwrap();
+    drop(s);
+
+    // The gateway still serves.
+    let mut id = v1::identity_client::IdentityClient::new(gw.channel().await);
+    id.probe(v1::ProbeRequest {}).await.unwrap();
+}
+
+/// The frames in `bytes`: (type, payload).
+fn frames(mut bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    let mut out = Vec::new();
+    while bytes.len() >= 9 {
+        let len = u32::from_be_bytes([0, bytes[0], bytes[1], bytes[2]]) as usize;
+        if bytes.len() < 9 + len {
+            break;
+        }
+        out.push((bytes[3], bytes[9..9 + len].to_vec()));
+        bytes = &bytes[9 + len..];
+    }
+    out
+}
+
+/// The plugin dies under a spliced connection: calls fail with UNAVAILABLE naming it, the
+/// client is told to go away, and a new connection works once the plugin is back.
+#[tokio::test]
+async fn plugin_death_under_a_spliced_connection() {
+    let mut backend = Backend::start(Options::new("v1")).await;
+    let gw = Gateway::start(&backend.socket, "v0.1", &[]).await;
+    let ch = gw.channel().await;
+    let mut id = v1::identity_client::IdentityClient::new(ch.clone());
+    id.probe(v1::ProbeRequest {}).await.unwrap();
+    backend.kill();
+    let err = id.probe(v1::ProbeRequest {}).await.unwrap_err();
+    assert!(
+        matches!(err.code(), Code::Unavailable),
+        "{err:?}\n{}",
+        gw.log_text()
+    );
+    backend.restart(None).await;
+    // The gateway reconnects in the background; a fresh connection is spliced again.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut id = v1::identity_client::IdentityClient::new(gw.channel().await);
+        match id.probe(v1::ProbeRequest {}).await {
+            Ok(_) => break,
+            Err(e) => assert!(
+                tokio::time::Instant::now() < deadline,
+                "no recovery: {e:?}\n{}",
+                gw.log_text()
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(gw
+        .log_text()
+        .contains("upstream connection lost under a spliced client connection"));
+}
