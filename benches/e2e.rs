@@ -1,8 +1,9 @@
 //! End-to-end load, measured from outside the gateway the way a user would: separate processes
 //! on UNIX sockets. In one run it measures a minimal fixed-reply upstream called directly (the
 //! baseline), through a socat byte relay (the reference point), through the gateway with the
-//! same dialect on both sides (frames relayed undecoded), and through the gateway translating a
-//! v0.3 call to the v1 upstream. Ratios are against the direct figure of the same run.
+//! same dialect on both sides — spliced (the default) and with `--splice=false` (HTTP/2
+//! terminated on both sides) — and through the gateway translating a v0.3 call to the v1
+//! upstream. Ratios are against the direct figure of the same run.
 //!
 //! `cargo bench --bench e2e` (env: E2E_DURATION=3s, E2E_ROUNDS=3, E2E_CONCURRENCY=1,16,64).
 
@@ -59,21 +60,24 @@ fn main() {
                 .arg(format!("UNIX-CONNECT:{}", sock("up.sock").display())),
         )
     });
-    let _gw = spawn(
-        Command::new(gateway)
-            .args([
-                "run",
-                "--log-level",
-                "error",
-                "--upstream-dialect",
-                "v1",
-                "--listen",
-            ])
-            .arg(sock("gw.sock"))
-            .arg("--upstream")
-            .arg(sock("up.sock")),
-    );
-    wait_for_socket(&sock("gw.sock"));
+    let start_gateway = |name: &str, splice: bool| {
+        let gw = spawn(
+            Command::new(gateway)
+                .args(["run", "--log-level", "error", "--upstream-dialect", "v1"])
+                .arg(format!("--splice={splice}"))
+                .arg("--metrics-listen=")
+                .arg("--state-dir")
+                .arg(dir.path().join(format!("{name}-state")))
+                .arg("--listen")
+                .arg(sock(&format!("{name}.sock")))
+                .arg("--upstream")
+                .arg(sock("up.sock")),
+        );
+        wait_for_socket(&sock(&format!("{name}.sock")));
+        gw
+    };
+    let _gw = start_gateway("gw", true);
+    let _terminating = start_gateway("gw-term", false);
     std::thread::sleep(Duration::from_millis(300)); // the gateway's first upstream connection
 
     let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
@@ -104,8 +108,12 @@ fn main() {
     }
     passthrough
         .arg("--target")
-        .arg(target("gateway", "gw.sock"));
-    println!("# v1 Probe: direct vs socat vs gateway (v1 -> v1, relayed)");
+        .arg(target("gateway", "gw.sock"))
+        .arg("--target")
+        .arg(target("terminating", "gw-term.sock"));
+    println!(
+        "# v1 Probe: direct vs socat vs gateway (v1 -> v1, spliced) vs gateway --splice=false"
+    );
     assert!(passthrough.status().unwrap().success());
 
     println!("\n# Probe translated: direct v1 vs gateway (v0.3 front -> v1 upstream)");

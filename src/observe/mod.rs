@@ -22,7 +22,7 @@ pub struct Report {
     pub path: String,
     pub route: Option<Route>,
     pub upstream_dialect: Option<Dialect>,
-    pub driver: Option<String>,
+    pub driver: Option<std::sync::Arc<str>>,
     pub code: Code,
     /// The error message, when the call failed.
     pub message: Option<String>,

@@ -15,6 +15,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -22,7 +23,6 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use httlib_hpack::Decoder;
 use tokio::io::AsyncWrite;
 use tokio::net::UnixStream;
 use tokio::sync::watch;
@@ -39,6 +39,12 @@ use super::headers;
 
 /// Reading pauses while this much waits to be written the other way.
 const HIGH_WATER: usize = 256 * 1024;
+/// The largest header block accepted, however many CONTINUATION frames carry it.
+const MAX_HEADER_BLOCK: usize = 256 * 1024;
+/// Calls the splice answers itself at once on one connection, and calls of any kind; more are
+/// refused (REFUSED_STREAM, which a client may retry).
+const MAX_LOCAL_CALLS: usize = 1024;
+const MAX_STREAMS: usize = 4096;
 /// A client that has not sent its preface by then is dropped.
 const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -60,14 +66,14 @@ pub struct Splice {
     /// The connection cannot go on (a header block cut off midway).
     dead: bool,
     accepted: Instant,
-    client_decoder: Decoder<'static>,
-    upstream_decoder: Decoder<'static>,
+    client_decoder: headers::Decoder,
+    upstream_decoder: headers::Decoder,
     /// A request header block still waiting for its CONTINUATION frames.
     request_block: Option<Block>,
     /// A reply header block whose frames went on but which is not complete: nothing may be
     /// written to the client between its frames.
     reply_block: Option<Block>,
-    streams: HashMap<u32, Stream>,
+    streams: HashMap<u32, Stream, BuildHasherDefault<StreamIdHasher>>,
     last_stream: u32,
     /// The client's settings, which the splice obeys when it sends replies itself.
     client_initial_window: i64,
@@ -168,11 +174,11 @@ impl Splice {
             server_preface: false,
             dead: false,
             accepted: Instant::now(),
-            client_decoder: Decoder::default(),
-            upstream_decoder: Decoder::default(),
+            client_decoder: headers::Decoder::default(),
+            upstream_decoder: headers::Decoder::default(),
             request_block: None,
             reply_block: None,
-            streams: HashMap::new(),
+            streams: HashMap::default(),
             last_stream: 0,
             client_initial_window: frame::DEFAULT_WINDOW,
             client_max_frame: frame::DEFAULT_MAX_FRAME,
@@ -389,6 +395,12 @@ impl Splice {
                         reason::PROTOCOL_ERROR,
                     ));
                 }
+                if block.frames.len() + whole.len() > MAX_HEADER_BLOCK {
+                    return Err(Broken::Client(
+                        "header block too large",
+                        reason::ENHANCE_YOUR_CALM,
+                    ));
+                }
                 block.bytes.extend_from_slice(payload);
                 block.frames.extend_from_slice(whole);
                 if head.has(frame::END_HEADERS) {
@@ -457,9 +469,7 @@ impl Splice {
                     }
                 }
                 frame::SETTINGS_MAX_FRAME_SIZE => self.client_max_frame = value as usize,
-                frame::SETTINGS_HEADER_TABLE_SIZE => {
-                    headers::allow_table_size(&mut self.upstream_decoder, value)
-                }
+                frame::SETTINGS_HEADER_TABLE_SIZE => self.upstream_decoder.allow_table_size(value),
                 _ => {}
             }
         }
@@ -498,10 +508,20 @@ impl Splice {
             return Ok(());
         };
         if stream.request_done {
-            return Err(Broken::Client(
-                "DATA after END_STREAM",
-                reason::PROTOCOL_ERROR,
-            ));
+            // A stream error (RFC 9113 §5.1, half-closed): the upstream answers it for a
+            // relayed stream; the splice for its own.
+            if matches!(stream.side, Side::Relayed) {
+                self.to_upstream.extend_from_slice(whole);
+            } else {
+                frame::put_window_update(&mut self.to_client, 0, head.len as u32);
+                frame::put_rst_stream(&mut self.to_client, head.stream, reason::STREAM_CLOSED);
+                self.end_stream(
+                    head.stream,
+                    Code::Internal,
+                    Some("DATA after END_STREAM".into()),
+                );
+            }
+            return Ok(());
         }
         stream.request_done = end;
         match &mut stream.side {
@@ -549,7 +569,7 @@ impl Splice {
         bytes: Vec<u8>,
         frames: &[u8],
     ) -> Result<(), Broken> {
-        let request = headers::request(&mut self.client_decoder, bytes)
+        let mut request = headers::request(&mut self.client_decoder, &bytes, self.reencode)
             .map_err(|_| Broken::Client("undecodable header block", reason::COMPRESSION_ERROR))?;
         if let Some(stream) = self.streams.get_mut(&id) {
             // Trailers from the client end its half of the stream.
@@ -572,10 +592,17 @@ impl Splice {
             frame::put_rst_stream(&mut self.to_client, id, reason::REFUSED_STREAM);
             return Ok(());
         }
-        let path = request.path.clone().unwrap_or_default();
+        let path = request.path.take().unwrap_or_default();
         let route = self.shared.router.route(&path);
         let relayed =
             !self.upstream_gone && route.is_some_and(|r| r.dialect == self.live.detected.dialect);
+        if self.streams.len() >= MAX_STREAMS
+            || (!relayed && self.local_streams() >= MAX_LOCAL_CALLS)
+        {
+            self.reencode = true;
+            frame::put_rst_stream(&mut self.to_client, id, reason::REFUSED_STREAM);
+            return Ok(());
+        }
         let mut report = Report::new(path);
         report.route = route;
         report.upstream_dialect = Some(self.live.detected.dialect);
@@ -763,6 +790,13 @@ impl Splice {
         }
     }
 
+    fn local_streams(&self) -> usize {
+        self.streams
+            .values()
+            .filter(|s| matches!(s.side, Side::Local(_)))
+            .count()
+    }
+
     fn is_local(&self, stream: u32) -> bool {
         self.streams
             .get(&stream)
@@ -841,6 +875,9 @@ impl Splice {
                 let Some(block) = self.reply_block.as_mut() else {
                     return Err(Broken::Upstream("CONTINUATION without HEADERS".into()));
                 };
+                if block.bytes.len() + payload.len() > MAX_HEADER_BLOCK {
+                    return Err(Broken::Upstream("reply header block too large".into()));
+                }
                 block.bytes.extend_from_slice(payload);
                 if head.has(frame::END_HEADERS) {
                     let block = self.reply_block.take().expect("checked above");
@@ -852,7 +889,7 @@ impl Splice {
                     match id {
                         frame::SETTINGS_MAX_FRAME_SIZE => self.upstream_max_frame = value as usize,
                         frame::SETTINGS_HEADER_TABLE_SIZE => {
-                            headers::allow_table_size(&mut self.client_decoder, value)
+                            self.client_decoder.allow_table_size(value)
                         }
                         _ => {}
                     }
@@ -882,7 +919,7 @@ impl Splice {
 
     fn on_reply_block(&mut self, block: Block) -> Result<(), Broken> {
         let (stream_id, end_stream) = (block.stream, block.end_stream);
-        let reply = headers::reply(&mut self.upstream_decoder, block.bytes)
+        let reply = headers::reply(&mut self.upstream_decoder, &block.bytes)
             .map_err(|e| Broken::Upstream(e.to_string()))?;
         if let Some(stream) = self.streams.get_mut(&stream_id) {
             stream.reply_started = true;
@@ -1027,13 +1064,34 @@ impl Splice {
     }
 }
 
-/// Logs and counts a call; a relayed call's time is all upstream time.
-fn finish(mut report: Report, stream: &Stream, shared: &Shared) {
-    let took = stream.started.elapsed();
-    if matches!(stream.side, Side::Relayed) {
-        report.upstream = Some(took);
+/// Stream ids are the map's only keys, looked up on every frame: a multiplicative hash with its
+/// high half folded into the low one (which picks the bucket) spreads them at a fraction of
+/// SipHash's cost. The map holds at most `MAX_STREAMS`, which bounds what ids chosen to
+/// collide could cost.
+#[derive(Default)]
+struct StreamIdHasher(u64);
+
+impl Hasher for StreamIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
     }
-    observe::finish(&report, took, &shared.redactor);
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u32(&mut self, id: u32) {
+        let h = (id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = h ^ (h >> 32);
+    }
+}
+
+/// Logs and counts a call. A spliced call's time is not split into upstream time and
+/// overhead: the splice never waits on the upstream for it, it only passes frames along.
+fn finish(report: Report, stream: &Stream, shared: &Shared) {
+    observe::finish(&report, stream.started.elapsed(), &shared.redactor);
 }
 
 fn malformed() -> Broken {

@@ -73,9 +73,11 @@ pub mod reason {
     pub const PROTOCOL_ERROR: u32 = 0x1;
     pub const INTERNAL_ERROR: u32 = 0x2;
     pub const FLOW_CONTROL_ERROR: u32 = 0x3;
+    pub const STREAM_CLOSED: u32 = 0x5;
     pub const REFUSED_STREAM: u32 = 0x7;
     pub const CANCEL: u32 = 0x8;
     pub const COMPRESSION_ERROR: u32 = 0x9;
+    pub const ENHANCE_YOUR_CALM: u32 = 0xb;
 }
 
 /// Settings identifiers the splice reads (RFC 9113 §6.5.2).

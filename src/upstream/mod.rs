@@ -44,7 +44,7 @@ pub struct Live {
     pub session: Arc<UpstreamSession>,
     pub detected: Detected,
     /// The plugin's name from GetPluginInfo (the metrics' `driver_name`).
-    pub driver_name: String,
+    pub driver_name: Arc<str>,
 }
 
 #[derive(Clone)]
@@ -173,7 +173,7 @@ async fn establish(settings: &Settings, endpoint: &Endpoint) -> Result<Live, Str
         conn,
         session: Arc::new(session),
         detected,
-        driver_name,
+        driver_name: driver_name.into(),
     })
 }
 
@@ -210,7 +210,7 @@ fn announce(endpoint: &Endpoint, live: &Live, previous: Option<Dialect>) {
     let version = detected
         .version
         .map(|v| format!("{}.{}.{}", v.major, v.minor, v.patch));
-    let (driver, staging) = (&live.driver_name, live.session.requires_staging);
+    let (driver, staging) = (&*live.driver_name, live.session.requires_staging);
     match previous {
         Some(p) if p != detected.dialect => tracing::warn!(
             upstream = %endpoint, from = %p, to = %dialect, ?version, driver, staging,
