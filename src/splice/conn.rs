@@ -48,7 +48,9 @@ const MAX_STREAMS: usize = 4096;
 /// A client that has not sent its preface by then is dropped.
 const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
 
-type LocalCall = Pin<Box<dyn Future<Output = (u32, Report, Result<Vec<u8>, Status>)> + Send>>;
+/// A call the splice answers itself: its stream, when it started, its report and outcome.
+type LocalCall = Pin<Box<dyn Future<Output = LocalOutcome> + Send>>;
+type LocalOutcome = (u32, Instant, Report, Result<Vec<u8>, Status>);
 
 pub struct Splice {
     shared: Arc<Shared>,
@@ -259,9 +261,9 @@ impl Splice {
                     self.upstream_lost(&e.to_string());
                 }
             }
-            while let Poll::Ready(Some((id, report, outcome))) = self.calls.poll_next_unpin(cx) {
+            while let Poll::Ready(Some(done)) = self.calls.poll_next_unpin(cx) {
                 progress = true;
-                self.answered(id, report, outcome);
+                self.answered(done);
             }
             self.send_replies();
             if self.going_away_later && self.reply_block.is_none() {
@@ -673,6 +675,7 @@ impl Splice {
             return;
         };
         let body = std::mem::take(&mut local.body).freeze();
+        let started = stream.started;
         let too_large = local.too_large;
         let timeout = local.timeout;
         let shared = self.shared.clone();
@@ -687,14 +690,17 @@ impl Splice {
                 let message = grpc_frame::decode_unary(&body).map(Bytes::copy_from_slice);
                 call::answer(&shared, message, timeout, &mut report).await
             };
-            (id, report, outcome)
+            (id, started, report, outcome)
         }));
     }
 
     /// A local call's outcome, turned into the frames of its reply.
-    fn answered(&mut self, id: u32, report: Report, outcome: Result<Vec<u8>, Status>) {
+    fn answered(&mut self, (id, started, mut report, outcome): LocalOutcome) {
         let Some(stream) = self.streams.get_mut(&id) else {
-            return; // the client reset the stream meanwhile
+            // The client reset the stream meanwhile: the call is reported, not answered.
+            report.code = Code::Cancelled;
+            report.message = Some("the client reset the stream".into());
+            return observe::finish(&report, started.elapsed(), &self.shared.redactor);
         };
         let Side::Local(local) = &mut stream.side else {
             return;
