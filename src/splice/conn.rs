@@ -346,10 +346,22 @@ impl Splice {
             self.from_client.advance(frame::PREFACE.len());
             self.preface = true;
         }
-        while let Some(head) = frame::next(&self.from_client) {
-            let whole = self.from_client.split_to(frame::HEAD_LEN + head.len);
-            self.on_client_frame(head, &whole)?;
-        }
+        // The buffer is taken out while its frames are handled in place, then put back.
+        let mut buf = std::mem::take(&mut self.from_client);
+        let mut at = 0;
+        let handled = loop {
+            let Some(head) = frame::next(&buf[at..]) else {
+                break Ok(());
+            };
+            let end = at + frame::HEAD_LEN + head.len;
+            if let Err(e) = self.on_client_frame(head, &buf[at..end]) {
+                break Err(e);
+            }
+            at = end;
+        };
+        buf.advance(at);
+        self.from_client = buf;
+        handled?;
         if self.from_client.len() >= frame::HEAD_LEN {
             let head = Head::parse(&self.from_client);
             if head.len > frame::MAX_FRAME_LEN {
@@ -372,14 +384,13 @@ impl Splice {
             Kind::Headers => {
                 let range = frame::content(&head, payload).map_err(|_| malformed())?;
                 let end_stream = head.has(frame::END_STREAM);
-                let bytes = payload[range].to_vec();
                 if head.has(frame::END_HEADERS) {
-                    self.on_request_block(head.stream, end_stream, bytes, whole)?;
+                    self.on_request_block(head.stream, end_stream, &payload[range], whole)?;
                 } else {
                     self.request_block = Some(Block {
                         stream: head.stream,
                         end_stream,
-                        bytes,
+                        bytes: payload[range].to_vec(),
                         frames: whole.to_vec(),
                     });
                 }
@@ -407,7 +418,7 @@ impl Splice {
                 block.frames.extend_from_slice(whole);
                 if head.has(frame::END_HEADERS) {
                     let b = self.request_block.take().expect("checked above");
-                    self.on_request_block(b.stream, b.end_stream, b.bytes, &b.frames)?;
+                    self.on_request_block(b.stream, b.end_stream, &b.bytes, &b.frames)?;
                 }
             }
             Kind::Data => self.on_client_data(head, whole)?,
@@ -568,10 +579,10 @@ impl Splice {
         &mut self,
         id: u32,
         end_stream: bool,
-        bytes: Vec<u8>,
+        bytes: &[u8],
         frames: &[u8],
     ) -> Result<(), Broken> {
-        let mut request = headers::request(&mut self.client_decoder, &bytes, self.reencode)
+        let mut request = headers::request(&mut self.client_decoder, bytes, self.reencode)
             .map_err(|_| Broken::Client("undecodable header block", reason::COMPRESSION_ERROR))?;
         if let Some(stream) = self.streams.get_mut(&id) {
             // Trailers from the client end its half of the stream.
@@ -813,14 +824,28 @@ impl Splice {
 
     fn on_upstream_bytes(&mut self) -> Result<(), Broken> {
         self.held = false;
-        while let Some(head) = frame::next(&self.from_upstream) {
+        let mut buf = std::mem::take(&mut self.from_upstream);
+        let mut at = 0;
+        let handled = loop {
+            let Some(head) = frame::next(&buf[at..]) else {
+                break Ok(());
+            };
             if head.kind == Kind::Data && head.len as i64 > self.window {
                 // The upstream counts on window the splice's own replies used: wait for more.
                 self.held = true;
-                return Ok(());
+                break Ok(());
             }
-            let whole = self.from_upstream.split_to(frame::HEAD_LEN + head.len);
-            self.on_upstream_frame(head, &whole)?;
+            let end = at + frame::HEAD_LEN + head.len;
+            if let Err(e) = self.on_upstream_frame(head, &buf[at..end]) {
+                break Err(e);
+            }
+            at = end;
+        };
+        buf.advance(at);
+        self.from_upstream = buf;
+        handled?;
+        if self.held {
+            return Ok(());
         }
         if self.from_upstream.len() >= frame::HEAD_LEN {
             let head = Head::parse(&self.from_upstream);
@@ -865,16 +890,16 @@ impl Splice {
             }
             Kind::Headers => {
                 let range = frame::content(&head, payload).map_err(upstream_malformed)?;
-                let block = Block {
-                    stream: head.stream,
-                    end_stream: head.has(frame::END_STREAM),
-                    bytes: payload[range].to_vec(),
-                    frames: Vec::new(),
-                };
+                let end_stream = head.has(frame::END_STREAM);
                 if head.has(frame::END_HEADERS) {
-                    self.on_reply_block(block)?;
+                    self.on_reply_block(head.stream, end_stream, &payload[range])?;
                 } else {
-                    self.reply_block = Some(block);
+                    self.reply_block = Some(Block {
+                        stream: head.stream,
+                        end_stream,
+                        bytes: payload[range].to_vec(),
+                        frames: Vec::new(),
+                    });
                 }
             }
             Kind::Continuation => {
@@ -886,8 +911,8 @@ impl Splice {
                 }
                 block.bytes.extend_from_slice(payload);
                 if head.has(frame::END_HEADERS) {
-                    let block = self.reply_block.take().expect("checked above");
-                    self.on_reply_block(block)?;
+                    let b = self.reply_block.take().expect("checked above");
+                    self.on_reply_block(b.stream, b.end_stream, &b.bytes)?;
                 }
             }
             Kind::Settings if !head.has(frame::ACK) => {
@@ -923,9 +948,14 @@ impl Splice {
         Ok(())
     }
 
-    fn on_reply_block(&mut self, block: Block) -> Result<(), Broken> {
-        let (stream_id, end_stream) = (block.stream, block.end_stream);
-        let reply = headers::reply(&mut self.upstream_decoder, &block.bytes)
+    /// A reply header block, complete (its frames already went on).
+    fn on_reply_block(
+        &mut self,
+        stream_id: u32,
+        end_stream: bool,
+        block: &[u8],
+    ) -> Result<(), Broken> {
+        let reply = headers::reply(&mut self.upstream_decoder, block)
             .map_err(|e| Broken::Upstream(e.to_string()))?;
         if let Some(stream) = self.streams.get_mut(&stream_id) {
             stream.reply_started = true;
