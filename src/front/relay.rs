@@ -1,5 +1,7 @@
-//! The fast path: front and upstream speak the same dialect, so the call is relayed frame by
-//! frame — headers, data, trailers — without decoding. Streaming RPCs relay the same way. The
+//! Same dialect on a terminated connection (TCP upstream, the appliance listener, or
+//! `--splice=false`; a spliced connection never gets here, see `crate::splice`): front and
+//! upstream speak the same dialect, so the call is relayed frame by frame — headers, data,
+//! trailers — without decoding. Streaming RPCs relay the same way. The
 //! relay only peeks: it keeps the request's first frame (for the log line's volume id) and reads
 //! the final `grpc-status` (for the metrics).
 
