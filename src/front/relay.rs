@@ -10,7 +10,7 @@ use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
 use http::{HeaderMap, Request, Response};
 
-use crate::grpc::{body::h2_status, status, Code, Status};
+use crate::grpc::{body::h2_status, frame, status, Code, Status};
 use crate::upstream::Connection;
 
 /// What the relay saw of a call that went through.
@@ -133,10 +133,9 @@ async fn pump(mut from: RecvStream, mut to: SendStream<Bytes>, keep_first: bool)
     seen
 }
 
-/// The message inside a DATA chunk that holds one whole gRPC frame.
+/// The message inside a DATA chunk that holds one whole gRPC frame (a view, not a copy).
 fn message_of(chunk: Bytes) -> Option<Bytes> {
-    let len = u32::from_be_bytes(chunk.get(1..5)?.try_into().ok()?) as usize;
-    (chunk.len() >= 5 + len).then(|| chunk.slice(5..5 + len))
+    frame::first_message(&chunk).map(|m| chunk.slice_ref(m))
 }
 
 /// Drops the headers that describe one hop rather than the call.

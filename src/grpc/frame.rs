@@ -16,6 +16,13 @@ pub fn encode(message: &[u8]) -> Bytes {
     buf.freeze()
 }
 
+/// The first message of a chunk that begins with a whole gRPC frame (what the log and the
+/// debug bodies show of a relayed call); `None` if the chunk holds less.
+pub fn first_message(chunk: &[u8]) -> Option<&[u8]> {
+    let len = u32::from_be_bytes(chunk.get(1..HEADER)?.try_into().ok()?) as usize;
+    chunk.get(HEADER..HEADER.checked_add(len)?)
+}
+
 /// The single message of a unary body. The gateway negotiates no compression, so a compressed
 /// message is refused rather than misread.
 pub fn decode_unary(body: &[u8]) -> Result<&[u8], Status> {
@@ -50,6 +57,15 @@ pub fn decode_unary(body: &[u8]) -> Result<&[u8], Status> {
 mod tests {
     use super::*;
     use tonic::Code;
+
+    #[test]
+    fn first_message_needs_the_whole_frame() {
+        let mut two = encode(b"abc").to_vec();
+        two.extend_from_slice(&encode(b"de"));
+        assert_eq!(first_message(&two), Some(&b"abc"[..]));
+        assert_eq!(first_message(&two[..7]), None);
+        assert_eq!(first_message(&[0, 0xff, 0xff, 0xff, 0xff]), None);
+    }
 
     #[test]
     fn round_trip() {

@@ -1144,10 +1144,9 @@ fn cancelled_by_client(code: u32) -> Option<String> {
     ))
 }
 
-/// The message inside a DATA payload that holds one whole gRPC frame.
+/// A copy of the message inside a DATA payload that holds one whole gRPC frame.
 fn first_message(data: &[u8]) -> Option<Bytes> {
-    let len = u32::from_be_bytes(data.get(1..5)?.try_into().ok()?) as usize;
-    data.get(5..5 + len).map(Bytes::copy_from_slice)
+    grpc_frame::first_message(data).map(Bytes::copy_from_slice)
 }
 
 /// Reads what has arrived: `Some(n)` bytes, `None` at the end of the stream or on an error.
