@@ -199,14 +199,15 @@ thread_local! {
 /// The sidecar histogram's series for one driver, method and code.
 fn operations(driver: &str, method: &'static str, code: Code) -> Histogram {
     OPERATION_HANDLES.with_borrow_mut(|handles| {
-        let slot = handles.entry((method, code as i32)).or_insert_with(|| {
-            (String::new(), Histogram::noop())
-        });
-        if slot.0 != driver {
-            let h = histogram!(OPERATIONS, "driver_name" => driver.to_string(), "method_name" => method, "grpc_status_code" => code_name(code));
-            *slot = (driver.to_string(), h);
+        let key = (method, code as i32);
+        match handles.get(&key) {
+            Some((made_for, h)) if made_for == driver => h.clone(),
+            _ => {
+                let h = histogram!(OPERATIONS, "driver_name" => driver.to_string(), "method_name" => method, "grpc_status_code" => code_name(code));
+                handles.insert(key, (driver.to_string(), h.clone()));
+                h
+            }
         }
-        slot.1.clone()
     })
 }
 
