@@ -63,19 +63,10 @@ async fn serve(
             );
         }
     }
-    let live = match shared.upstream.live() {
+    let live = match live_upstream(shared, route, report) {
         Ok(live) => live,
-        Err(s) => {
-            report.fail(&s);
-            return reply(
-                respond,
-                translate::encode_front(route.dialect, route.method.path, Err(s)),
-                report,
-            );
-        }
+        Err(encoded) => return reply(respond, encoded, report),
     };
-    report.upstream_dialect = Some(live.detected.dialect);
-    report.driver = Some(live.driver_name.clone());
     let conn = private
         .filter(|c| !c.is_closed())
         .unwrap_or_else(|| live.conn.clone());
@@ -128,15 +119,10 @@ pub async fn answer(
         report.fail(&s);
         return Err(s);
     };
-    let live = match shared.upstream.live() {
+    let live = match live_upstream(shared, route, report) {
         Ok(live) => live,
-        Err(s) => {
-            report.fail(&s);
-            return translate::encode_front(route.dialect, route.method.path, Err(s));
-        }
+        Err(encoded) => return encoded,
     };
-    report.upstream_dialect = Some(live.detected.dialect);
-    report.driver = Some(live.driver_name.clone());
     if route.method.server_streaming {
         let s = if route.dialect == live.detected.dialect {
             Status::unavailable(format!(
@@ -161,6 +147,30 @@ pub async fn answer(
         return reply.map(|b| b.to_vec());
     }
     translated(shared, &live, &live.conn, route, message, deadline, report).await
+}
+
+/// The live upstream, noted in the report; without one, the call's answer in its front dialect
+/// (UNAVAILABLE naming the upstream).
+fn live_upstream(
+    shared: &Shared,
+    route: Route,
+    report: &mut Report,
+) -> Result<Arc<Live>, Result<Vec<u8>, Status>> {
+    match shared.upstream.live() {
+        Ok(live) => {
+            report.upstream_dialect = Some(live.detected.dialect);
+            report.driver = Some(live.driver_name.clone());
+            Ok(live)
+        }
+        Err(s) => {
+            report.fail(&s);
+            Err(translate::encode_front(
+                route.dialect,
+                route.method.path,
+                Err(s),
+            ))
+        }
+    }
 }
 
 fn unknown_method(path: &str) -> Status {
