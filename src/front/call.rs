@@ -136,7 +136,7 @@ pub async fn answer(
         return Err(s);
     }
     if route.dialect == live.detected.dialect {
-        let message = message?;
+        let message = message.inspect_err(|s| report.fail(s))?;
         report.request = Some(message.clone());
         let began = Instant::now();
         let reply = live.conn.unary(route.method.path, &message).await;
