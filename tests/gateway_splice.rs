@@ -11,6 +11,7 @@ use bytes::Bytes;
 use csi_gateway::dialect::proto::{v0_3, v1};
 use futures_util::future::join_all;
 use prost::Message;
+use support::front::cap_v1;
 use support::gateway::Gateway;
 use support::{Backend, Options};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -66,7 +67,7 @@ async fn one_connection_carries_relayed_and_translated_calls() {
                     2 => controller
                         .create_volume(v1::CreateVolumeRequest {
                             name: format!("vol-{i}"),
-                            volume_capabilities: vec![mount_capability()],
+                            volume_capabilities: vec![cap_v1()],
                             capacity_range: Some(v1::CapacityRange {
                                 required_bytes: 1 << 20,
                                 limit_bytes: 0,
@@ -120,16 +121,6 @@ fn with_header<T>(message: T) -> tonic::Request<T> {
         "first-seen-on-a-translated-call".parse().unwrap(),
     );
     r
-}
-
-fn mount_capability() -> v1::VolumeCapability {
-    use v1::volume_capability::{access_mode::Mode, AccessMode, AccessType, MountVolume};
-    v1::VolumeCapability {
-        access_type: Some(AccessType::Mount(MountVolume::default())),
-        access_mode: Some(AccessMode {
-            mode: Mode::SingleNodeWriter as i32,
-        }),
-    }
 }
 
 /// A raw HTTP/2 client whose stream windows are a few bytes: every reply the gateway writes

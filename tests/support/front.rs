@@ -133,7 +133,8 @@ fn version_draft() -> Option<draft::Version> {
     })
 }
 
-fn cap_v1() -> v1::VolumeCapability {
+/// A single-node-writer mount capability, as every v1 create in the tests asks.
+pub fn cap_v1() -> v1::VolumeCapability {
     use v1::volume_capability::{access_mode::Mode, AccessMode, AccessType, MountVolume};
     v1::VolumeCapability {
         access_type: Some(AccessType::Mount(MountVolume::default())),
