@@ -86,8 +86,8 @@ async fn one_connection_carries_relayed_and_translated_calls() {
         for (i, r) in join_all(calls).await.into_iter().enumerate() {
             r.unwrap_or_else(|e| panic!("call {i} (splice={splice}): {e:?}"));
         }
-        // Errors keep their codes on either path: a missing name (relayed) and an unknown
-        // volume on a translated delete... which v0.3 idempotently answers OK.
+        // Errors keep their codes on either path: a missing name (relayed, the plugin's
+        // INVALID_ARGUMENT) and an unknown method (answered by the gateway itself).
         let err = controller
             .clone()
             .create_volume(v1::CreateVolumeRequest::default())
