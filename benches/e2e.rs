@@ -3,9 +3,11 @@
 //! baseline), through a socat byte relay (the reference point), through the gateway with the
 //! same dialect on both sides — spliced (the default) and with `--splice=false` (HTTP/2
 //! terminated on both sides) — and through the gateway translating a v0.3 call to the v1
-//! upstream. Ratios are against the direct figure of the same run.
+//! upstream; and direct, socat and the gateway again over 4 client connections. Ratios are
+//! against the direct figure of the same run.
 //!
-//! `cargo bench --bench e2e` (env: E2E_DURATION=3s, E2E_ROUNDS=3, E2E_CONCURRENCY=1,16,64).
+//! `cargo bench --bench e2e` (env: E2E_DURATION=3s, E2E_ROUNDS=3, E2E_CONCURRENCY=1,16,64,
+//! E2E_CONCURRENCY_CONNECTIONS=16,64 for the run over 4 client connections).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -115,6 +117,27 @@ fn main() {
         "# v1 Probe: direct vs socat vs gateway (v1 -> v1, spliced) vs gateway --splice=false"
     );
     assert!(passthrough.status().unwrap().success());
+
+    // A node's orchestrator and sidecars open connections of their own: the gateway serves
+    // each on the same thread, socat forks a process per connection.
+    println!("\n# v1 Probe over 4 client connections: direct vs socat vs gateway (spliced)");
+    let mut connections = Command::new(load);
+    connections
+        .arg("run")
+        .args(&common[..4])
+        .args(["--warmup", "500ms", "--connections", "4", "--concurrency"])
+        .arg(env("E2E_CONCURRENCY_CONNECTIONS", "16,64"))
+        .arg("--target")
+        .arg(target("direct", "up.sock"));
+    if socat.is_some() {
+        connections
+            .arg("--target")
+            .arg(target("socat", "socat.sock"));
+    }
+    connections
+        .arg("--target")
+        .arg(target("gateway", "gw.sock"));
+    assert!(connections.status().unwrap().success());
 
     println!("\n# Probe translated: direct v1 vs gateway (v0.3 front -> v1 upstream)");
     let translated = Command::new(load)
