@@ -369,18 +369,9 @@ impl Splice {
         }
         // The buffer is taken out while its frames are handled in place, then put back.
         let mut buf = std::mem::take(&mut self.from_client);
-        let mut at = 0;
-        let handled = loop {
-            let Some(head) = frame::next(&buf[at..]) else {
-                break Ok(());
-            };
-            let end = at + frame::HEAD_LEN + head.len;
-            if let Err(e) = self.on_client_frame(head, &buf[at..end]) {
-                break Err(e);
-            }
-            at = end;
-        };
-        buf.advance(at);
+        let handled = take_frames(&mut buf, |head, whole| {
+            self.on_client_frame(head, whole).map(|()| true)
+        });
         self.from_client = buf;
         handled?;
         if self.from_client.len() >= frame::HEAD_LEN {
@@ -846,23 +837,14 @@ impl Splice {
     fn on_upstream_bytes(&mut self) -> Result<(), Broken> {
         self.held = false;
         let mut buf = std::mem::take(&mut self.from_upstream);
-        let mut at = 0;
-        let handled = loop {
-            let Some(head) = frame::next(&buf[at..]) else {
-                break Ok(());
-            };
+        let handled = take_frames(&mut buf, |head, whole| {
             if head.kind == Kind::Data && head.len as i64 > self.window {
                 // The upstream counts on window the splice's own replies used: wait for more.
                 self.held = true;
-                break Ok(());
+                return Ok(false);
             }
-            let end = at + frame::HEAD_LEN + head.len;
-            if let Err(e) = self.on_upstream_frame(head, &buf[at..end]) {
-                break Err(e);
-            }
-            at = end;
-        };
-        buf.advance(at);
+            self.on_upstream_frame(head, whole).map(|()| true)
+        });
         self.from_upstream = buf;
         handled?;
         if self.held {
@@ -1170,6 +1152,28 @@ fn cancelled_by_client(code: u32) -> Option<String> {
     Some(format!(
         "the client reset the stream (HTTP/2 error code {code:#x})"
     ))
+}
+
+/// Hands the whole frames at the front of `buf` to `handle` in order, until it leaves one
+/// (`Ok(false)`) or fails, and drops those it took.
+fn take_frames(
+    buf: &mut BytesMut,
+    mut handle: impl FnMut(Head, &[u8]) -> Result<bool, Broken>,
+) -> Result<(), Broken> {
+    let mut at = 0;
+    let handled = loop {
+        let Some(head) = frame::next(&buf[at..]) else {
+            break Ok(());
+        };
+        let end = at + frame::HEAD_LEN + head.len;
+        match handle(head, &buf[at..end]) {
+            Ok(true) => at = end,
+            Ok(false) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    buf.advance(at);
+    handled
 }
 
 /// A copy of the message inside a DATA payload that holds one whole gRPC frame.
