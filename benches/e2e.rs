@@ -83,21 +83,21 @@ fn main() {
     std::thread::sleep(Duration::from_millis(300)); // the gateway's first upstream connection
 
     let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
-    let common = [
+    let timing = [
         "--duration".to_string(),
         env("E2E_DURATION", "3s"),
         "--rounds".into(),
         env("E2E_ROUNDS", "3"),
-        "--concurrency".into(),
-        env("E2E_CONCURRENCY", "1,16,64"),
         "--warmup".into(),
         "500ms".into(),
     ];
+    let concurrency = |var: &str, default: &str| ["--concurrency".to_string(), env(var, default)];
     let target = |name: &str, s: &str| format!("{name}=unix://{}", sock(s).display());
     let mut passthrough = Command::new(load);
     passthrough
         .arg("run")
-        .args(&common)
+        .args(&timing)
+        .args(concurrency("E2E_CONCURRENCY", "1,16,64"))
         .arg("--target")
         .arg(target("direct", "up.sock"));
     if socat.is_some() {
@@ -124,9 +124,9 @@ fn main() {
     let mut connections = Command::new(load);
     connections
         .arg("run")
-        .args(&common[..4])
-        .args(["--warmup", "500ms", "--connections", "4", "--concurrency"])
-        .arg(env("E2E_CONCURRENCY_CONNECTIONS", "16,64"))
+        .args(&timing)
+        .args(concurrency("E2E_CONCURRENCY_CONNECTIONS", "16,64"))
+        .args(["--connections", "4"])
         .arg("--target")
         .arg(target("direct", "up.sock"));
     if socat.is_some() {
@@ -142,7 +142,8 @@ fn main() {
     println!("\n# Probe translated: direct v1 vs gateway (v0.3 front -> v1 upstream)");
     let translated = Command::new(load)
         .arg("run")
-        .args(&common)
+        .args(&timing)
+        .args(concurrency("E2E_CONCURRENCY", "1,16,64"))
         .arg("--target")
         .arg(target("direct", "up.sock"))
         .arg("--target")
