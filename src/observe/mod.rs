@@ -61,6 +61,12 @@ pub fn bodies_enabled() -> bool {
     tracing::enabled!(target: "csi_gateway::rpc", Level::DEBUG)
 }
 
+/// Whether a call's request message is read at all: for the volume id of its info line, or
+/// for the bodies at debug. Where neither is logged, a relayed request need not be copied.
+pub fn request_wanted() -> bool {
+    tracing::enabled!(target: "csi_gateway::rpc", Level::INFO)
+}
+
 /// Logs and counts a finished call.
 pub fn finish(report: &Report, total: Duration, redactor: &Redactor) {
     let method = report.route.map_or("unknown", |r| r.method.path);

@@ -554,7 +554,9 @@ impl Splice {
                 if let Some(report) = stream.report.as_mut() {
                     if report.request.is_none() {
                         let range = frame::content(&head, payload).map_err(|_| malformed())?;
-                        report.request = first_message(&payload[range]);
+                        if observe::request_wanted() {
+                            report.request = first_message(&payload[range]);
+                        }
                     }
                 }
                 self.to_upstream.extend_from_slice(whole);
