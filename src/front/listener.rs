@@ -1,6 +1,7 @@
 //! Accepts connections and serves each one's streams: spliced (`crate::splice`) when it can be,
-//! otherwise terminated here. A terminated front connection gets its own upstream connection, and both connections' I/O and all the calls between them run inside one task: a
-//! call is never handed to another task or thread inside the gateway (no per-call task, no
+//! otherwise terminated here. A terminated front connection gets its own upstream connection,
+//! and both connections' I/O and all the calls between them run inside one task: a call is
+//! never handed to another task or thread inside the gateway (no per-call task, no
 //! shared-connection task to wake). When the private upstream connection cannot be had, calls
 //! fall back to the supervisor's shared one. On shutdown every connection is told to go away and
 //! gets `grace` to finish its calls.
