@@ -229,6 +229,51 @@ async fn sigterm_exits_cleanly_and_removes_the_socket() {
     assert!(gateway.log_text().contains("stopped"));
 }
 
+/// The scheduling policy of a process, as `/proc/<pid>/stat` reports it (field 41).
+fn policy_of(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name, which is in parentheses and may hold spaces; the state
+    // is field 3.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    rest.split(' ').nth(41 - 3).unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn runs_under_sched_batch_unless_configured_otherwise() {
+    const SCHED_OTHER: u32 = 0;
+    const SCHED_BATCH: u32 = 3;
+    let backend = Backend::start(Options::new("v1")).await;
+    let batch = Gateway::start(&backend.socket, "v0.1", &[]).await;
+    assert_eq!(policy_of(batch.pid()), SCHED_BATCH, "{}", batch.log_text());
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gateway.toml");
+    let shipped = std::fs::read_to_string("config/gateway.toml").unwrap();
+    assert!(shipped.contains("scheduling = \"batch\""));
+    std::fs::write(
+        &config,
+        shipped.replace("scheduling = \"batch\"", "scheduling = \"normal\""),
+    )
+    .unwrap();
+    let normal = Gateway::start(
+        &backend.socket,
+        "v0.1",
+        &[&format!("--config={}", config.display())],
+    )
+    .await;
+    assert_eq!(
+        policy_of(normal.pid()),
+        SCHED_OTHER,
+        "{}",
+        normal.log_text()
+    );
+    // Both serve.
+    for g in [&batch, &normal] {
+        let mut identity = v1::identity_client::IdentityClient::new(g.channel().await);
+        identity.probe(v1::ProbeRequest {}).await.unwrap();
+    }
+}
+
 #[tokio::test]
 async fn bad_configuration_exits_64_before_binding() {
     let dir = tempfile::tempdir().unwrap();

@@ -95,12 +95,13 @@ async fn run(
         "target", "inflight", "calls/s", "p50", "p99", "errors", "ratio"
     );
     for &c in &concurrency {
-        // Rounds interleave the targets so drift on the machine hits them alike.
+        // Rounds interleave the targets so drift on the machine hits them alike, and each
+        // round starts one target later so none always runs right after the same one.
         let mut results: Vec<Vec<load::Figures>> = vec![Vec::new(); targets.len()];
-        for _ in 0..rounds.max(1) {
-            for (i, (_, ep)) in targets.iter().enumerate() {
+        for round in 0..rounds.max(1) {
+            for i in (0..targets.len()).map(|k| (k + round) % targets.len()) {
                 let l = Load {
-                    target: ep.clone(),
+                    target: targets[i].1.clone(),
                     path: path.clone(),
                     request: Vec::new(),
                     concurrency: c,

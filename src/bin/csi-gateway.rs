@@ -169,6 +169,8 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     init_logging(config.log_json, &config.log_level)?;
+    // Before the runtime starts its threads, which inherit the policy.
+    set_scheduling(config.scheduling);
     let runtime = match config.worker_threads {
         1 => tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -196,6 +198,23 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         running.shutdown().await;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// Applies `[runtime] scheduling` to this thread. A refusal (a seccomp profile, say) is
+/// logged and the gateway runs on as it was started.
+fn set_scheduling(scheduling: config::Scheduling) {
+    let policy = match scheduling {
+        config::Scheduling::Batch => libc::SCHED_BATCH,
+        config::Scheduling::Normal => return,
+    };
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid `sched_param` that outlives the call; pid 0 is this thread.
+    if unsafe { libc::sched_setscheduler(0, policy, &param) } != 0 {
+        let e = std::io::Error::last_os_error();
+        tracing::warn!(error = %e, ?scheduling, "cannot set the scheduling policy");
+    } else {
+        tracing::debug!(?scheduling, "scheduling policy set");
+    }
 }
 
 fn check(endpoint: &str, dialect: Option<&str>, timeout: Duration) -> anyhow::Result<ExitCode> {

@@ -104,6 +104,10 @@ impl Gateway {
         fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     pub async fn channel(&self) -> Channel {
         super::connect(&self.socket).await
     }
