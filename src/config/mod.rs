@@ -89,7 +89,7 @@ pub enum Scheduling {
     /// flight this way).
     #[default]
     Batch,
-    /// `SCHED_OTHER`, the policy the gateway was started with.
+    /// The policy the gateway was started with (`SCHED_OTHER` unless its parent chose another).
     Normal,
 }
 
