@@ -19,7 +19,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::io::ErrorKind;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -1193,19 +1193,33 @@ fn read(io: &mut UnixStream, buf: &mut BytesMut, cx: &mut Context<'_>) -> Poll<O
         buf.reserve(64 * 1024);
     }
     let room = buf.capacity() - buf.len();
-    match tokio_util::io::poll_read_buf(Pin::new(&mut *io), cx, buf) {
-        Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => Poll::Ready(None),
-        Poll::Ready(Ok(n)) => {
-            if n < room {
-                // `try_io` clears the readiness it saw when its operation reports WouldBlock;
-                // an event that arrives later sets it again.
-                let _ = io.try_io(Interest::READABLE, || {
-                    Err::<(), _>(ErrorKind::WouldBlock.into())
-                });
-            }
-            Poll::Ready(Some(n))
+    let io = &*io;
+    loop {
+        if ready!(io.poll_read_ready(cx)).is_err() {
+            return Poll::Ready(None);
         }
-        Poll::Pending => Poll::Pending,
+        let mut got = 0;
+        // A short read answers `WouldBlock` to `try_io`, which then clears the readiness it saw
+        // before the read; an event that came in since (another worker thread's driver may
+        // have handled one) has a newer tick and is kept.
+        let outcome = io.try_io(Interest::READABLE, || {
+            got = io.try_read_buf(buf)?;
+            if got > 0 && got < room {
+                return Err(ErrorKind::WouldBlock.into());
+            }
+            Ok(())
+        });
+        match outcome {
+            Ok(()) if got == 0 => return Poll::Ready(None), // the peer closed
+            Ok(()) => return Poll::Ready(Some(got)),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                if got > 0 {
+                    return Poll::Ready(Some(got));
+                }
+                // The readiness was stale and is cleared: wait for the next event.
+            }
+            Err(_) => return Poll::Ready(None),
+        }
     }
 }
 
