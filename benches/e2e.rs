@@ -56,12 +56,17 @@ fn main() {
     );
     wait_for_socket(&sock("up.sock"));
     let socat = which("socat").map(|s| {
-        spawn(
+        let relay = spawn(
             Command::new(s)
                 .arg(format!("UNIX-LISTEN:{},fork", sock("socat.sock").display()))
                 .arg(format!("UNIX-CONNECT:{}", sock("up.sock").display())),
-        )
+        );
+        wait_for_socket(&sock("socat.sock"));
+        relay
     });
+    if socat.is_none() {
+        eprintln!("socat not installed: no byte-relay reference point");
+    }
     let start_gateway = |name: &str, splice: bool| {
         let gw = spawn(
             Command::new(gateway)
@@ -91,63 +96,54 @@ fn main() {
         "--warmup".into(),
         "500ms".into(),
     ];
-    let concurrency = |var: &str, default: &str| ["--concurrency".to_string(), env(var, default)];
     let target = |name: &str, s: &str| format!("{name}=unix://{}", sock(s).display());
-    let mut passthrough = Command::new(load);
-    passthrough
-        .arg("run")
-        .args(&timing)
-        .args(concurrency("E2E_CONCURRENCY", "1,16,64"))
-        .arg("--target")
-        .arg(target("direct", "up.sock"));
-    if socat.is_some() {
-        wait_for_socket(&sock("socat.sock"));
-        passthrough
+    // One run of the load tool: direct first (the ratios' base), then socat when asked for
+    // and installed, then `targets`.
+    let measure = |concurrency: &str, with_socat: bool, targets: &[(&str, &str)]| {
+        let mut run = Command::new(load);
+        run.arg("run")
+            .args(&timing)
+            .arg("--concurrency")
+            .arg(concurrency)
             .arg("--target")
-            .arg(target("socat", "socat.sock"));
-    } else {
-        eprintln!("socat not installed: no byte-relay reference point");
-    }
-    passthrough
-        .arg("--target")
-        .arg(target("gateway", "gw.sock"))
-        .arg("--target")
-        .arg(target("terminating", "gw-term.sock"));
+            .arg(target("direct", "up.sock"));
+        if with_socat && socat.is_some() {
+            run.arg("--target").arg(target("socat", "socat.sock"));
+        }
+        for (name, socket) in targets {
+            run.arg("--target").arg(target(name, socket));
+        }
+        run
+    };
+    let concurrency = env("E2E_CONCURRENCY", "1,16,64");
+
     println!(
         "# v1 Probe: direct vs socat vs gateway (v1 -> v1, spliced) vs gateway --splice=false"
     );
-    assert!(passthrough.status().unwrap().success());
+    let passthrough = measure(
+        &concurrency,
+        true,
+        &[("gateway", "gw.sock"), ("terminating", "gw-term.sock")],
+    )
+    .status()
+    .unwrap();
+    assert!(passthrough.success());
 
     // A node's orchestrator and sidecars open connections of their own: the gateway serves
     // each on the same thread, socat forks a process per connection.
     println!("\n# v1 Probe over 4 client connections: direct vs socat vs gateway (spliced)");
-    let mut connections = Command::new(load);
-    connections
-        .arg("run")
-        .args(&timing)
-        .args(concurrency("E2E_CONCURRENCY_CONNECTIONS", "16,64"))
-        .args(["--connections", "4"])
-        .arg("--target")
-        .arg(target("direct", "up.sock"));
-    if socat.is_some() {
-        connections
-            .arg("--target")
-            .arg(target("socat", "socat.sock"));
-    }
-    connections
-        .arg("--target")
-        .arg(target("gateway", "gw.sock"));
-    assert!(connections.status().unwrap().success());
+    let connections = measure(
+        &env("E2E_CONCURRENCY_CONNECTIONS", "16,64"),
+        true,
+        &[("gateway", "gw.sock")],
+    )
+    .args(["--connections", "4"])
+    .status()
+    .unwrap();
+    assert!(connections.success());
 
     println!("\n# Probe translated: direct v1 vs gateway (v0.3 front -> v1 upstream)");
-    let translated = Command::new(load)
-        .arg("run")
-        .args(&timing)
-        .args(concurrency("E2E_CONCURRENCY", "1,16,64"))
-        .arg("--target")
-        .arg(target("direct", "up.sock"))
-        .arg("--target")
-        .arg(target("v0.3->v1", "gw.sock"))
+    let translated = measure(&concurrency, false, &[("v0.3->v1", "gw.sock")])
         .args(["--path", "/csi.v0.Identity/Probe"])
         .status()
         .unwrap();
