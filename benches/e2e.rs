@@ -3,7 +3,9 @@
 //! baseline), through a socat byte relay (the reference point), through the gateway with the
 //! same dialect on both sides — spliced (the default) and with `--splice=false` (HTTP/2
 //! terminated on both sides) — and through the gateway translating a v0.3 call to the v1
-//! upstream; and direct, socat and the gateway again over 4 client connections. Ratios are
+//! upstream; and direct, socat and the gateway again over 4 client connections. Those calls
+//! are made by the load tool's own HTTP/2 client; then direct, socat and both gateways once
+//! more with h2load making them, a generator that shares no code with the gateway. Ratios are
 //! against the direct figure of the same run.
 //!
 //! `cargo bench --bench e2e` (env: E2E_DURATION=3s, E2E_ROUNDS=3, E2E_CONCURRENCY=1,16,64,
@@ -148,6 +150,23 @@ fn main() {
         .status()
         .unwrap();
     assert!(translated.success());
+
+    if which("h2load").is_none() {
+        eprintln!(
+            "\nh2load not installed (Debian's nghttp2-client): no run by an independent generator"
+        );
+        return;
+    }
+    println!("\n# v1 Probe, calls made by h2load: direct vs socat vs gateway (spliced) vs --splice=false");
+    let independent = measure(
+        &concurrency,
+        true,
+        &[("gateway", "gw.sock"), ("terminating", "gw-term.sock")],
+    )
+    .args(["--generator", "h2load"])
+    .status()
+    .unwrap();
+    assert!(independent.success());
 }
 
 fn which(name: &str) -> Option<PathBuf> {

@@ -4,9 +4,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use csi_gateway::endpoint::Endpoint;
 use csi_gateway::load::{self, Load};
+use csi_gateway::upstream::Connection;
 
 #[derive(Parser)]
 #[command(about = "Load tool for csi-gateway: fixed-reply upstream and load generator")]
@@ -41,7 +42,17 @@ enum Command {
         /// Rounds per (target, concurrency); the median round is reported.
         #[arg(long, default_value = "3")]
         rounds: usize,
+        /// Who makes the calls: this crate's HTTP/2 client, or h2load (nghttp2), which
+        /// shares no code with the gateway and reports a mean latency instead of percentiles.
+        #[arg(long, value_enum, default_value = "builtin")]
+        generator: Generator,
     },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Generator {
+    Builtin,
+    H2load,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -57,6 +68,7 @@ fn main() -> anyhow::Result<()> {
             warmup,
             duration,
             rounds,
+            generator,
         } => {
             let targets = targets
                 .iter()
@@ -67,49 +79,68 @@ fn main() -> anyhow::Result<()> {
                     Ok((name.to_string(), ep.parse::<Endpoint>()?))
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
-            runtime.block_on(run(
-                targets,
+            let plan = Plan {
                 path,
-                concurrency,
                 connections,
                 warmup,
                 duration,
                 rounds,
-            ))?;
+                generator,
+            };
+            runtime.block_on(run(targets, concurrency, plan))?;
         }
     }
     Ok(())
 }
 
-async fn run(
-    targets: Vec<(String, Endpoint)>,
+/// How every target is measured.
+struct Plan {
     path: String,
-    concurrency: Vec<usize>,
     connections: usize,
     warmup: Duration,
     duration: Duration,
     rounds: usize,
+    generator: Generator,
+}
+
+async fn run(
+    targets: Vec<(String, Endpoint)>,
+    concurrency: Vec<usize>,
+    plan: Plan,
 ) -> anyhow::Result<()> {
+    let work = tempfile::tempdir()?;
+    if let Generator::H2load = plan.generator {
+        // h2load sees HTTP/2 statuses only: each target must first answer a call with OK.
+        for (name, target) in &targets {
+            answers_ok(target, &plan.path)
+                .await
+                .map_err(|e| anyhow::anyhow!("target {name}: {e}"))?;
+        }
+    }
     println!(
-        "{:<10} {:>8} {:>12} {:>10} {:>10} {:>8} {:>7}",
-        "target", "inflight", "calls/s", "p50", "p99", "errors", "ratio"
+        "{:<12} {:>8} {:>12} {:>10} {:>10} {:>10} {:>8} {:>7}",
+        "target", "inflight", "calls/s", "mean", "p50", "p99", "errors", "ratio"
     );
     for &c in &concurrency {
         // Rounds interleave the targets so drift on the machine hits them alike, and each
         // round starts one target later so none always runs right after the same one.
         let mut results: Vec<Vec<load::Figures>> = vec![Vec::new(); targets.len()];
-        for round in 0..rounds.max(1) {
+        for round in 0..plan.rounds.max(1) {
             for i in (0..targets.len()).map(|k| (k + round) % targets.len()) {
                 let l = Load {
                     target: targets[i].1.clone(),
-                    path: path.clone(),
+                    path: plan.path.clone(),
                     request: Vec::new(),
                     concurrency: c,
-                    connections,
-                    warmup,
-                    duration,
+                    connections: plan.connections,
+                    warmup: plan.warmup,
+                    duration: plan.duration,
                 };
-                results[i].push(load::measure(&l).await.map_err(anyhow::Error::msg)?);
+                let figures = match plan.generator {
+                    Generator::Builtin => load::measure(&l).await,
+                    Generator::H2load => load::h2load::measure(&l, work.path()).await,
+                };
+                results[i].push(figures.map_err(anyhow::Error::msg)?);
             }
         }
         let medians: Vec<load::Figures> = results
@@ -122,16 +153,30 @@ async fn run(
         let base = medians[0].calls_per_sec;
         for ((name, _), f) in targets.iter().zip(&medians) {
             println!(
-                "{:<10} {:>8} {:>12.0} {:>10?} {:>10?} {:>8} {:>7.2}",
+                "{:<12} {:>8} {:>12.0} {:>10} {:>10} {:>10} {:>8} {:>7.2}",
                 name,
                 c,
                 f.calls_per_sec,
-                f.p50,
-                f.p99,
+                format!("{:?}", f.mean),
+                shown(f.p50),
+                shown(f.p99),
                 f.errors,
                 f.calls_per_sec / base
             );
         }
     }
+    Ok(())
+}
+
+fn shown(d: Option<Duration>) -> String {
+    d.map_or_else(|| "-".to_string(), |d| format!("{d:?}"))
+}
+
+/// One call through this crate's client, which reads the gRPC status h2load does not.
+async fn answers_ok(target: &Endpoint, path: &str) -> anyhow::Result<()> {
+    let conn = Connection::connect(target, Duration::from_secs(5)).await?;
+    conn.unary(path, &[])
+        .await
+        .map_err(|s| anyhow::anyhow!("{path} answered {:?}: {}", s.code(), s.message()))?;
     Ok(())
 }

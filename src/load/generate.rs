@@ -28,8 +28,10 @@ pub struct Figures {
     pub calls: u64,
     pub errors: u64,
     pub calls_per_sec: f64,
-    pub p50: Duration,
-    pub p99: Duration,
+    pub mean: Duration,
+    /// Percentiles, where the generator reports them (h2load does not).
+    pub p50: Option<Duration>,
+    pub p99: Option<Duration>,
 }
 
 /// Runs `load` and returns its figures. Errors are counted, not fatal.
@@ -84,7 +86,8 @@ pub async fn measure(load: &Load) -> Result<Figures, String> {
         calls,
         errors,
         calls_per_sec: calls as f64 / load.duration.as_secs_f64(),
-        p50: Duration::from_micros(hist.value_at_quantile(0.50)),
-        p99: Duration::from_micros(hist.value_at_quantile(0.99)),
+        mean: Duration::from_micros(hist.mean() as u64),
+        p50: Some(Duration::from_micros(hist.value_at_quantile(0.50))),
+        p99: Some(Duration::from_micros(hist.value_at_quantile(0.99))),
     })
 }

@@ -1,0 +1,193 @@
+//! The load tool (`csi-gateway-load`) as a user runs it: its fixed-reply upstream, and a short
+//! run against that upstream directly and through the built gateway, with each generator —
+//! its own HTTP/2 client and h2load (Debian's `nghttp2-client`, which `.ci/run` installs; a
+//! missing h2load fails these tests, naming the package).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use support::gateway::Gateway;
+use support::PROCESS_TIMEOUT;
+
+fn load_tool() -> &'static str {
+    env!("CARGO_BIN_EXE_csi-gateway-load")
+}
+
+/// The fixed-reply upstream, killed on drop.
+struct FixedUpstream {
+    socket: PathBuf,
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl FixedUpstream {
+    fn start() -> FixedUpstream {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("up.sock");
+        let child = Command::new(load_tool())
+            .args(["fixed-upstream", "--listen"])
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawning the fixed upstream");
+        let until = Instant::now() + PROCESS_TIMEOUT;
+        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+            assert!(Instant::now() < until, "the fixed upstream did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        FixedUpstream {
+            socket,
+            child,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for FixedUpstream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `csi-gateway-load run` with short timings and `args`, bounded in time.
+async fn run(args: &[String]) -> Output {
+    let mut cmd = tokio::process::Command::new(load_tool());
+    cmd.args([
+        "run",
+        "--warmup",
+        "100ms",
+        "--duration",
+        "500ms",
+        "--rounds",
+        "1",
+    ])
+    .args(args)
+    .kill_on_drop(true);
+    tokio::time::timeout(PROCESS_TIMEOUT * 2, cmd.output())
+        .await
+        .expect("the load tool did not finish")
+        .expect("running the load tool")
+}
+
+fn target(name: &str, socket: &Path) -> String {
+    format!("--target={name}=unix://{}", socket.display())
+}
+
+/// One printed row: target, in flight, calls/s, mean, p50, p99, errors, ratio.
+struct Row {
+    target: String,
+    inflight: usize,
+    calls_per_sec: f64,
+    p50: String,
+    errors: u64,
+    ratio: f64,
+}
+
+fn rows(stdout: &str) -> Vec<Row> {
+    let mut lines = stdout.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["target", "inflight", "calls/s", "mean", "p50", "p99", "errors", "ratio"],
+        "{stdout}"
+    );
+    lines
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(f.len(), 8, "row {l:?}");
+            Row {
+                target: f[0].to_string(),
+                inflight: f[1].parse().unwrap(),
+                calls_per_sec: f[2].parse().unwrap(),
+                p50: f[4].to_string(),
+                errors: f[6].parse().unwrap(),
+                ratio: f[7].parse().unwrap(),
+            }
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn each_generator_measures_the_upstream_directly_and_through_the_gateway_in_one_run() {
+    let upstream = FixedUpstream::start();
+    let gw = Gateway::start(&upstream.socket, "v0.1", &["--upstream-dialect=v1"]).await;
+    for generator in ["builtin", "h2load"] {
+        let out = run(&[
+            format!("--generator={generator}"),
+            "--concurrency=1,4".into(),
+            target("direct", &upstream.socket),
+            target("gateway", &gw.socket),
+        ])
+        .await;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{generator}: {stderr}");
+        let rows = rows(&stdout);
+        let seen: Vec<(&str, usize)> = rows.iter().map(|r| (&*r.target, r.inflight)).collect();
+        assert_eq!(
+            seen,
+            [("direct", 1), ("gateway", 1), ("direct", 4), ("gateway", 4)],
+            "{generator}: {stdout}"
+        );
+        for r in &rows {
+            assert!(r.calls_per_sec > 0.0, "{generator}: {stdout}");
+            assert_eq!(r.errors, 0, "{generator}: {stdout}");
+            assert!(r.ratio > 0.0, "{generator}: {stdout}");
+            if r.target == "direct" {
+                assert_eq!(r.ratio, 1.0, "the first target is the base: {stdout}");
+            }
+            // h2load reports a mean only; the builtin client keeps a histogram.
+            assert_eq!(r.p50 == "-", generator == "h2load", "{generator}: {stdout}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn h2load_is_not_run_against_a_target_whose_call_fails() {
+    // h2load counts HTTP/2 answers; a gRPC error inside a 200 must not pass as a call made.
+    let upstream = FixedUpstream::start();
+    let gw = Gateway::start(&upstream.socket, "v0.1", &["--upstream-dialect=v1"]).await;
+    let out = run(&[
+        "--generator=h2load".into(),
+        "--path=/csi.v1.Identity/NoSuchMethod".into(),
+        "--concurrency=1".into(),
+        target("gateway", &gw.socket),
+    ])
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("target gateway")
+            && stderr.contains("/csi.v1.Identity/NoSuchMethod answered")
+            && stderr.contains("Unimplemented"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "nothing measured");
+}
+
+#[tokio::test]
+async fn h2load_needs_the_calls_in_flight_to_divide_among_the_connections() {
+    let upstream = FixedUpstream::start();
+    let out = run(&[
+        "--generator=h2load".into(),
+        "--connections=2".into(),
+        "--concurrency=3".into(),
+        target("direct", &upstream.socket),
+    ])
+    .await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("3 in flight do not divide among 2 connections"),
+        "{stderr}"
+    );
+}
