@@ -151,43 +151,44 @@ async fn each_generator_measures_the_upstream_directly_and_through_the_gateway_i
     }
 }
 
+/// Runs the tool with `args`, which must fail with each of `says` in its message; returns stdout.
+async fn refused(args: &[String], says: &[&str]) -> String {
+    let out = run(args).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    for s in says {
+        assert!(stderr.contains(s), "no {s:?} in: {stderr}");
+    }
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 #[tokio::test]
 async fn h2load_is_not_run_against_a_target_whose_call_fails() {
     // h2load counts HTTP/2 answers; a gRPC error inside a 200 must not pass as a call made.
     let upstream = FixedUpstream::start();
     let gw = Gateway::start(&upstream.socket, "v0.1", &["--upstream-dialect=v1"]).await;
-    let out = run(&[
+    let args = [
         "--generator=h2load".into(),
         "--path=/csi.v1.Identity/NoSuchMethod".into(),
         "--concurrency=1".into(),
         target("gateway", &gw.socket),
-    ])
-    .await;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("target gateway")
-            && stderr.contains("/csi.v1.Identity/NoSuchMethod answered")
-            && stderr.contains("Unimplemented"),
-        "{stderr}"
-    );
-    assert!(out.stdout.is_empty(), "nothing measured");
+    ];
+    let says = [
+        "target gateway",
+        "/csi.v1.Identity/NoSuchMethod answered",
+        "Unimplemented",
+    ];
+    assert_eq!(refused(&args, &says).await, "", "nothing measured");
 }
 
 #[tokio::test]
 async fn h2load_needs_the_calls_in_flight_to_divide_among_the_connections() {
     let upstream = FixedUpstream::start();
-    let out = run(&[
+    let args = [
         "--generator=h2load".into(),
         "--connections=2".into(),
         "--concurrency=3".into(),
         target("direct", &upstream.socket),
-    ])
-    .await;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(
-        stderr.contains("3 in flight do not divide among 2 connections"),
-        "{stderr}"
-    );
+    ];
+    refused(&args, &["3 in flight do not divide among 2 connections"]).await;
 }
