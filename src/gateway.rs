@@ -206,6 +206,7 @@ impl Running {
             let _ = a.await;
         }
         socket::unlink(&self.socket);
+        self.upstream.stop();
         if let Some(e) = self.embedded {
             e.stop().await;
         }

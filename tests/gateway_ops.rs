@@ -229,6 +229,55 @@ async fn sigterm_exits_cleanly_and_removes_the_socket() {
     assert!(gateway.log_text().contains("stopped"));
 }
 
+#[tokio::test]
+async fn the_shipped_default_serves_the_embedded_backend_and_stops_without_alarms() {
+    // The README's first command: config/gateway.toml as shipped, moved into a temp dir.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gateway.toml");
+    let shipped = std::fs::read_to_string("config/gateway.toml").unwrap();
+    assert!(shipped.contains("endpoint = \"embedded\""));
+    let root = dir.path().display().to_string();
+    std::fs::write(&config, shipped.replace("/tmp/csi-gateway", &root)).unwrap();
+    let embedded_socket = dir.path().join("backend").join("csi.sock");
+    let mut gateway = Gateway::start(
+        &embedded_socket,
+        "v0.1-oneof",
+        &[
+            &format!("--config={}", config.display()),
+            "--upstream=embedded",
+        ],
+    )
+    .await;
+    let ch = gateway.channel().await;
+    let mut identity = v1::identity_client::IdentityClient::new(ch);
+    let info = identity
+        .get_plugin_info(v1::GetPluginInfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.name, "reference.csi-gateway.dev");
+    let log = gateway.log_text();
+    assert!(
+        log.contains("embedded reference backend serving") && log.contains("v0.1-oneof"),
+        "{log}"
+    );
+
+    let status = gateway.terminate();
+    let log = gateway.log_text();
+    assert!(status.success(), "{status}:\n{log}");
+    // Stopping the plugin it runs itself is no reason for the gateway to warn or reconnect.
+    let stopping = &log[log.find("shutting down").expect("shutdown logged")..];
+    assert!(
+        !stopping.contains("WARN") && !stopping.contains("ERROR"),
+        "{stopping}"
+    );
+    assert!(
+        stopping.contains("csi-reference-backend stopped"),
+        "{stopping}"
+    );
+    assert!(!gateway.socket.exists(), "socket left behind");
+}
+
 /// The scheduling policy of a process, as `/proc/<pid>/stat` reports it (field 41).
 fn policy_of(pid: u32) -> u32 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();

@@ -57,6 +57,7 @@ enum State {
 pub struct Upstream {
     endpoint: Endpoint,
     state: watch::Receiver<State>,
+    supervisor: tokio::task::AbortHandle,
 }
 
 impl Upstream {
@@ -64,11 +65,18 @@ impl Upstream {
     pub fn spawn(settings: Settings) -> Arc<Upstream> {
         let (tx, rx) = watch::channel(State::Connecting { last_error: None });
         let endpoint = settings.endpoint.clone();
-        tokio::spawn(supervise(settings, tx));
+        let supervisor = tokio::spawn(supervise(settings, tx)).abort_handle();
         Arc::new(Upstream {
             endpoint,
             state: rx,
+            supervisor,
         })
+    }
+
+    /// Stops watching and redialling the plugin, for a gateway that is shutting down: the
+    /// plugin going away then (the embedded one is stopped next) is no cause for alarm.
+    pub fn stop(&self) {
+        self.supervisor.abort();
     }
 
     pub fn endpoint(&self) -> &Endpoint {
