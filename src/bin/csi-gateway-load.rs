@@ -108,7 +108,6 @@ async fn run(
     concurrency: Vec<usize>,
     plan: Plan,
 ) -> anyhow::Result<()> {
-    let work = tempfile::tempdir()?;
     if let Generator::H2load = plan.generator {
         // h2load sees HTTP/2 statuses only: each target must first answer a call with OK.
         for (name, target) in &targets {
@@ -138,7 +137,7 @@ async fn run(
                 };
                 let figures = match plan.generator {
                     Generator::Builtin => load::measure(&l).await,
-                    Generator::H2load => load::h2load::measure(&l, work.path()).await,
+                    Generator::H2load => load::h2load::measure(&l).await,
                 };
                 results[i].push(figures.map_err(anyhow::Error::msg)?);
             }

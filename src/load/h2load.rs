@@ -22,9 +22,11 @@ pub fn program() -> PathBuf {
         .unwrap_or_else(|| "h2load".into())
 }
 
-/// Runs h2load once for `load`; `work` is a directory for the request body file.
-pub async fn measure(load: &Load, work: &Path) -> Result<Figures, String> {
-    let body = work.join("request.grpc");
+/// Runs h2load once for `load`.
+pub async fn measure(load: &Load) -> Result<Figures, String> {
+    // h2load reads the request body from a file.
+    let work = tempfile::tempdir().map_err(|e| format!("a temp dir for h2load: {e}"))?;
+    let body = work.path().join("request.grpc");
     std::fs::write(&body, frame::encode(&load.request))
         .map_err(|e| format!("writing {}: {e}", body.display()))?;
     let out = Command::new(program())
