@@ -1,15 +1,16 @@
 //! End-to-end load, measured from outside the gateway the way a user would: separate processes
 //! on UNIX sockets. In one run it measures a minimal fixed-reply upstream called directly (the
-//! baseline), through a socat byte relay (the reference point), through the gateway with the
-//! same dialect on both sides — spliced (the default) and with `--splice=false` (HTTP/2
-//! terminated on both sides) — and through the gateway translating a v0.3 call to the v1
-//! upstream; and direct, socat and the gateway again over 4 client connections. Those calls
-//! are made by the load tool's own HTTP/2 client; then direct, socat and both gateways once
-//! more with h2load making them, a generator that shares no code with the gateway. Ratios are
-//! against the direct figure of the same run.
+//! baseline), through a socat byte relay and a plain tonic pass-through proxy (the reference
+//! points the performance target names), through the gateway with the same dialect on both
+//! sides — spliced (the default) and with `--splice=false` (HTTP/2 terminated on both sides) —
+//! and through the gateway translating a v0.3 call to the v1 upstream; and direct, socat and
+//! the gateway again over 4 client connections. Those calls are made by the load tool's own
+//! HTTP/2 client; then the reference points and both gateways once more with h2load making
+//! them, a generator that shares no code with the gateway: on one connection (one thread), and
+//! on two (two threads). Ratios are against the direct figure of the same run.
 //!
 //! `cargo bench --bench e2e` (env: E2E_DURATION=3s, E2E_ROUNDS=3, E2E_CONCURRENCY=1,16,64,
-//! E2E_CONCURRENCY_CONNECTIONS=16,64 for the run over 4 client connections).
+//! E2E_CONCURRENCY_CONNECTIONS=16,64 for the runs over 4 and 2 client connections).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -69,6 +70,14 @@ fn main() {
     if socat.is_none() {
         eprintln!("socat not installed: no byte-relay reference point");
     }
+    let _tonic = spawn(
+        Command::new(load)
+            .args(["tonic-proxy", "--listen"])
+            .arg(sock("tonic.sock"))
+            .arg("--upstream")
+            .arg(sock("up.sock")),
+    );
+    wait_for_socket(&sock("tonic.sock"));
     let start_gateway = |name: &str, splice: bool| {
         let gw = spawn(
             Command::new(gateway)
@@ -119,16 +128,17 @@ fn main() {
     };
     let concurrency = env("E2E_CONCURRENCY", "1,16,64");
 
+    // The reference points and both gateways, v1 on both sides.
+    let same_dialect = [
+        ("tonic", "tonic.sock"),
+        ("gateway", "gw.sock"),
+        ("terminating", "gw-term.sock"),
+    ];
     println!(
-        "# v1 Probe: direct vs socat vs gateway (v1 -> v1, spliced) vs gateway --splice=false"
+        "# v1 Probe: direct vs socat vs tonic pass-through vs gateway (v1 -> v1, spliced) vs \
+         gateway --splice=false"
     );
-    let passthrough = measure(
-        &concurrency,
-        true,
-        &[("gateway", "gw.sock"), ("terminating", "gw-term.sock")],
-    )
-    .status()
-    .unwrap();
+    let passthrough = measure(&concurrency, true, &same_dialect).status().unwrap();
     assert!(passthrough.success());
 
     // A node's orchestrator and sidecars open connections of their own: the gateway serves
@@ -158,16 +168,22 @@ fn main() {
         );
         return;
     }
-    println!("\n# v1 Probe, calls made by h2load: direct vs socat vs gateway (spliced) vs --splice=false");
-    let independent = measure(
-        &concurrency,
+    println!("\n# v1 Probe, calls made by h2load on one connection: the same targets");
+    let independent = measure(&concurrency, true, &same_dialect)
+        .args(["--generator", "h2load"])
+        .status()
+        .unwrap();
+    assert!(independent.success());
+    println!("\n# v1 Probe, calls made by h2load on two connections, a thread each");
+    let two_threads = measure(
+        &env("E2E_CONCURRENCY_CONNECTIONS", "16,64"),
         true,
-        &[("gateway", "gw.sock"), ("terminating", "gw-term.sock")],
+        &same_dialect,
     )
-    .args(["--generator", "h2load"])
+    .args(["--generator", "h2load", "--connections", "2"])
     .status()
     .unwrap();
-    assert!(independent.success());
+    assert!(two_threads.success());
 }
 
 fn which(name: &str) -> Option<PathBuf> {

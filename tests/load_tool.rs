@@ -192,3 +192,85 @@ async fn h2load_needs_the_calls_in_flight_to_divide_among_the_connections() {
     ];
     refused(&args, &["3 in flight do not divide among 2 connections"]).await;
 }
+
+/// The tool's plain tonic pass-through proxy, killed on drop.
+struct TonicProxy {
+    socket: PathBuf,
+    child: Child,
+}
+
+impl TonicProxy {
+    fn start(upstream: &Path) -> TonicProxy {
+        let socket = upstream.with_file_name("tonic.sock");
+        let child = Command::new(load_tool())
+            .args(["tonic-proxy", "--listen"])
+            .arg(&socket)
+            .arg("--upstream")
+            .arg(upstream)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawning the tonic proxy");
+        let until = Instant::now() + PROCESS_TIMEOUT;
+        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+            assert!(Instant::now() < until, "the tonic proxy did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        TonicProxy { socket, child }
+    }
+}
+
+impl Drop for TonicProxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn the_tonic_reference_proxy_relays_every_call_of_either_generator_over_two_connections() {
+    let upstream = FixedUpstream::start();
+    let proxy = TonicProxy::start(&upstream.socket);
+    for generator in ["builtin", "h2load"] {
+        let out = run(&[
+            format!("--generator={generator}"),
+            "--connections=2".into(),
+            "--concurrency=4".into(),
+            target("direct", &upstream.socket),
+            target("tonic", &proxy.socket),
+        ])
+        .await;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{generator}: {stderr}");
+        let rows = rows(&stdout);
+        assert_eq!(rows.len(), 2, "{generator}: {stdout}");
+        assert_eq!(rows[1].target, "tonic", "{stdout}");
+        for r in &rows {
+            assert!(r.calls_per_sec > 0.0, "{generator}: {stdout}");
+            assert_eq!(r.errors, 0, "{generator}: {stdout}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_tonic_proxy_says_which_upstream_it_cannot_reach() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nobody.sock");
+    let out = tokio::time::timeout(
+        PROCESS_TIMEOUT,
+        tokio::process::Command::new(load_tool())
+            .args(["tonic-proxy", "--listen"])
+            .arg(dir.path().join("tonic.sock"))
+            .arg("--upstream")
+            .arg(&missing)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the tonic proxy did not give up")
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains(&*missing.to_string_lossy()), "{stderr}");
+}

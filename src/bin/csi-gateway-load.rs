@@ -23,6 +23,14 @@ enum Command {
         #[arg(long)]
         listen: PathBuf,
     },
+    /// Relay --listen to --upstream through a plain tonic pass-through proxy (HTTP/2 server,
+    /// tonic `Channel`): the reference point the gateway's performance target names.
+    TonicProxy {
+        #[arg(long)]
+        listen: PathBuf,
+        #[arg(long)]
+        upstream: PathBuf,
+    },
     /// Measure each target (the first is the baseline) at each concurrency, interleaved.
     Run {
         /// name=endpoint, e.g. direct=unix:///tmp/up.sock (repeat; the first is the baseline).
@@ -60,6 +68,9 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
     match cli.command {
         Command::FixedUpstream { listen } => runtime.block_on(load::fixed::serve(&listen))?,
+        Command::TonicProxy { listen, upstream } => runtime
+            .block_on(load::tonic_proxy::serve(&listen, &upstream))
+            .map_err(anyhow::Error::msg)?,
         Command::Run {
             targets,
             path,

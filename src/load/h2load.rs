@@ -1,6 +1,7 @@
 //! The same measurement made by h2load (nghttp2's HTTP/2 load generator, Debian's
-//! `nghttp2-client`): a generator that shares no code with the gateway, single-threaded C,
-//! so that a figure does not depend on this crate's own client.
+//! `nghttp2-client`): a generator in C that shares no code with the gateway, so that a figure
+//! does not depend on this crate's own client. It runs one thread per connection, up to the
+//! machine's CPUs.
 //!
 //! h2load sees HTTP/2 responses, not gRPC statuses, so each target first answers one call
 //! through this crate's client (see `measure` in the load tool), and a response other than
@@ -30,7 +31,7 @@ pub async fn measure(load: &Load) -> Result<Figures, String> {
     std::fs::write(&body, frame::encode(&load.request))
         .map_err(|e| format!("writing {}: {e}", body.display()))?;
     let out = Command::new(program())
-        .args(arguments(load, &body)?)
+        .args(arguments(load, &body, cores())?)
         .kill_on_drop(true)
         .output()
         .await
@@ -52,8 +53,14 @@ pub async fn measure(load: &Load) -> Result<Figures, String> {
     parse(&text, load.duration)
 }
 
-/// h2load's command line: `connections` clients, each with its share of the calls in flight.
-fn arguments(load: &Load, body: &Path) -> Result<Vec<String>, String> {
+/// The CPUs h2load may use: one thread each, as far as there are connections to share.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// h2load's command line: `connections` clients, each with its share of the calls in flight,
+/// spread over up to `cores` threads (h2load wants no more threads than clients).
+fn arguments(load: &Load, body: &Path, cores: usize) -> Result<Vec<String>, String> {
     let clients = load.connections.max(1);
     if load.concurrency == 0 || !load.concurrency.is_multiple_of(clients) {
         return Err(format!(
@@ -73,6 +80,8 @@ fn arguments(load: &Load, body: &Path) -> Result<Vec<String>, String> {
     args.extend([
         "-c".into(),
         clients.to_string(),
+        "-t".into(),
+        clients.min(cores).max(1).to_string(),
         "-m".into(),
         (load.concurrency / clients).to_string(),
         "-D".into(),
@@ -242,17 +251,22 @@ req/s           :  174844.35   174844.35   174844.35        0.00   100.00%
             warmup: Duration::ZERO,
             duration: Duration::from_secs(3),
         };
-        let args = arguments(&load(64, 4), Path::new("/tmp/r")).unwrap();
+        let args = arguments(&load(64, 4), Path::new("/tmp/r"), 2).unwrap();
         let joined = args.join(" ");
         assert!(
-            joined.starts_with("-B unix:/run/gw.sock -c 4 -m 16 -D 3000ms --warm-up-time=1ms"),
+            joined.starts_with("-B unix:/run/gw.sock -c 4 -t 2 -m 16 -D 3000ms --warm-up-time=1ms"),
             "{joined}"
         );
+        // One connection, one thread, whatever the machine has.
+        let one = arguments(&load(16, 1), Path::new("/tmp/r"), 2)
+            .unwrap()
+            .join(" ");
+        assert!(one.contains("-c 1 -t 1 -m 16 "), "{one}");
         assert_eq!(
             args.last().unwrap(),
             "http://localhost/csi.v1.Identity/Probe"
         );
-        let e = arguments(&load(6, 4), Path::new("/tmp/r")).unwrap_err();
+        let e = arguments(&load(6, 4), Path::new("/tmp/r"), 2).unwrap_err();
         assert!(
             e.contains("6 in flight") && e.contains("4 connections"),
             "{e}"

@@ -7,5 +7,6 @@
 pub mod fixed;
 pub mod generate;
 pub mod h2load;
+pub mod tonic_proxy;
 
 pub use generate::{measure, Figures, Load};
