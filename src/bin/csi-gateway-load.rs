@@ -65,10 +65,12 @@ enum Generator {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let runtime = tokio::runtime::Runtime::new()?;
     match cli.command {
-        Command::FixedUpstream { listen } => runtime.block_on(load::fixed::serve(&listen))?,
-        Command::TonicProxy { listen, upstream } => runtime
+        // Servers use every core, as a plugin would.
+        Command::FixedUpstream { listen } => {
+            tokio::runtime::Runtime::new()?.block_on(load::fixed::serve(&listen))?
+        }
+        Command::TonicProxy { listen, upstream } => tokio::runtime::Runtime::new()?
             .block_on(load::tonic_proxy::serve(&listen, &upstream))
             .map_err(anyhow::Error::msg)?,
         Command::Run {
@@ -98,10 +100,24 @@ fn main() -> anyhow::Result<()> {
                 rounds,
                 generator,
             };
-            runtime.block_on(run(targets, concurrency, plan))?;
+            generator_runtime(connections)?.block_on(run(targets, concurrency, plan))?;
         }
     }
     Ok(())
+}
+
+/// The generator's runtime: a thread per connection, up to the CPUs (see
+/// `load::generator_threads`).
+fn generator_runtime(connections: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    match load::generator_threads(connections) {
+        1 => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        n => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build(),
+    }
 }
 
 /// How every target is measured.

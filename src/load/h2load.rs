@@ -1,7 +1,7 @@
 //! The same measurement made by h2load (nghttp2's HTTP/2 load generator, Debian's
 //! `nghttp2-client`): a generator in C that shares no code with the gateway, so that a figure
 //! does not depend on this crate's own client. It runs one thread per connection, up to the
-//! machine's CPUs.
+//! machine's CPUs, as the tool's own client does.
 //!
 //! h2load sees HTTP/2 responses, not gRPC statuses, so each target first answers one call
 //! through this crate's client (see `measure` in the load tool), and a response other than
@@ -31,7 +31,11 @@ pub async fn measure(load: &Load) -> Result<Figures, String> {
     std::fs::write(&body, frame::encode(&load.request))
         .map_err(|e| format!("writing {}: {e}", body.display()))?;
     let out = Command::new(program())
-        .args(arguments(load, &body, cores())?)
+        .args(arguments(
+            load,
+            &body,
+            super::generator_threads(load.connections),
+        )?)
         .kill_on_drop(true)
         .output()
         .await
@@ -53,14 +57,9 @@ pub async fn measure(load: &Load) -> Result<Figures, String> {
     parse(&text, load.duration)
 }
 
-/// The CPUs h2load may use: one thread each, as far as there are connections to share.
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
 /// h2load's command line: `connections` clients, each with its share of the calls in flight,
-/// spread over up to `cores` threads (h2load wants no more threads than clients).
-fn arguments(load: &Load, body: &Path, cores: usize) -> Result<Vec<String>, String> {
+/// on `threads` threads (see `generator_threads`).
+fn arguments(load: &Load, body: &Path, threads: usize) -> Result<Vec<String>, String> {
     let clients = load.connections.max(1);
     if load.concurrency == 0 || !load.concurrency.is_multiple_of(clients) {
         return Err(format!(
@@ -81,7 +80,7 @@ fn arguments(load: &Load, body: &Path, cores: usize) -> Result<Vec<String>, Stri
         "-c".into(),
         clients.to_string(),
         "-t".into(),
-        clients.min(cores).max(1).to_string(),
+        threads.to_string(),
         "-m".into(),
         (load.concurrency / clients).to_string(),
         "-D".into(),
@@ -257,8 +256,7 @@ req/s           :  174844.35   174844.35   174844.35        0.00   100.00%
             joined.starts_with("-B unix:/run/gw.sock -c 4 -t 2 -m 16 -D 3000ms --warm-up-time=1ms"),
             "{joined}"
         );
-        // One connection, one thread, whatever the machine has.
-        let one = arguments(&load(16, 1), Path::new("/tmp/r"), 2)
+        let one = arguments(&load(16, 1), Path::new("/tmp/r"), 1)
             .unwrap()
             .join(" ");
         assert!(one.contains("-c 1 -t 1 -m 16 "), "{one}");
