@@ -5,6 +5,7 @@
 
 mod support;
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -16,38 +17,60 @@ fn load_tool() -> &'static str {
     env!("CARGO_BIN_EXE_csi-gateway-load")
 }
 
-/// The fixed-reply upstream, killed on drop.
-struct FixedUpstream {
+/// A server the load tool runs (its fixed-reply upstream, its tonic proxy), killed on drop.
+struct Served {
     socket: PathBuf,
     child: Child,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
-impl FixedUpstream {
-    fn start() -> FixedUpstream {
-        let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("up.sock");
+impl Served {
+    /// Runs `csi-gateway-load <args>` and waits until `socket` accepts.
+    fn start(args: &[&OsStr], socket: PathBuf, dir: Option<tempfile::TempDir>) -> Served {
         let child = Command::new(load_tool())
-            .args(["fixed-upstream", "--listen"])
-            .arg(&socket)
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("spawning the fixed upstream");
+            .expect("spawning the load tool");
         let until = Instant::now() + PROCESS_TIMEOUT;
         while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-            assert!(Instant::now() < until, "the fixed upstream did not listen");
+            assert!(Instant::now() < until, "{args:?} did not listen");
             std::thread::sleep(Duration::from_millis(20));
         }
-        FixedUpstream {
+        Served {
             socket,
             child,
             _dir: dir,
         }
     }
+
+    fn fixed_upstream() -> Served {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("up.sock");
+        let args = [
+            "fixed-upstream".as_ref(),
+            "--listen".as_ref(),
+            socket.as_os_str(),
+        ];
+        Served::start(&args, socket.clone(), Some(dir))
+    }
+
+    /// The tool's plain tonic pass-through proxy in front of `upstream`.
+    fn tonic_proxy(upstream: &Path) -> Served {
+        let socket = upstream.with_file_name("tonic.sock");
+        let args = [
+            "tonic-proxy".as_ref(),
+            "--listen".as_ref(),
+            socket.as_os_str(),
+            "--upstream".as_ref(),
+            upstream.as_os_str(),
+        ];
+        Served::start(&args, socket.clone(), None)
+    }
 }
 
-impl Drop for FixedUpstream {
+impl Drop for Served {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -72,6 +95,17 @@ async fn run(args: &[String]) -> Output {
         .await
         .expect("the load tool did not finish")
         .expect("running the load tool")
+}
+
+/// A run with `generator` that must succeed; its rows, and stdout for messages.
+async fn measured(generator: &str, args: &[String]) -> (Vec<Row>, String) {
+    let mut all = vec![format!("--generator={generator}")];
+    all.extend_from_slice(args);
+    let out = run(&all).await;
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{generator}: {stderr}");
+    (rows(&stdout), stdout)
 }
 
 fn target(name: &str, socket: &Path) -> String {
@@ -118,20 +152,15 @@ fn rows(stdout: &str) -> Vec<Row> {
 
 #[tokio::test]
 async fn each_generator_measures_the_upstream_directly_and_through_the_gateway_in_one_run() {
-    let upstream = FixedUpstream::start();
+    let upstream = Served::fixed_upstream();
     let gw = Gateway::start(&upstream.socket, "v0.1", &["--upstream-dialect=v1"]).await;
     for generator in ["builtin", "h2load"] {
-        let out = run(&[
-            format!("--generator={generator}"),
+        let args = [
             "--concurrency=1,4".into(),
             target("direct", &upstream.socket),
             target("gateway", &gw.socket),
-        ])
-        .await;
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{generator}: {stderr}");
-        let rows = rows(&stdout);
+        ];
+        let (rows, stdout) = measured(generator, &args).await;
         let seen: Vec<(&str, usize)> = rows.iter().map(|r| (&*r.target, r.inflight)).collect();
         assert_eq!(
             seen,
@@ -165,7 +194,7 @@ async fn refused(args: &[String], says: &[&str]) -> String {
 #[tokio::test]
 async fn h2load_is_not_run_against_a_target_whose_call_fails() {
     // h2load counts HTTP/2 answers; a gRPC error inside a 200 must not pass as a call made.
-    let upstream = FixedUpstream::start();
+    let upstream = Served::fixed_upstream();
     let gw = Gateway::start(&upstream.socket, "v0.1", &["--upstream-dialect=v1"]).await;
     let args = [
         "--generator=h2load".into(),
@@ -183,7 +212,7 @@ async fn h2load_is_not_run_against_a_target_whose_call_fails() {
 
 #[tokio::test]
 async fn h2load_needs_the_calls_in_flight_to_divide_among_the_connections() {
-    let upstream = FixedUpstream::start();
+    let upstream = Served::fixed_upstream();
     let args = [
         "--generator=h2load".into(),
         "--connections=2".into(),
@@ -193,57 +222,18 @@ async fn h2load_needs_the_calls_in_flight_to_divide_among_the_connections() {
     refused(&args, &["3 in flight do not divide among 2 connections"]).await;
 }
 
-/// The tool's plain tonic pass-through proxy, killed on drop.
-struct TonicProxy {
-    socket: PathBuf,
-    child: Child,
-}
-
-impl TonicProxy {
-    fn start(upstream: &Path) -> TonicProxy {
-        let socket = upstream.with_file_name("tonic.sock");
-        let child = Command::new(load_tool())
-            .args(["tonic-proxy", "--listen"])
-            .arg(&socket)
-            .arg("--upstream")
-            .arg(upstream)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawning the tonic proxy");
-        let until = Instant::now() + PROCESS_TIMEOUT;
-        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-            assert!(Instant::now() < until, "the tonic proxy did not listen");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        TonicProxy { socket, child }
-    }
-}
-
-impl Drop for TonicProxy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test]
 async fn the_tonic_reference_proxy_relays_every_call_of_either_generator_over_two_connections() {
-    let upstream = FixedUpstream::start();
-    let proxy = TonicProxy::start(&upstream.socket);
+    let upstream = Served::fixed_upstream();
+    let proxy = Served::tonic_proxy(&upstream.socket);
     for generator in ["builtin", "h2load"] {
-        let out = run(&[
-            format!("--generator={generator}"),
+        let args = [
             "--connections=2".into(),
             "--concurrency=4".into(),
             target("direct", &upstream.socket),
             target("tonic", &proxy.socket),
-        ])
-        .await;
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{generator}: {stderr}");
-        let rows = rows(&stdout);
+        ];
+        let (rows, stdout) = measured(generator, &args).await;
         assert_eq!(rows.len(), 2, "{generator}: {stdout}");
         assert_eq!(rows[1].target, "tonic", "{stdout}");
         for r in &rows {
