@@ -1,7 +1,7 @@
-//! The reference point for a pass-through proxy built the plain way: an HTTP/2 server
-//! whose every request goes through a tonic `Channel` to the upstream. It is measured beside
-//! socat and the gateway so that a run shows how a generator ranks the three, rather than
-//! taking the expected ratios on trust.
+//! A pass-through proxy built the plain way, the reference point the gateway's performance
+//! target names beside socat: an HTTP/2 server whose every request goes through a tonic
+//! `Channel` to the upstream. Measured in the same run as socat and the gateway, it shows how a
+//! generator ranks the three, rather than taking the expected ratios on trust.
 
 use std::path::{Path, PathBuf};
 
