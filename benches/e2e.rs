@@ -127,6 +127,8 @@ fn main() {
         run
     };
     let concurrency = env("E2E_CONCURRENCY", "1,16,64");
+    // For the runs over several client connections.
+    let concurrency_connections = env("E2E_CONCURRENCY_CONNECTIONS", "16,64");
 
     // The reference points and both gateways, v1 on both sides.
     let same_dialect = [
@@ -144,14 +146,10 @@ fn main() {
     // A node's orchestrator and sidecars open connections of their own: the gateway serves
     // each on the same thread, socat forks a process per connection.
     println!("\n# v1 Probe over 4 client connections: direct vs socat vs gateway (spliced)");
-    let connections = measure(
-        &env("E2E_CONCURRENCY_CONNECTIONS", "16,64"),
-        true,
-        &[("gateway", "gw.sock")],
-    )
-    .args(["--connections", "4"])
-    .status()
-    .unwrap();
+    let connections = measure(&concurrency_connections, true, &[("gateway", "gw.sock")])
+        .args(["--connections", "4"])
+        .status()
+        .unwrap();
     assert!(connections.success());
 
     println!("\n# Probe translated: direct v1 vs gateway (v0.3 front -> v1 upstream)");
@@ -175,14 +173,10 @@ fn main() {
         .unwrap();
     assert!(independent.success());
     println!("\n# v1 Probe, calls made by h2load on two connections, a thread each");
-    let two_threads = measure(
-        &env("E2E_CONCURRENCY_CONNECTIONS", "16,64"),
-        true,
-        &same_dialect,
-    )
-    .args(["--generator", "h2load", "--connections", "2"])
-    .status()
-    .unwrap();
+    let two_threads = measure(&concurrency_connections, true, &same_dialect)
+        .args(["--generator", "h2load", "--connections", "2"])
+        .status()
+        .unwrap();
     assert!(two_threads.success());
 }
 

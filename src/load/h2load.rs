@@ -3,9 +3,9 @@
 //! does not depend on this crate's own client. It runs one thread per connection, up to the
 //! machine's CPUs, as the tool's own client does.
 //!
-//! h2load sees HTTP/2 responses, not gRPC statuses, so each target first answers one call
-//! through this crate's client (see `measure` in the load tool), and a response other than
-//! 2xx counts as an error here.
+//! h2load sees HTTP/2 responses, not gRPC statuses, so the load tool first has each target
+//! answer one call through this crate's client (`answers_ok` in `csi-gateway-load`), and a
+//! response other than 2xx counts as an error here.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
