@@ -106,7 +106,8 @@ async fn serve(
 
 /// Answers a call from its request message, for the splice, which reads requests itself: an
 /// unknown method, a call translated for the current upstream, or — when the splice's own
-/// upstream connection is gone — a same-dialect call relayed on the gateway's shared one.
+/// upstream connection is gone, or cannot take the call's header block — a same-dialect call
+/// relayed on the gateway's shared one.
 /// Returns the reply message, or the status to send as the whole reply.
 pub async fn answer(
     shared: &Shared,

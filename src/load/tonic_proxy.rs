@@ -44,7 +44,7 @@ pub async fn serve(listen: &Path, upstream: &Path) -> Result<(), String> {
 /// One tonic channel to the UNIX socket `path` (tonic wants a URI; the connector ignores it).
 async fn connect(path: PathBuf) -> Result<Channel, String> {
     let shown = path.display().to_string();
-    Endpoint::from_static("http://upstream")
+    Endpoint::from_static("http://localhost")
         .connect_with_connector(tower::service_fn(move |_: Uri| {
             let path = path.clone();
             async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(path).await?)) }

@@ -596,7 +596,10 @@ impl Splice {
         bytes: &[u8],
         frames: &[u8],
     ) -> Result<(), Broken> {
-        let mut request = headers::request(&mut self.client_decoder, bytes, self.reencode)
+        // The connection's first request block is kept whole: its `:authority` decides whether
+        // the upstream can have the client's blocks as they came (see `localize`).
+        let keep = self.reencode || self.last_stream == 0;
+        let mut request = headers::request(&mut self.client_decoder, bytes, keep)
             .map_err(|_| Broken::Client("undecodable header block", reason::COMPRESSION_ERROR))?;
         if let Some(stream) = self.streams.get_mut(&id) {
             // Trailers from the client end its half of the stream.
@@ -621,8 +624,9 @@ impl Splice {
         }
         let path = request.path.take().unwrap_or_default();
         let route = self.shared.router.route(&path);
-        let relayed =
-            !self.upstream_gone && route.is_some_and(|r| r.dialect == self.live.detected.dialect);
+        let relayed = !self.upstream_gone
+            && route.is_some_and(|r| r.dialect == self.live.detected.dialect)
+            && self.localize(&mut request, keep);
         if self.streams.len() >= MAX_STREAMS
             || (!relayed && self.local_streams() >= MAX_LOCAL_CALLS)
         {
@@ -666,6 +670,22 @@ impl Splice {
             self.start_local(id);
         }
         Ok(())
+    }
+
+    /// Gives a new stream's request the `:authority` every UNIX-socket leg of the gateway sends
+    /// (`headers::LOCAL_AUTHORITY`), so that a plugin that checks it (any tonic plugin) serves
+    /// clients that send the socket path. A client that sends something else gets its blocks
+    /// re-encoded from then on. False when the block cannot be rewritten (its fields were not
+    /// kept): the splice answers that stream itself, on the gateway's own upstream connection.
+    fn localize(&mut self, request: &mut headers::Request, kept: bool) -> bool {
+        if request.local_authority {
+            return true;
+        }
+        self.reencode = true;
+        if kept {
+            headers::localize_authority(&mut request.fields);
+        }
+        kept
     }
 
     /// Passes a request block to the upstream: its frames as they came while the upstream's

@@ -197,7 +197,14 @@ pub struct Request {
     pub fields: Vec<Field>,
     pub path: Option<String>,
     pub timeout: Option<Duration>,
+    /// The `:authority` is [`LOCAL_AUTHORITY`]; anything else (the socket path a gRPC client
+    /// sends on a UNIX socket, or none) is replaced before the block goes upstream.
+    pub local_authority: bool,
 }
+
+/// The `:authority` of every request the gateway sends on a UNIX socket: the authority names
+/// nothing there, and servers that check it (h2, so tonic) accept this one.
+pub const LOCAL_AUTHORITY: &str = "localhost";
 
 /// Decodes a request block; `keep` also collects its fields (to re-encode them).
 pub fn request(
@@ -209,6 +216,7 @@ pub fn request(
     decoder.decode(block, |name, value, indexing| {
         match name {
             b":path" => seen.path = Some(String::from_utf8_lossy(value).into_owned()),
+            b":authority" => seen.local_authority = value == LOCAL_AUTHORITY.as_bytes(),
             b"grpc-timeout" => seen.timeout = grpc::parse_timeout(value),
             _ => {}
         }
@@ -217,6 +225,14 @@ pub fn request(
         }
     })?;
     Ok(seen)
+}
+
+/// Gives a request's fields the `:authority` [`LOCAL_AUTHORITY`], whatever the client sent.
+pub fn localize_authority(fields: &mut Vec<Field>) {
+    fields.retain(|(name, _, _)| name.as_slice() != b":authority");
+    let field = (b":authority".to_vec(), LOCAL_AUTHORITY.as_bytes().to_vec());
+    // Pseudo-header fields come first (RFC 9113 §8.3), in any order among themselves.
+    fields.insert(0, (field.0, field.1, Indexing::Allowed));
 }
 
 /// Re-encodes decoded fields as a block that needs no dynamic table.
@@ -397,6 +413,39 @@ mod tests {
                 reference(&mut httlib_hpack::Decoder::default(), &encoded),
                 expected
             );
+        }
+    }
+
+    #[test]
+    fn any_authority_becomes_localhost() {
+        let block = |authority: Option<&str>| {
+            let mut fields = vec![(":method", "POST"), (":path", "/csi.v1.Identity/Probe")];
+            fields.extend(authority.map(|a| (":authority", a)));
+            fields.push(("te", "trailers"));
+            let mut out = Vec::new();
+            for (n, v) in fields {
+                let input = EncoderInput::Literal(n.into(), v.into(), Encoder::HUFFMAN_VALUE);
+                Encoder::default().encode(input, &mut out).unwrap();
+            }
+            out
+        };
+        for authority in [
+            None,
+            Some(""),
+            Some("/run/csi/csi.sock"),
+            Some("%2Frun%2Fcsi%2Fcsi.sock"),
+            Some("unix:///run/csi/csi.sock"),
+            Some("localhost"),
+        ] {
+            let mut seen = request(&mut Decoder::default(), &block(authority), true).unwrap();
+            assert_eq!(seen.local_authority, authority == Some("localhost"));
+            localize_authority(&mut seen.fields);
+            let fields = reference(&mut httlib_hpack::Decoder::default(), &encode(seen.fields));
+            let authorities: Vec<&(String, String)> =
+                fields.iter().filter(|(n, _)| n == ":authority").collect();
+            assert_eq!(authorities, [&(":authority".into(), "localhost".into())]);
+            assert_eq!(fields[0].0, ":authority", "{authority:?}");
+            assert_eq!(fields.len(), 4, "{authority:?}: {fields:?}");
         }
     }
 

@@ -302,7 +302,7 @@ pub fn is_mount_point(path: &Path) -> bool {
 /// A tonic channel over the UNIX socket at `path`, with [`RPC_TIMEOUT`] per call.
 pub async fn connect(path: &Path) -> Channel {
     let path = path.to_path_buf();
-    let endpoint = Endpoint::from_static("http://[::]:50051")
+    let endpoint = Endpoint::from_static("http://localhost")
         .timeout(RPC_TIMEOUT)
         .connect_timeout(PROCESS_TIMEOUT);
     tokio::time::timeout(
