@@ -1,6 +1,8 @@
 //! One log line per RPC with its full gRPC method, result code and latency (the shape
 //! csi-driver-host-path's `logGRPC` uses); probes log at debug so a CO's liveness polling does
-//! not drown the log. Bodies are never logged: they may carry secrets.
+//! not drown the log. Bodies are never logged: they may carry secrets. The line names the
+//! request's `:authority` (`-` when it had none, or one that is not a URI authority, such as
+//! the socket path some clients send), so a test can see what a gateway in front sent.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -42,6 +44,10 @@ where
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         let method = req.uri().path().to_string();
+        let authority = req
+            .uri()
+            .authority()
+            .map_or_else(|| "-".to_string(), |a| a.to_string());
         let start = Instant::now();
         let fut = self.inner.call(req);
         Box::pin(async move {
@@ -61,7 +67,7 @@ where
                     if method.ends_with("Probe") || method.ends_with("ProbeNode") {
                         tracing::debug!(%method, ?code, ms, "rpc");
                     } else {
-                        tracing::info!(%method, ?code, ms, "rpc");
+                        tracing::info!(%method, %authority, ?code, ms, "rpc");
                     }
                 }
                 Err(e) => tracing::warn!(%method, error = %e, ms, "rpc transport failure"),
