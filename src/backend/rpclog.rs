@@ -67,7 +67,7 @@ where
                     if method.ends_with("Probe") || method.ends_with("ProbeNode") {
                         tracing::debug!(%method, ?code, ms, "rpc");
                     } else {
-                        tracing::info!(%method, %authority, ?code, ms, "rpc");
+                        tracing::info!(%method, ?code, %authority, ms, "rpc");
                     }
                 }
                 Err(e) => tracing::warn!(%method, error = %e, ms, "rpc transport failure"),
