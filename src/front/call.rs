@@ -11,14 +11,15 @@ use h2::server::SendResponse;
 use h2::RecvStream;
 use http::{HeaderValue, Request, Response};
 
-use crate::grpc::{self, body, frame, status, Code, Status, CONTENT_TYPE};
-use crate::metrics::{InFlight, Outcome};
+use crate::grpc::{self, body, frame, status, Status, CONTENT_TYPE};
+use crate::metrics::{InFlight, Origin};
 use crate::observe::{self, Report};
 use crate::tls::Authorization;
 use crate::translate::{self, FrontCall};
 use crate::upstream::{Connection, Live};
 
 use super::relay::{relay, reply_status};
+use super::reply::{error_reply, upstream_origin};
 use super::router::Route;
 use super::Shared;
 
@@ -46,8 +47,11 @@ async fn serve(
 ) {
     let Some(route) = shared.router.route(&report.path) else {
         let s = unknown_method(&report.path);
-        report.fail(&s);
-        return reply_status(respond, &s);
+        return reply(
+            respond,
+            error_reply(None, Origin::Client, s, report),
+            report,
+        );
     };
     report.route = Some(route);
     // A peer of the appliance listener may call only the CSI services it is allowed.
@@ -55,12 +59,8 @@ async fn serve(
         if !a.allows(route.method.service) {
             let s = a.denied(&report.path, route.method.service);
             tracing::warn!(peer = %a.peer, method = %report.path, "call refused: service not allowed for this peer");
-            report.fail(&s);
-            return reply(
-                respond,
-                translate::encode_front(route.dialect, route.method.path, Err(s)),
-                report,
-            );
+            let encoded = error_reply(Some(route), Origin::Client, s, report);
+            return reply(respond, encoded, report);
         }
     }
     let live = match live_upstream(shared, route, report) {
@@ -78,22 +78,24 @@ async fn serve(
                 report.code = relayed.code;
                 report.request = relayed.request;
                 report.response = relayed.reply;
+                if let Some(s) = relayed.broken {
+                    report.fail(Origin::Gateway, &s);
+                }
             }
             Err(s) => {
-                report.fail(&s);
-                reply(
-                    respond,
-                    translate::encode_front(route.dialect, route.method.path, Err(s)),
-                    report,
-                );
+                let encoded = error_reply(Some(route), Origin::Gateway, s, report);
+                reply(respond, encoded, report);
             }
         }
         return;
     }
     if route.method.server_streaming {
         let s = streaming_refused(route, &live);
-        report.fail(&s);
-        return reply_status(respond, &s);
+        return reply(
+            respond,
+            error_reply(Some(route), Origin::Gateway, s, report),
+            report,
+        );
     }
     let deadline = request
         .headers()
@@ -117,8 +119,7 @@ pub async fn answer(
 ) -> Result<Vec<u8>, Status> {
     let Some(route) = report.route else {
         let s = unknown_method(&report.path);
-        report.fail(&s);
-        return Err(s);
+        return error_reply(None, Origin::Client, s, report);
     };
     let live = match live_upstream(shared, route, report) {
         Ok(live) => live,
@@ -133,19 +134,29 @@ pub async fn answer(
         } else {
             streaming_refused(route, &live)
         };
-        report.fail(&s);
-        return Err(s);
+        return error_reply(Some(route), Origin::Gateway, s, report);
     }
     if route.dialect == live.detected.dialect {
-        let message = message.inspect_err(|s| report.fail(s))?;
+        let message = match message {
+            Ok(m) => m,
+            Err(s) => return error_reply(Some(route), Origin::Client, s, report),
+        };
         report.request = Some(message.clone());
         let began = Instant::now();
         let reply = live.conn.unary(route.method.path, &message).await;
         report.upstream = Some(began.elapsed());
-        if let Err(s) = &reply {
-            report.fail(s);
-        }
-        return reply.map(|b| b.to_vec());
+        return match reply {
+            Ok(b) => Ok(b.to_vec()),
+            // The upstream's own error status reaches the client as it sent it, as on a
+            // relayed call; the gateway's failure to carry the call is answered as everywhere.
+            Err(s) => match upstream_origin(&s) {
+                Origin::Upstream => {
+                    report.fail(Origin::Upstream, &s);
+                    Err(s)
+                }
+                origin => error_reply(Some(route), origin, s, report),
+            },
+        };
     }
     translated(shared, &live, &live.conn, route, message, deadline, report).await
 }
@@ -163,14 +174,7 @@ fn live_upstream(
             report.driver = Some(live.driver_name.clone());
             Ok(live)
         }
-        Err(s) => {
-            report.fail(&s);
-            Err(translate::encode_front(
-                route.dialect,
-                route.method.path,
-                Err(s),
-            ))
-        }
+        Err(s) => Err(error_reply(Some(route), Origin::Gateway, s, report)),
     }
 }
 
@@ -199,18 +203,17 @@ async fn translated(
     report: &mut Report,
 ) -> Result<Vec<u8>, Status> {
     let (dialect, path) = (route.dialect, route.method.path);
+    report.translated = true;
     let message = match message {
         Ok(m) => m,
-        Err(s) => return refused(report, dialect, path, s),
+        Err(s) => return error_reply(Some(route), Origin::Client, s, report),
     };
     report.request = Some(message.clone());
     let request = match translate::decode_front(dialect, path, &message) {
         Ok(FrontCall::Hub(request)) => request,
-        Ok(FrontCall::Local(reply)) => {
-            report.outcome = Some(Outcome::Ok);
-            return Ok(reply);
-        }
-        Err(s) => return refused(report, dialect, path, s),
+        Ok(FrontCall::Local(reply)) => return Ok(reply),
+        // A request the gateway could not translate: the client's to fix.
+        Err(s) => return error_reply(Some(route), Origin::Client, s, report),
     };
     let began = Instant::now();
     let upstream_call = crate::staging::call_upstream(
@@ -233,29 +236,11 @@ async fn translated(
             }),
     };
     report.upstream = Some(began.elapsed());
-    report.outcome = Some(match &outcome {
-        Ok(_) => Outcome::Ok,
-        Err(s) if matches!(s.code(), Code::Unavailable | Code::DeadlineExceeded) => {
-            Outcome::Unavailable
-        }
-        Err(_) => Outcome::UpstreamError,
-    });
-    if let Err(s) = &outcome {
-        report.fail(s);
+    match outcome {
+        Ok(response) => translate::encode_front(dialect, path, Ok(response))
+            .or_else(|s| error_reply(Some(route), Origin::Gateway, s, report)),
+        Err(s) => error_reply(Some(route), upstream_origin(&s), s, report),
     }
-    translate::encode_front(dialect, path, outcome)
-}
-
-/// A request the gateway could not translate: answered in the front's dialect.
-fn refused(
-    report: &mut Report,
-    dialect: crate::dialect::Dialect,
-    path: &str,
-    s: Status,
-) -> Result<Vec<u8>, Status> {
-    report.fail(&s);
-    report.outcome = Some(Outcome::Refused);
-    translate::encode_front(dialect, path, Err(s))
 }
 
 async fn read_message(body: &mut RecvStream) -> Result<Bytes, Status> {
@@ -263,7 +248,8 @@ async fn read_message(body: &mut RecvStream) -> Result<Bytes, Status> {
     frame::decode_unary(&bytes).map(Bytes::copy_from_slice)
 }
 
-/// Sends an encoded reply, or the status as a trailers-only reply.
+/// Sends an encoded reply, or the status as a trailers-only reply (already noted in the report
+/// by whoever produced it).
 fn reply(respond: &mut SendResponse<Bytes>, encoded: Result<Vec<u8>, Status>, report: &mut Report) {
     match encoded {
         Ok(message) => {
@@ -272,10 +258,7 @@ fn reply(respond: &mut SendResponse<Bytes>, encoded: Result<Vec<u8>, Status>, re
                 report.response = Some(message.into());
             }
         }
-        Err(s) => {
-            report.fail(&s);
-            reply_status(respond, &s);
-        }
+        Err(s) => reply_status(respond, &s),
     }
 }
 

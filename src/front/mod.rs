@@ -4,6 +4,7 @@
 pub mod call;
 pub mod listener;
 pub mod relay;
+pub mod reply;
 pub mod router;
 pub mod socket;
 

@@ -3,7 +3,8 @@
 //! upstream speak the same dialect, so the call is relayed frame by frame — headers, data,
 //! trailers — without decoding. Streaming RPCs relay the same way. The
 //! relay only peeks: it keeps the request's first frame (for the log line's volume id) and reads
-//! the final `grpc-status` (for the metrics).
+//! the final `grpc-status` (for the metrics). An upstream that breaks off a reply it has begun
+//! leaves the client trailers with UNAVAILABLE naming it, as on a spliced connection.
 
 use bytes::Bytes;
 use h2::server::SendResponse;
@@ -21,6 +22,8 @@ pub struct Relayed {
     pub request: Option<Bytes>,
     /// The reply's first message, when `keep_reply` asked for it.
     pub reply: Option<Bytes>,
+    /// The upstream broke off its reply; the client got this status in the trailers.
+    pub broken: Option<Status>,
 }
 
 /// Relays one call to `upstream`. Errors before the reply headers went out come back as a
@@ -41,10 +44,14 @@ pub async fn relay(
 
     let upload = async {
         if end {
-            Pumped::default()
-        } else {
-            pump(client_body, upstream_send, true).await
+            return Pumped::default();
         }
+        let mut upstream_send = upstream_send;
+        let pumped = pump(client_body, &mut upstream_send, true).await;
+        if pumped.broken.is_some() {
+            upstream_send.send_reset(h2::Reason::CANCEL);
+        }
+        pumped
     };
     let download = async {
         let response = response
@@ -61,11 +68,19 @@ pub async fn relay(
             .map_err(|e| h2_status(&e, "replying"))?;
         if end {
             return Ok::<_, Status>(Pumped {
-                first: None,
                 code: headers_status,
+                ..Pumped::default()
             });
         }
-        Ok(pump(upstream_body, client_send, keep_reply).await)
+        let mut client_send = client_send;
+        let mut pumped = pump(upstream_body, &mut client_send, keep_reply).await;
+        if let Some(e) = &pumped.broken {
+            let s = unreachable_upstream(upstream, e);
+            let _ = client_send.send_trailers(status::to_headers(&s));
+            pumped.code = Some(s.code());
+            pumped.failure = Some(s);
+        }
+        Ok(pumped)
     };
     let (sent, received) = tokio::join!(upload, download);
     let received = received?;
@@ -73,6 +88,7 @@ pub async fn relay(
         code: received.code.unwrap_or(Code::Unknown),
         request: sent.first.and_then(message_of),
         reply: received.first.and_then(message_of),
+        broken: received.failure,
     })
 }
 
@@ -80,16 +96,24 @@ pub async fn relay(
 struct Pumped {
     first: Option<Bytes>,
     code: Option<Code>,
+    /// The sending side broke off; `to` got nothing after the last whole piece of data.
+    broken: Option<h2::Error>,
+    /// What the client was told about it (replies only).
+    failure: Option<Status>,
 }
 
 /// Copies data then trailers from `from` to `to`, moving only as much as the receiver's window
-/// allows and returning flow-control credit only once the data is passed on.
-async fn pump(mut from: RecvStream, mut to: SendStream<Bytes>, keep_first: bool) -> Pumped {
+/// allows and returning flow-control credit only once the data is passed on. If `from` breaks
+/// off, the caller decides what `to` gets.
+async fn pump(mut from: RecvStream, to: &mut SendStream<Bytes>, keep_first: bool) -> Pumped {
     let mut seen = Pumped::default();
     while let Some(chunk) = from.data().await {
-        let Ok(mut chunk) = chunk else {
-            to.send_reset(h2::Reason::CANCEL);
-            return seen;
+        let mut chunk = match chunk {
+            Ok(chunk) => chunk,
+            Err(e) => {
+                seen.broken = Some(e);
+                return seen;
+            }
         };
         if keep_first && seen.first.is_none() {
             seen.first = Some(chunk.clone()); // a reference count, not a copy
@@ -128,7 +152,7 @@ async fn pump(mut from: RecvStream, mut to: SendStream<Bytes>, keep_first: bool)
         Ok(None) => {
             let _ = to.send_data(Bytes::new(), true);
         }
-        Err(_) => to.send_reset(h2::Reason::CANCEL),
+        Err(e) => seen.broken = Some(e),
     }
     seen
 }

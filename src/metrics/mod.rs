@@ -138,25 +138,26 @@ pub fn code_name(code: Code) -> &'static str {
     }
 }
 
-/// Where a translated call ended.
+/// Whose failure a failed call is: the `outcome` label of the translation counter (`ok` when
+/// the call succeeded) and the `origin` of the call's log line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    Ok,
-    /// The client's request could not be translated (bad input, unsupported by the upstream).
-    Refused,
-    /// The upstream answered with an error.
-    UpstreamError,
-    /// The gateway could not reach the upstream in time.
-    Unavailable,
+pub enum Origin {
+    /// The client's request: an unknown method, a service the peer may not call, a malformed or
+    /// oversized message, or a request the upstream's dialect cannot express.
+    Client,
+    /// The gateway: the upstream is down, unreachable or too slow, or a call the gateway cannot
+    /// carry (a streaming RPC between dialects).
+    Gateway,
+    /// The upstream answered with this error.
+    Upstream,
 }
 
-impl Outcome {
+impl Origin {
     pub fn name(self) -> &'static str {
         match self {
-            Outcome::Ok => "ok",
-            Outcome::Refused => "refused",
-            Outcome::UpstreamError => "upstream_error",
-            Outcome::Unavailable => "unavailable",
+            Origin::Client => "client",
+            Origin::Gateway => "gateway",
+            Origin::Upstream => "upstream",
         }
     }
 }
@@ -169,8 +170,10 @@ pub struct CallMetrics<'a> {
     pub code: Code,
     pub total: Duration,
     pub upstream: Option<Duration>,
-    /// Front and upstream dialect and outcome, for translated calls.
-    pub translation: Option<(&'static str, &'static str, Outcome)>,
+    /// Front and upstream dialect, for translated calls.
+    pub translation: Option<(&'static str, &'static str)>,
+    /// Whose failure the call is; `None` if it succeeded.
+    pub origin: Option<Origin>,
 }
 
 pub fn record_call(c: &CallMetrics<'_>) {
@@ -180,8 +183,9 @@ pub fn record_call(c: &CallMetrics<'_>) {
         histogram!(OVERHEAD_SECONDS, "method_name" => c.method)
             .record(c.total.saturating_sub(up).as_secs_f64());
     }
-    if let Some((front, upstream, outcome)) = c.translation {
-        counter!(TRANSLATIONS, "front_dialect" => front, "upstream_dialect" => upstream, "method_name" => c.method, "outcome" => outcome.name())
+    if let Some((front, upstream)) = c.translation {
+        let outcome = c.origin.map_or("ok", Origin::name);
+        counter!(TRANSLATIONS, "front_dialect" => front, "upstream_dialect" => upstream, "method_name" => c.method, "outcome" => outcome)
             .increment(1);
     }
 }

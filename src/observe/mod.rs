@@ -1,5 +1,5 @@
-//! What each call leaves behind: one log line (method, dialects, volume id, duration, code;
-//! Probe quieter), the bodies at debug level with every secret stripped, and the metrics. All of
+//! What each call leaves behind: one log line (method, dialects, volume id, duration, code and,
+//! for a failure, its origin; Probe quieter), the bodies at debug level with every secret stripped, and the metrics. All of
 //! it is produced here, from one report per call, so no other code logs request contents.
 
 pub mod redact;
@@ -13,7 +13,7 @@ use tracing::Level;
 use crate::dialect::Dialect;
 use crate::front::router::Route;
 use crate::grpc::Code;
-use crate::metrics::{self, CallMetrics, Outcome};
+use crate::metrics::{self, CallMetrics, Origin};
 
 pub use redact::Redactor;
 
@@ -27,8 +27,10 @@ pub struct Report {
     /// The error message, when the call failed.
     pub message: Option<String>,
     pub upstream: Option<Duration>,
-    /// Set for translated calls.
-    pub outcome: Option<Outcome>,
+    /// The call was translated (not relayed between peers of one dialect).
+    pub translated: bool,
+    /// Whose failure the call is, once it failed (see [`Report::origin`]).
+    pub origin: Option<Origin>,
     /// The request and reply messages in the front's dialect, when captured.
     pub request: Option<Bytes>,
     pub response: Option<Bytes>,
@@ -44,15 +46,27 @@ impl Report {
             code: Code::Ok,
             message: None,
             upstream: None,
-            outcome: None,
+            translated: false,
+            origin: None,
             request: None,
             response: None,
         }
     }
 
-    pub fn fail(&mut self, status: &tonic::Status) {
+    /// Notes the call's failure and whose it is.
+    pub fn fail(&mut self, origin: Origin, status: &tonic::Status) {
         self.code = status.code();
         self.message = Some(status.message().to_string());
+        self.origin = Some(origin);
+    }
+
+    /// Whose failure the call is: as noted, else the upstream's when its reply carried an error
+    /// (a relayed call's status is the upstream's own); `None` for a success.
+    pub fn origin(&self) -> Option<Origin> {
+        match self.code {
+            Code::Ok => None,
+            _ => Some(self.origin.unwrap_or(Origin::Upstream)),
+        }
     }
 }
 
@@ -71,8 +85,8 @@ pub fn request_wanted() -> bool {
 pub fn finish(report: &Report, total: Duration, redactor: &Redactor) {
     let method = report.route.map_or("unknown", |r| r.method.path);
     let driver = report.driver.as_deref().unwrap_or(metrics::UNKNOWN_DRIVER);
-    let translation = match (report.route, report.upstream_dialect, report.outcome) {
-        (Some(r), Some(u), Some(o)) => Some((r.dialect.name(), u.name(), o)),
+    let translation = match (report.route, report.upstream_dialect, report.translated) {
+        (Some(r), Some(u), true) => Some((r.dialect.name(), u.name())),
         _ => None,
     };
     metrics::record_call(&CallMetrics {
@@ -82,6 +96,7 @@ pub fn finish(report: &Report, total: Duration, redactor: &Redactor) {
         total,
         upstream: report.upstream,
         translation,
+        origin: report.origin(),
     });
     log_line(report, method, total);
     if let (Some(route), true) = (report.route, bodies_enabled()) {
@@ -108,14 +123,15 @@ fn log_line(report: &Report, method: &str, total: Duration) {
     let code = metrics::code_name(report.code);
     let micros = total.as_micros() as u64;
     let error = report.message.as_deref();
+    let origin = report.origin().map(Origin::name);
     // Probes arrive every few seconds from every node: keep them out of the info log.
     let probe = report
         .route
         .is_some_and(|r| r.method.method.contains("Probe"));
     if probe {
-        tracing::debug!(target: "csi_gateway::rpc", method, front, upstream, code, micros, error, "rpc");
+        tracing::debug!(target: "csi_gateway::rpc", method, front, upstream, code, origin, micros, error, "rpc");
     } else {
         // The volume id is read from the request only when this line is actually emitted.
-        tracing::info!(target: "csi_gateway::rpc", method, front, upstream, volume_id = volume_id_of(report), code, micros, error, "rpc");
+        tracing::info!(target: "csi_gateway::rpc", method, front, upstream, volume_id = volume_id_of(report), code, origin, micros, error, "rpc");
     }
 }

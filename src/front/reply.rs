@@ -1,0 +1,117 @@
+//! The one place a failed call becomes its reply, whichever path served it (terminated, spliced,
+//! answered by the splice itself, relayed or translated), so that a client reads the same reply
+//! for the same failure on every path. Each failure is tagged with its origin — the client, the
+//! gateway or the upstream — which the call's log line and the metrics' `outcome` label show.
+//!
+//! Per front dialect: v1, v0.3 and v0.1 answer an error with its gRPC status; the draft
+//! (`v0.1-oneof`) answers it inside an OK reply, in the `Error` branch the RPC's table gives
+//! (`translate::errors`) — the gateway's own failures as a retryable `GeneralError`. An upstream
+//! error on a relayed call is never re-encoded: the call is not decoded, so its reply reaches
+//! the client as the upstream sent it.
+
+use crate::grpc::{Code, Status};
+use crate::metrics::Origin;
+use crate::observe::Report;
+use crate::translate;
+
+use super::router::Route;
+
+/// `status`, a failure of `origin`, as the reply `route`'s front dialect gives, noted in
+/// `report`. Returns the reply message (the draft's `Error` branch in an OK reply), or the
+/// status to send as the whole reply (other dialects, and calls that matched no route).
+pub fn error_reply(
+    route: Option<Route>,
+    origin: Origin,
+    status: Status,
+    report: &mut Report,
+) -> Result<Vec<u8>, Status> {
+    report.fail(origin, &status);
+    match route {
+        Some(r) => translate::encode_front(r.dialect, r.method.path, Err(status)),
+        None => Err(status),
+    }
+}
+
+/// Whose failure an error from calling the upstream is. The upstream connection reports a
+/// broken or unreachable upstream, or a deadline that ran out waiting for it, as UNAVAILABLE,
+/// DEADLINE_EXCEEDED or CANCELLED: the gateway's failure to carry the call. Any other code is
+/// the upstream's answer.
+pub fn upstream_origin(status: &Status) -> Origin {
+    match status.code() {
+        Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => Origin::Gateway,
+        _ => Origin::Upstream,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dialect::proto::v0_1_oneof as draft;
+    use crate::dialect::Dialect;
+    use prost::Message;
+
+    fn route(dialect: Dialect, path: &str) -> Option<Route> {
+        let method = dialect.methods().iter().find(|m| m.path == path).unwrap();
+        Some(Route { dialect, method })
+    }
+
+    #[test]
+    fn the_gateway_failing_is_a_retryable_general_error_to_a_draft_client() {
+        let path = "/csi.Controller/CreateVolume";
+        let mut report = Report::new(path.into());
+        let down = Status::unavailable("upstream unix:///p.sock: connection lost");
+        let reply = error_reply(
+            route(Dialect::V0_1Oneof, path),
+            Origin::Gateway,
+            down,
+            &mut report,
+        )
+        .expect("the draft answers errors inside an OK reply");
+        let reply = draft::CreateVolumeResponse::decode(reply.as_slice()).unwrap();
+        let Some(draft::create_volume_response::Reply::Error(e)) = reply.reply else {
+            panic!("{reply:?}");
+        };
+        let Some(draft::error::Value::GeneralError(g)) = e.value else {
+            panic!("{e:?}");
+        };
+        assert!(!g.caller_must_not_retry, "{g:?}");
+        assert!(g.error_description.contains("unix:///p.sock"), "{g:?}");
+        assert_eq!(
+            (report.code, report.origin()),
+            (Code::Unavailable, Some(Origin::Gateway))
+        );
+    }
+
+    #[test]
+    fn other_dialects_answer_with_the_status() {
+        for (dialect, path) in [
+            (Dialect::V1, "/csi.v1.Controller/CreateVolume"),
+            (Dialect::V0_3, "/csi.v0.Controller/CreateVolume"),
+            (Dialect::V0_1, "/csi.Controller/CreateVolume"),
+        ] {
+            let mut report = Report::new(path.into());
+            let s = Status::invalid_argument("name missing");
+            let got = error_reply(route(dialect, path), Origin::Client, s, &mut report);
+            assert_eq!(got.unwrap_err().code(), Code::InvalidArgument, "{dialect}");
+            assert_eq!(report.origin(), Some(Origin::Client));
+        }
+        let mut report = Report::new("/x.Y/Z".into());
+        let got = error_reply(
+            None,
+            Origin::Client,
+            Status::unimplemented("?"),
+            &mut report,
+        );
+        assert_eq!(got.unwrap_err().code(), Code::Unimplemented);
+    }
+
+    #[test]
+    fn a_relayed_error_without_a_noted_origin_is_the_upstreams() {
+        let mut report = Report::new("/csi.v1.Identity/Probe".into());
+        assert_eq!(report.origin(), None);
+        report.code = Code::NotFound;
+        assert_eq!(report.origin(), Some(Origin::Upstream));
+        assert_eq!(upstream_origin(&Status::unavailable("x")), Origin::Gateway);
+        assert_eq!(upstream_origin(&Status::not_found("x")), Origin::Upstream);
+    }
+}
