@@ -28,10 +28,10 @@ use tokio::io::{AsyncWrite, Interest};
 use tokio::net::UnixStream;
 use tokio::sync::watch;
 
-use crate::front::call;
 use crate::front::Shared;
+use crate::front::{call, reply};
 use crate::grpc::{frame as grpc_frame, Code, Status, MAX_MESSAGE_BYTES};
-use crate::metrics::InFlight;
+use crate::metrics::{InFlight, Origin};
 use crate::observe::{self, Report};
 use crate::upstream::Live;
 
@@ -729,8 +729,7 @@ impl Splice {
                 let s = Status::resource_exhausted(format!(
                     "request larger than {MAX_MESSAGE_BYTES} bytes"
                 ));
-                report.fail(&s);
-                Err(s)
+                reply::error_reply(report.route, Origin::Client, s, &mut report)
             } else {
                 let message = grpc_frame::decode_unary(&body).map(Bytes::copy_from_slice);
                 call::answer(&shared, message, timeout, &mut report).await
@@ -750,27 +749,7 @@ impl Splice {
         let Side::Local(local) = &mut stream.side else {
             return;
         };
-        let mut head = headers::reply_head();
-        let reply = match outcome {
-            Ok(message) => {
-                let mut trailers = Vec::with_capacity(16);
-                headers::status_fields(&mut trailers, &Status::ok(""));
-                Reply {
-                    head: Some(head),
-                    data: grpc_frame::encode(&message),
-                    trailers: Some(trailers),
-                }
-            }
-            Err(s) => {
-                headers::status_fields(&mut head, &s);
-                Reply {
-                    head: Some(head),
-                    data: Bytes::new(),
-                    trailers: None,
-                }
-            }
-        };
-        local.reply = Some(reply);
+        local.reply = Some(local_reply(outcome));
         stream.report = Some(report);
         self.replying.push_back(id);
     }
@@ -1044,23 +1023,42 @@ impl Splice {
             .collect();
         let s = Status::unavailable(format!("upstream {upstream}: {why}"));
         for id in relayed {
-            // Trailers if the reply had begun, a trailers-only reply if not: either way the
-            // client reads a status.
-            let started = self.streams.get(&id).is_some_and(|s| s.reply_started);
-            let mut block = if started {
+            let Some(stream) = self.streams.get_mut(&id) else {
+                continue;
+            };
+            stream.request_done = true;
+            // Before its reply began, the call is answered in its front dialect, as on every
+            // path (for the draft, an OK reply carrying a retryable error), and sent within
+            // the client's windows like the splice's own replies. After, trailers end it.
+            let encoded = match (stream.reply_started, stream.report.as_mut()) {
+                (false, Some(report)) => {
+                    reply::error_reply(report.route, Origin::Gateway, s.clone(), report)
+                }
+                (_, report) => {
+                    if let Some(report) = report {
+                        report.fail(Origin::Gateway, &s);
+                    }
+                    Err(s.clone())
+                }
+            };
+            if let (false, Ok(message)) = (stream.reply_started, &encoded) {
+                stream.side = Side::Local(Local {
+                    window: self.client_initial_window,
+                    reply: Some(local_reply(Ok(message.clone()))),
+                    ..Local::default()
+                });
+                self.replying.push_back(id);
+                continue;
+            }
+            let status = encoded.err().unwrap_or_else(|| s.clone());
+            let mut block = if stream.reply_started {
                 Vec::new()
             } else {
                 headers::reply_head()
             };
-            headers::status_fields(&mut block, &s);
+            headers::status_fields(&mut block, &status);
             frame::put_headers(&mut self.to_client, id, &block, true, self.client_max_frame);
-            if let Some(stream) = self.streams.get_mut(&id) {
-                stream.request_done = true;
-                if let Some(report) = stream.report.as_mut() {
-                    report.fail(&s);
-                }
-            }
-            self.reply_ended(id, Some(Code::Unavailable));
+            self.reply_ended(id, Some(status.code()));
         }
         // This connection now answers every call itself, on the gateway's own upstream
         // connection; a new one would be spliced again.
@@ -1196,6 +1194,31 @@ fn take_frames(
     };
     buf.advance(at);
     handled
+}
+
+/// The frames of a reply the splice sends itself: the message with OK trailers, or the status
+/// as a trailers-only reply.
+fn local_reply(outcome: Result<Vec<u8>, Status>) -> Reply {
+    let mut head = headers::reply_head();
+    match outcome {
+        Ok(message) => {
+            let mut trailers = Vec::with_capacity(16);
+            headers::status_fields(&mut trailers, &Status::ok(""));
+            Reply {
+                head: Some(head),
+                data: grpc_frame::encode(&message),
+                trailers: Some(trailers),
+            }
+        }
+        Err(s) => {
+            headers::status_fields(&mut head, &s);
+            Reply {
+                head: Some(head),
+                data: Bytes::new(),
+                trailers: None,
+            }
+        }
+    }
 }
 
 /// A copy of the message inside a DATA payload that holds one whole gRPC frame.
