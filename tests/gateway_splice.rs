@@ -288,3 +288,80 @@ async fn plugin_death_under_a_spliced_connection() {
         .log_text()
         .contains("upstream connection lost under a spliced client connection"));
 }
+
+/// A plugin that dies under a call is reported the same on every path: to a draft
+/// (`v0.1-oneof`) client, an OK reply carrying the draft `Error` — a retryable `GeneralError`
+/// naming the plugin — never a bare gRPC status, whether the call was spliced or terminated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_dying_under_a_draft_call_is_the_same_draft_error_on_every_path() {
+    use csi_gateway::dialect::Dialect;
+    use std::collections::HashMap;
+    use support::front::Front;
+
+    let mut seen = Vec::new();
+    for splice in [true, false] {
+        // The plugin holds every create for a while once the volume's data is written.
+        let opts = Options::new("v0.1-oneof").arg("--fault-delay=20s");
+        let mut backend = Backend::start(opts).await;
+        let gw = Gateway::start(
+            &backend.socket,
+            "v0.1-oneof",
+            &[&format!("--splice={splice}")],
+        )
+        .await;
+        let front = Front::new(Dialect::V0_1Oneof, gw.channel().await);
+        let call = tokio::spawn(async move {
+            let none = HashMap::new();
+            front
+                .create("dies-under-the-call", 1 << 20, &none)
+                .await
+                .map(|v| v.id)
+        });
+        let volumes = backend.data_dir.join("volumes");
+        support::eventually(
+            Duration::from_secs(20),
+            "the create to reach the plugin",
+            || std::fs::read_dir(&volumes).is_ok_and(|mut d| d.next().is_some()),
+        )
+        .await;
+        backend.kill();
+        let failure = call
+            .await
+            .unwrap()
+            .expect_err("the plugin died under the call");
+        let json = failure.draft.unwrap_or_else(|| {
+            panic!(
+                "splice={splice}: a bare gRPC status {:?} {:?}\n{}",
+                failure.code,
+                failure.message,
+                gw.log_text()
+            )
+        });
+        let error: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let general = &error["general_error"];
+        assert_eq!(
+            general["error_code"], "UNDEFINED",
+            "splice={splice}: {json}"
+        );
+        assert_ne!(
+            general["caller_must_not_retry"], true,
+            "splice={splice}: {json}"
+        );
+        let description = general["error_description"].as_str().unwrap_or_default();
+        let plugin = backend.socket.display().to_string();
+        assert!(description.contains(&plugin), "splice={splice}: {json}");
+        // The call's log line says whose failure it was.
+        let what = format!("splice={splice}: the call logged as the gateway's failure");
+        support::eventually(Duration::from_secs(10), &what, || {
+            gw.log_text()
+                .lines()
+                .any(|l| l.contains("CreateVolume") && l.contains("origin=\"gateway\""))
+        })
+        .await;
+        seen.push((
+            general["error_code"].clone(),
+            general["caller_must_not_retry"].clone(),
+        ));
+    }
+    assert_eq!(seen[0], seen[1], "both paths give the same reply");
+}
