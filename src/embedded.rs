@@ -30,6 +30,7 @@ pub async fn start(dialect: Dialect, socket: &Path, data_dir: &Path) -> Result<E
             topology: Default::default(),
             publish_mode: PublishMode::Symlink,
             require_staging: false,
+            alpha_get_snapshot: false,
             fault_delay: Duration::ZERO,
         },
         tls: None,

@@ -72,7 +72,7 @@ pub struct Running {
 pub async fn start(config: &Config) -> Result<Running, StartError> {
     // First, so nothing recorded while starting up (the upstream's state) is lost.
     let prometheus = metrics::install();
-    let router = Router::new(&config.front_dialects)?;
+    let router = Router::new(&config.front_dialects)?.serving_v0_2(config.v0_2_front);
     // The store before anything binds or spawns: a wrong etcd address fails the start-up.
     let kv = open_store(config)?;
     // Staging emulation shares the store, so its records are as durable as the handles.

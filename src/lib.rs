@@ -16,7 +16,8 @@
 //! - [`tls`]: the remote appliance bridge — mutual TLS to a TCP upstream, and the appliance
 //!   listener with per-service authorization (docs/bridge.md).
 //! - [`store`]: durable gateway state (VolumeHandle metadata for draft plugins), embedded or
-//!   on etcd; [`staging`]: staging emulation for pre-staging clients, on that store.
+//!   on etcd; [`staging`]: staging emulation for pre-staging clients, on that store;
+//!   [`target`]: the target paths a v1 client leaves to a v0.x plugin.
 //! - [`observe`] and [`metrics`]: the log line and metrics every call leaves; secret stripping.
 //!
 //! Around them: [`endpoint`] (endpoint syntax), [`check`] (identify any CSI endpoint),
@@ -37,6 +38,7 @@ pub mod translate;
 
 pub mod staging;
 pub mod store;
+pub mod target;
 pub mod tls;
 pub mod upstream;
 

@@ -169,12 +169,23 @@ async fn identity_and_capabilities() {
             csi::controller_service_capability::Type::Rpc(r) => r.r#type,
         })
         .collect();
-    for want in 1..=15 {
+    for want in 1..=14 {
         assert!(
             ctrl.contains(&want),
             "controller capability {want} missing from {ctrl:?}"
         );
     }
+    // GET_SNAPSHOT (15) is alpha: off unless --alpha-get-snapshot, RPC included.
+    assert!(!ctrl.contains(&15), "{ctrl:?}");
+    let e = c
+        .controller
+        .get_snapshot(csi::GetSnapshotRequest {
+            snapshot_id: "any".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unimplemented, "{e:?}");
     let node = c
         .node
         .node_get_capabilities(csi::NodeGetCapabilitiesRequest {})
@@ -243,7 +254,7 @@ async fn staging_is_optional_when_not_required() {
 
 #[tokio::test]
 async fn mount_lifecycle_with_snapshots_clones_expansion_and_stats() {
-    let mut opts = Options::new("v1");
+    let mut opts = Options::new("v1").arg("--alpha-get-snapshot");
     opts.pool_size = "20Gi".into();
     let b = Backend::start(opts).await;
     let mut c = clients(&b).await;

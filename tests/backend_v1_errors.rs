@@ -379,7 +379,7 @@ async fn delete_and_attach_rows() {
 
 #[tokio::test]
 async fn validate_list_expand_modify_snapshot_rows() {
-    let (_b, mut c, _) = setup(Options::new("v1")).await;
+    let (_b, mut c, _) = setup(Options::new("v1").arg("--alpha-get-snapshot")).await;
     let cap = mount(Mode::SingleNodeWriter);
     let a = create(&mut c, "a", cap.clone()).await;
     // ValidateVolumeCapabilities.

@@ -76,6 +76,9 @@ struct RunArgs {
     /// Which of v0.1 and v0.1-oneof the front serves under the package `csi`.
     #[arg(long)]
     legacy_dialect: Option<String>,
+    /// Which revision the front serves under the package `csi.v0`: v0.3 or v0.2.
+    #[arg(long)]
+    v0_dialect: Option<String>,
     /// Splice client connections onto upstream connections of their own (true) or terminate
     /// every connection (false); see listen.splice.
     #[arg(long)]
@@ -145,6 +148,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         upstream: args.upstream,
         upstream_dialect: args.upstream_dialect,
         legacy_dialect: args.legacy_dialect,
+        v0_dialect: args.v0_dialect,
         splice: args.splice,
         log_format: args.log_format,
         log_level: args.log_level,

@@ -80,6 +80,10 @@ struct Cli {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     require_staging: bool,
 
+    /// v1: serve the alpha GetSnapshot RPC and advertise its GET_SNAPSHOT capability.
+    #[arg(long)]
+    alpha_get_snapshot: bool,
+
     /// Test hook: hold the volume lock this long (e.g. 2s) after writing a new volume's or
     /// snapshot's data and before committing it.
     #[arg(long, hide = true, value_parser = humantime_ms)]
@@ -144,6 +148,7 @@ fn main() -> ExitCode {
             topology: cli.topology.into_iter().collect::<Segment>(),
             publish_mode: cli.publish_mode,
             require_staging: staging,
+            alpha_get_snapshot: cli.alpha_get_snapshot,
             fault_delay: cli.fault_delay.unwrap_or_default(),
         },
     };

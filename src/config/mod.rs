@@ -112,6 +112,10 @@ pub struct ListenFile {
     /// Which of `v0.1` and `v0.1-oneof` answers under the package `csi`.
     #[serde(default = "default_legacy")]
     pub legacy_dialect: String,
+    /// Which revision answers under the package `csi.v0`: "v0.3", or "v0.2" (same package, no
+    /// snapshots, topology or NodeGetInfo).
+    #[serde(default = "default_v0")]
+    pub v0_dialect: String,
     #[serde(default = "default_grace", with = "humantime_serde")]
     pub grace_period: Duration,
     /// Splice client connections onto upstream connections of their own (UNIX upstreams).
@@ -215,6 +219,9 @@ impl Default for LogFile {
 fn default_legacy() -> String {
     "v0.1".into()
 }
+fn default_v0() -> String {
+    "v0.3".into()
+}
 fn default_grace() -> Duration {
     Duration::from_secs(10)
 }
@@ -253,6 +260,8 @@ pub struct Overrides {
     pub upstream: Option<String>,
     pub upstream_dialect: Option<String>,
     pub legacy_dialect: Option<String>,
+    /// `listen.v0_dialect`.
+    pub v0_dialect: Option<String>,
     /// `listen.splice`.
     pub splice: Option<bool>,
     pub log_format: Option<String>,
@@ -272,6 +281,8 @@ pub struct Config {
     pub socket_mode: Option<u32>,
     pub socket_owner: Option<(u32, u32)>,
     pub front_dialects: Vec<Dialect>,
+    /// `listen.v0_dialect = "v0.2"`: `csi.v0` clients are v0.2 clients.
+    pub v0_2_front: bool,
     pub grace_period: Duration,
     /// See [`ListenFile::splice`].
     pub splice: bool,
@@ -349,6 +360,7 @@ impl File {
         set(&mut self.upstream.endpoint, o.upstream);
         set(&mut self.upstream.dialect, o.upstream_dialect);
         set(&mut self.listen.legacy_dialect, o.legacy_dialect);
+        set(&mut self.listen.v0_dialect, o.v0_dialect);
         if let Some(splice) = o.splice {
             self.listen.splice = splice;
         }
@@ -384,6 +396,16 @@ impl File {
                         "{:?}: must be \"v0.1\" or \"v0.1-oneof\"",
                         self.listen.legacy_dialect
                     ),
+                ))
+            }
+        };
+        let v0_2_front = match self.listen.v0_dialect.as_str() {
+            "v0.3" => false,
+            "v0.2" => true,
+            other => {
+                return Err(invalid(
+                    "listen.v0_dialect",
+                    format!("{other:?}: must be \"v0.3\" or \"v0.2\""),
                 ))
             }
         };
@@ -536,6 +558,7 @@ impl File {
             socket_mode,
             socket_owner,
             front_dialects: vec![Dialect::V1, Dialect::V0_3, legacy],
+            v0_2_front,
             grace_period: self.listen.grace_period,
             splice: self.listen.splice,
             upstream,
@@ -585,6 +608,7 @@ mod tests {
             c.front_dialects,
             vec![Dialect::V1, Dialect::V0_3, Dialect::V0_1]
         );
+        assert!(!c.v0_2_front, "csi.v0 is served as v0.3 by default");
     }
 
     #[test]
@@ -625,6 +649,10 @@ mod tests {
             (
                 base.replace("[upstream]", "legacy_dialect = \"v0.3\"\n[upstream]"),
                 "listen.legacy_dialect",
+            ),
+            (
+                base.replace("[upstream]", "v0_dialect = \"v0.1\"\n[upstream]"),
+                "listen.v0_dialect",
             ),
             (
                 base.replace("[upstream]", "mode = \"rw\"\n[upstream]"),

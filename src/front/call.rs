@@ -70,7 +70,7 @@ async fn serve(
     let conn = private
         .filter(|c| !c.is_closed())
         .unwrap_or_else(|| live.conn.clone());
-    if route.dialect == live.detected.dialect {
+    if route.relays_to(live.detected.dialect) {
         let began = Instant::now();
         match relay(&conn, request, respond, observe::bodies_enabled()).await {
             Ok(relayed) => {
@@ -136,7 +136,7 @@ pub async fn answer(
         };
         return error_reply(Some(route), Origin::Gateway, s, report);
     }
-    if route.dialect == live.detected.dialect {
+    if route.relays_to(live.detected.dialect) {
         let message = match message {
             Ok(m) => m,
             Err(s) => return error_reply(Some(route), Origin::Client, s, report),
@@ -209,6 +209,13 @@ async fn translated(
         Err(s) => return error_reply(Some(route), Origin::Client, s, report),
     };
     report.request = Some(message.clone());
+    if let Some(s) = route
+        .v0_2
+        .then(|| translate::front::v0_2_refusal(route.method.method))
+        .flatten()
+    {
+        return error_reply(Some(route), Origin::Client, s, report);
+    }
     let request = match translate::decode_front(dialect, path, &message) {
         Ok(FrontCall::Hub(request)) => request,
         Ok(FrontCall::Local(reply)) => return Ok(reply),
@@ -216,7 +223,7 @@ async fn translated(
         Err(s) => return error_reply(Some(route), Origin::Client, s, report),
     };
     let began = Instant::now();
-    let upstream_call = crate::staging::call_upstream(
+    let upstream_call = crate::target::call_upstream(
         shared.staging.as_deref(),
         dialect,
         &live.session,
@@ -237,10 +244,21 @@ async fn translated(
     };
     report.upstream = Some(began.elapsed());
     match outcome {
-        Ok(response) => translate::encode_front(dialect, path, Ok(response))
+        Ok(response) => encode_reply(route, Ok(response))
             .or_else(|s| error_reply(Some(route), Origin::Gateway, s, report)),
         Err(s) => error_reply(Some(route), upstream_origin(&s), s, report),
     }
+}
+
+/// A hub reply in the front's dialect; a v0.2 client's is filtered to what v0.2 has.
+fn encode_reply(
+    route: Route,
+    outcome: Result<crate::hub::Response, Status>,
+) -> Result<Vec<u8>, Status> {
+    if route.v0_2 {
+        return translate::front::encode_front_v0_2(route.method.path, outcome);
+    }
+    translate::encode_front(route.dialect, route.method.path, outcome)
 }
 
 async fn read_message(body: &mut RecvStream) -> Result<Bytes, Status> {

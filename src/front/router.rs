@@ -10,6 +10,17 @@ use crate::dialect::{Dialect, MethodInfo};
 pub struct Route {
     pub dialect: Dialect,
     pub method: &'static MethodInfo,
+    /// A `csi.v0` route served as v0.2 (`listen.v0_dialect = "v0.2"`).
+    pub v0_2: bool,
+}
+
+impl Route {
+    /// Whether the call is relayed untouched to an `upstream` plugin: same dialect, and no
+    /// answer a v0.2 client must get filtered.
+    pub fn relays_to(&self, upstream: Dialect) -> bool {
+        self.dialect == upstream
+            && !(self.v0_2 && crate::translate::front::v0_2_translates(self.method.method))
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -25,7 +36,12 @@ impl Router {
         let mut routes = HashMap::new();
         for &dialect in dialects {
             for method in dialect.methods() {
-                if let Some(other) = routes.insert(method.path, Route { dialect, method }) {
+                let route = Route {
+                    dialect,
+                    method,
+                    v0_2: false,
+                };
+                if let Some(other) = routes.insert(method.path, route) {
                     if other.dialect != dialect {
                         return Err(PackageClash(other.dialect, dialect));
                     }
@@ -33,6 +49,14 @@ impl Router {
             }
         }
         Ok(Router { routes })
+    }
+
+    /// Serves the `csi.v0` routes as v0.2 when `v0_2` (the two share the package).
+    pub fn serving_v0_2(mut self, v0_2: bool) -> Router {
+        for r in self.routes.values_mut() {
+            r.v0_2 = v0_2 && r.dialect == Dialect::V0_3;
+        }
+        self
     }
 
     pub fn route(&self, path: &str) -> Option<Route> {
@@ -72,6 +96,25 @@ mod tests {
             r.dialects(),
             vec![Dialect::V1, Dialect::V0_3, Dialect::V0_1Oneof]
         );
+    }
+
+    #[test]
+    fn v0_2_routes_translate_the_calls_v0_2_answers_differently() {
+        let r = Router::new(&[Dialect::V1, Dialect::V0_3])
+            .unwrap()
+            .serving_v0_2(true);
+        let caps = r
+            .route("/csi.v0.Controller/ControllerGetCapabilities")
+            .unwrap();
+        assert!(caps.v0_2 && !caps.relays_to(Dialect::V0_3));
+        let snap = r.route("/csi.v0.Controller/CreateSnapshot").unwrap();
+        assert!(!snap.relays_to(Dialect::V0_3));
+        let create = r.route("/csi.v0.Controller/CreateVolume").unwrap();
+        assert!(create.relays_to(Dialect::V0_3));
+        let v1 = r
+            .route("/csi.v1.Controller/ControllerGetCapabilities")
+            .unwrap();
+        assert!(!v1.v0_2 && v1.relays_to(Dialect::V1));
     }
 
     #[test]

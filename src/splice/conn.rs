@@ -625,7 +625,7 @@ impl Splice {
         let path = request.path.take().unwrap_or_default();
         let route = self.shared.router.route(&path);
         let relayed = !self.upstream_gone
-            && route.is_some_and(|r| r.dialect == self.live.detected.dialect)
+            && route.is_some_and(|r| r.relays_to(self.live.detected.dialect))
             && self.localize(&mut request, keep);
         if self.streams.len() >= MAX_STREAMS
             || (!relayed && self.local_streams() >= MAX_LOCAL_CALLS)

@@ -15,6 +15,8 @@ pub struct CapRow {
     pub name: &'static str,
     pub v1: i32,
     pub v0_3: Option<i32>,
+    /// v0.2 (same package and values as v0.3, a subset of the capabilities).
+    pub v0_2: Option<i32>,
     pub v0_1: Option<i32>,
     pub draft: Option<i32>,
     pub note: &'static str,
@@ -44,10 +46,18 @@ const fn cap(
         name,
         v1,
         v0_3,
+        // v0.2 has everything of v0.3 but snapshots and topology, which arrived in v0.3.
+        v0_2: v0_3,
         v0_1,
         draft,
         note,
     }
+}
+
+/// A row v0.3 introduced: a v0.2 peer does not have it.
+const fn v0_3_only(mut row: CapRow) -> CapRow {
+    row.v0_2 = None;
+    row
 }
 
 /// `ControllerServiceCapability.RPC.Type`.
@@ -57,8 +67,8 @@ pub static CONTROLLER: &[CapRow] = &[
     cap("PUBLISH_UNPUBLISH_VOLUME", 2, Some(2), Some(2), Some(2), "since the draft"),
     cap("LIST_VOLUMES", 3, Some(3), Some(3), Some(3), "since the draft"),
     cap("GET_CAPACITY", 4, Some(4), Some(4), Some(4), "since the draft"),
-    cap("CREATE_DELETE_SNAPSHOT", 5, Some(5), None, None, "snapshots arrived in v0.3"),
-    cap("LIST_SNAPSHOTS", 6, Some(6), None, None, "snapshots arrived in v0.3"),
+    v0_3_only(cap("CREATE_DELETE_SNAPSHOT", 5, Some(5), None, None, "snapshots arrived in v0.3")),
+    v0_3_only(cap("LIST_SNAPSHOTS", 6, Some(6), None, None, "snapshots arrived in v0.3")),
     cap("CLONE_VOLUME", 7, None, None, None, "v1.0"),
     cap("PUBLISH_READONLY", 8, None, None, None, "v1.0"),
     cap("EXPAND_VOLUME", 9, None, None, None, "v1.1"),
@@ -88,8 +98,8 @@ pub static NODE: &[CapRow] = &[
 pub static PLUGIN_SERVICE: &[CapRow] = &[
     cap("CONTROLLER_SERVICE", 1, Some(1), Some(1), Some(1),
         "v0.1/draft: synthesized when the plugin answers ControllerGetCapabilities"),
-    cap("VOLUME_ACCESSIBILITY_CONSTRAINTS", 2, Some(2), None, None,
-        "v0.3 ACCESSIBILITY_CONSTRAINTS; topology arrived in v0.3"),
+    v0_3_only(cap("VOLUME_ACCESSIBILITY_CONSTRAINTS", 2, Some(2), None, None,
+        "v0.3 ACCESSIBILITY_CONSTRAINTS; topology arrived in v0.3")),
     cap("GROUP_CONTROLLER_SERVICE", 3, None, None, None, "v1.8"),
     cap("SNAPSHOT_METADATA_SERVICE", 4, None, None, None, "v1.10"),
 ];
@@ -97,6 +107,32 @@ pub static PLUGIN_SERVICE: &[CapRow] = &[
 /// `PluginCapability.VolumeExpansion` (v1.1) has no counterpart in any older revision: it is
 /// never passed to an older front and never synthesized for an older upstream.
 pub const VOLUME_EXPANSION_NOTE: &str = "v1.1 only: dropped for older fronts, never synthesized";
+
+/// Whether a v0.2 client may see hub (v1) `value` of `table` (a v0.3-package client told apart
+/// as v0.2, see [`crate::translate::front`]).
+pub fn v0_2_has(table: &[CapRow], value: i32) -> bool {
+    table.iter().any(|r| r.v1 == value && r.v0_2.is_some())
+}
+
+/// Front revisions whose clients need a non-empty `NodeGetCapabilities` list: an empty answer
+/// reaches them as one `UNKNOWN` capability, which is what plugins of those revisions answered
+/// when they had no node capability (their conformance suites assert the list is not nil, and
+/// an empty repeated field decodes as nil).
+pub static NODE_UNKNOWN_WHEN_EMPTY: &[(&str, &str)] = &[
+    (
+        "v0.1",
+        "v0.1 has no node capability but UNKNOWN: the answer is always [UNKNOWN]",
+    ),
+    (
+        "v0.2",
+        "[UNKNOWN] when no capability v0.2 has is left (STAGE_UNSTAGE_VOLUME is its only one)",
+    ),
+];
+
+/// Whether clients of `revision` get `[UNKNOWN]` for an empty node capability list.
+pub fn node_unknown_when_empty(revision: &str) -> bool {
+    NODE_UNKNOWN_WHEN_EMPTY.iter().any(|(r, _)| *r == revision)
+}
 
 /// `value` of `dialect` in `table` → the hub (v1) value, if the capability exists in v1.
 pub fn to_hub(table: &[CapRow], dialect: Dialect, value: i32) -> Option<i32> {

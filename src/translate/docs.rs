@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use super::capabilities::{self, CapRow};
 use super::errors::{self, DraftRpc};
-use super::ids;
+use super::{front, ids};
 
 /// One renamed or retyped field, oldest revision first (`-`: the revision has no such field).
 pub struct FieldRow {
@@ -105,14 +105,15 @@ impl Snake for String {
 
 fn cap_table(out: &mut String, title: &str, rows: &[CapRow]) {
     let cell = |v: Option<i32>| v.map(|v| v.to_string()).unwrap_or_else(|| "-".into());
-    let _ = writeln!(out, "### {title}\n\n| capability | v1 | v0.3 | v0.1 | v0.1-oneof | note |\n| --- | --- | --- | --- | --- | --- |");
+    let _ = writeln!(out, "### {title}\n\n| capability | v1 | v0.3 | v0.2 | v0.1 | v0.1-oneof | note |\n| --- | --- | --- | --- | --- | --- | --- |");
     for r in rows {
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             r.name,
             r.v1,
             cell(r.v0_3),
+            cell(r.v0_2),
             cell(r.v0_1),
             cell(r.draft),
             r.note
@@ -159,6 +160,35 @@ pub fn render() -> String {
         "`PluginCapability.VolumeExpansion`: {}.\n",
         capabilities::VOLUME_EXPANSION_NOTE
     );
+    out.push_str("An empty node capability list reaches these clients as `[UNKNOWN]`:\n\n| client | why |\n| --- | --- |\n");
+    for (rev, why) in capabilities::NODE_UNKNOWN_WHEN_EMPTY {
+        let _ = writeln!(out, "| {rev} | {why} |");
+    }
+    out.push_str("\n## v0.2 clients\n\nv0.2 and v0.3 share the package `csi.v0`, and a client's calls do not say which it speaks before it is too late (its first calls, the capability queries, are the same in both). So the operator says it: `listen.v0_dialect = \"v0.2\"` serves `csi.v0` as v0.2. Those clients get the capability answers filtered to the v0.2 column above (translated, never relayed, whatever the plugin speaks), and UNIMPLEMENTED for the RPCs v0.2 does not have:\n\n| RPC | why |\n| --- | --- |\n");
+    for (rpc, why) in front::V0_2_ABSENT {
+        let _ = writeln!(out, "| {rpc} | {why} |");
+    }
+    out.push_str("\nOn the plugin side no setting is needed: a `csi.v0` plugin that answers `NodeGetInfo` with UNIMPLEMENTED is v0.2.\n\n");
+
+    out.push_str("## Required fields\n\nChecked by the gateway on every translated call, before anything else it or the plugin would check (so a missing field is INVALID_ARGUMENT, never a precondition such as FAILED_PRECONDITION \"staging target path not set\"); a draft client gets `GeneralError MISSING_REQUIRED_FIELD`, must not retry. Every listed field is REQUIRED in every revision that has the RPC.\n\n| RPC | required, in order |\n| --- | --- |\n");
+    for (m, fields) in errors::REQUIRED {
+        let _ = writeln!(out, "| {} | {} |", m.name(), fields.join(", "));
+    }
+
+    out.push_str("\n## Errors between gRPC-status revisions\n\n| RPC | plugin | client | plugin's code | client's code | why |\n| --- | --- | --- | --- | --- | --- |\n");
+    for r in errors::CODES {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} |",
+            r.method.name(),
+            r.upstream.label(),
+            r.front.label(),
+            code(Some(r.from)),
+            code(r.to),
+            r.why
+        );
+    }
+    out.push_str("\n## Target paths\n\nv1 leaves `target_path` to the plugin (it creates and removes it); v0.x plugins expect the CO to have created it. Between a v1 client and a v0.x plugin the gateway creates a missing target before NodePublishVolume (a directory for mount access, an empty file for block access; never its parent) and, after a successful NodeUnpublishVolume, removes it if it is an empty directory or empty file that is not a mount point (`/proc/self/mountinfo`). A publish the plugin refuses removes a target that call created, on the same terms. Nothing is recorded, so a restart between the steps converges on the CO's retry.\n\n");
 
     out.push_str("## Errors: draft plugin → gRPC status (v0.1, v0.3 and v1 clients)\n\nThe draft answers gRPC OK with an `Error`; the gateway turns it into the status v0.1.0 prescribes for the same condition. The description becomes the status message.\n\n");
     for rpc in DraftRpc::ALL {
@@ -193,6 +223,19 @@ pub fn render() -> String {
         );
     }
 
+    out.push_str("\nPer-RPC exceptions, when the request sets a field:\n\n| RPC | draft error | caller_must_not_retry | request sets | gRPC | why |\n| --- | --- | --- | --- | --- | --- |\n");
+    for o in errors::GENERAL_OVERRIDES {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | `{}` | {} | {} |",
+            o.rpc.name(),
+            o.name,
+            o.must_not_retry,
+            o.when_set,
+            code(Some(o.code)),
+            o.why
+        );
+    }
     out.push_str("\n## Errors: gRPC status → draft client\n\nA status from a newer plugin (or the gateway itself) reaches a draft client as the RPC's own error where one fits:\n\n| RPC | gRPC | draft error |\n| --- | --- | --- |\n");
     for r in errors::SPECIFIC.iter().filter(|r| r.back().is_some()) {
         let _ = writeln!(

@@ -15,6 +15,8 @@
 use tonic::{Code, Status};
 
 use crate::dialect::proto::v0_1_oneof::{error, Error};
+use crate::dialect::Dialect;
+use crate::hub::{Method, Request as Req};
 
 /// A draft RPC, as far as its errors are concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -504,6 +506,182 @@ pub fn specific_error(rpc: DraftRpc, value: i32, d: String) -> error::Value {
             error_description: d,
         }),
     }
+}
+
+/// REQUIRED request fields, in the order a plugin checks them: every revision that has the RPC
+/// requires them (v1 and the draft alike, so a translated request is refused exactly as the
+/// plugin of either side would refuse it). Since v0.1.0 a missing one is INVALID_ARGUMENT, and
+/// the v1 error tables list their conditions (NOT_FOUND, FAILED_PRECONDITION such as
+/// "staging target path not set") for requests that have them, so the gateway checks these
+/// first, before any precondition of its own. A draft client gets `GeneralError
+/// MISSING_REQUIRED_FIELD` (must not retry) instead. ControllerPublishVolume's `node_id` is
+/// not listed: the draft made it OPTIONAL.
+#[rustfmt::skip]
+pub static REQUIRED: &[(Method, &[&str])] = &[
+    (Method::CreateVolume, &["name", "volume_capabilities"]),
+    (Method::DeleteVolume, &["volume_id"]),
+    (Method::ControllerPublishVolume, &["volume_id", "volume_capability"]),
+    (Method::ControllerUnpublishVolume, &["volume_id"]),
+    (Method::ValidateVolumeCapabilities, &["volume_id", "volume_capabilities"]),
+    (Method::NodeStageVolume, &["volume_id", "staging_target_path", "volume_capability"]),
+    (Method::NodeUnstageVolume, &["volume_id", "staging_target_path"]),
+    (Method::NodePublishVolume, &["volume_id", "target_path", "volume_capability"]),
+    (Method::NodeUnpublishVolume, &["volume_id", "target_path"]),
+    (Method::CreateSnapshot, &["source_volume_id", "name"]),
+    (Method::DeleteSnapshot, &["snapshot_id"]),
+];
+
+/// Whether `req` sets `field` (a name from [`REQUIRED`] or [`GENERAL_OVERRIDES`]); a field the
+/// request does not have is not set.
+pub fn field_set(req: &Req, field: &str) -> bool {
+    match (req, field) {
+        (Req::CreateVolume(r), "name") => !r.name.is_empty(),
+        (Req::CreateVolume(r), "volume_capabilities") => !r.volume_capabilities.is_empty(),
+        (Req::DeleteVolume(r), "volume_id") => !r.volume_id.is_empty(),
+        (Req::ControllerPublishVolume(r), "volume_id") => !r.volume_id.is_empty(),
+        (Req::ControllerPublishVolume(r), "volume_capability") => r.volume_capability.is_some(),
+        (Req::ControllerUnpublishVolume(r), "volume_id") => !r.volume_id.is_empty(),
+        (Req::ValidateVolumeCapabilities(r), "volume_id") => !r.volume_id.is_empty(),
+        (Req::ValidateVolumeCapabilities(r), "volume_capabilities") => {
+            !r.volume_capabilities.is_empty()
+        }
+        (Req::NodeStageVolume(r), "volume_id") => !r.volume_id.is_empty(),
+        (Req::NodeStageVolume(r), "staging_target_path") => !r.staging_target_path.is_empty(),
+        (Req::NodeStageVolume(r), "volume_capability") => r.volume_capability.is_some(),
+        (Req::NodeUnstageVolume(r), "volume_id") => !r.volume_id.is_empty(),
+        (Req::NodeUnstageVolume(r), "staging_target_path") => !r.staging_target_path.is_empty(),
+        (Req::NodePublishVolume(r), "volume_id") => !r.volume_id.is_empty(),
+        (Req::NodePublishVolume(r), "target_path") => !r.target_path.is_empty(),
+        (Req::NodePublishVolume(r), "volume_capability") => r.volume_capability.is_some(),
+        (Req::NodeUnpublishVolume(r), "volume_id") => !r.volume_id.is_empty(),
+        (Req::NodeUnpublishVolume(r), "target_path") => !r.target_path.is_empty(),
+        (Req::CreateSnapshot(r), "source_volume_id") => !r.source_volume_id.is_empty(),
+        (Req::CreateSnapshot(r), "name") => !r.name.is_empty(),
+        (Req::DeleteSnapshot(r), "snapshot_id") => !r.snapshot_id.is_empty(),
+        (Req::ListVolumes(r), "starting_token") => !r.starting_token.is_empty(),
+        _ => false,
+    }
+}
+
+/// The first [`REQUIRED`] field `req` leaves unset.
+pub fn missing_required(req: &Req) -> Option<&'static str> {
+    let method = req.method();
+    REQUIRED
+        .iter()
+        .filter(|(m, _)| *m == method)
+        .flat_map(|(_, fields)| fields.iter())
+        .find(|f| !field_set(req, f))
+        .copied()
+}
+
+/// INVALID_ARGUMENT for a missing [`REQUIRED`] field (v0.1.0+ "Missing required field").
+pub fn missing_field(req: &Req, field: &str) -> Status {
+    Status::invalid_argument(format!(
+        "{field} is a required field of {} and is missing",
+        req.method().name()
+    ))
+}
+
+/// A draft `GeneralError` that means something more precise on one RPC, given what the request
+/// set: the draft had no enum value for the condition, so its plugins report it as
+/// `GeneralError`, and the v0.1.0 table has a code for it.
+#[derive(Clone, Copy, Debug)]
+pub struct GeneralOverride {
+    pub rpc: DraftRpc,
+    pub name: &'static str,
+    pub value: i32,
+    pub must_not_retry: bool,
+    /// Applies only when the request sets this field.
+    pub when_set: &'static str,
+    pub code: Code,
+    pub why: &'static str,
+}
+
+/// Per-RPC exceptions to [`GENERAL`].
+#[rustfmt::skip]
+pub static GENERAL_OVERRIDES: &[GeneralOverride] = &[
+    // A ListVolumes request has no other argument a plugin can refuse (the version is
+    // UNSUPPORTED_REQUEST_VERSION, max_entries is any uint32), so a must-not-retry UNDEFINED
+    // answer to a request with a token is the invalid token.
+    GeneralOverride { rpc: R::ListVolumes, name: "UNDEFINED", value: 1, must_not_retry: true,
+        when_set: "starting_token", code: Aborted,
+        why: "v0.1.0 ListVolumes \"Invalid starting_token\": restart with an empty token" },
+];
+
+/// [`draft_to_status`] for the draft reply to `req`: [`GENERAL_OVERRIDES`] apply.
+pub fn draft_to_status_for(rpc: DraftRpc, e: Error, req: &Req) -> Result<String, Status> {
+    if let Some(error::Value::GeneralError(g)) = &e.value {
+        let hit = GENERAL_OVERRIDES.iter().find(|o| {
+            o.rpc == rpc
+                && o.value == g.error_code
+                && o.must_not_retry == g.caller_must_not_retry
+                && field_set(req, o.when_set)
+        });
+        if let Some(o) = hit {
+            return Err(Status::new(o.code, g.error_description.clone()));
+        }
+    }
+    draft_to_status(rpc, e)
+}
+
+/// Which dialects a [`CodeRow`] applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Only(Dialect),
+    /// Every dialect older than v1 (v0.3, v0.1, the draft).
+    PreV1,
+}
+
+impl Side {
+    pub fn has(self, d: Dialect) -> bool {
+        match self {
+            Side::Only(x) => x == d,
+            Side::PreV1 => d != Dialect::V1,
+        }
+    }
+
+    pub fn label(self) -> String {
+        match self {
+            Side::Only(d) => d.name().to_string(),
+            Side::PreV1 => "v0.3, v0.1, v0.1-oneof".to_string(),
+        }
+    }
+}
+
+/// A gRPC code from a plugin of one revision that a client of another revision must receive
+/// differently (`to: None` = OK), on one RPC.
+#[derive(Clone, Copy, Debug)]
+pub struct CodeRow {
+    pub method: Method,
+    pub upstream: Side,
+    pub front: Side,
+    pub from: Code,
+    pub to: Option<Code>,
+    pub why: &'static str,
+}
+
+/// Status codes between gRPC-status revisions, per RPC and direction (the draft has its own
+/// tables above).
+#[rustfmt::skip]
+pub static CODES: &[CodeRow] = &[
+    // v0.x plugins answer NOT_FOUND for a volume that is gone; a v1 CO (kubelet) cannot repair
+    // that and retries its unmount forever. For v1 the volume is unpublished from the target:
+    // the gateway answers OK, unless the target is still a mount point (see `crate::target`).
+    CodeRow { method: Method::NodeUnpublishVolume, upstream: Side::PreV1, front: Side::Only(Dialect::V1),
+        from: NotFound, to: None,
+        why: "v1: nothing is published at the target of a volume that is gone; a CO cannot act on NOT_FOUND (csi-test dropped the case, spec issue #433) — kept NOT_FOUND while the target is still mounted" },
+];
+
+/// The [`CODES`] row for a `from` status on `method` between these two dialects.
+pub fn code_row(
+    method: Method,
+    upstream: Dialect,
+    front: Dialect,
+    from: Code,
+) -> Option<&'static CodeRow> {
+    CODES.iter().find(|r| {
+        r.method == method && r.from == from && r.upstream.has(upstream) && r.front.has(front)
+    })
 }
 
 #[cfg(test)]

@@ -281,3 +281,88 @@ fn published_node_ids_join_the_message() {
     assert_eq!(s.code(), FailedPrecondition);
     assert_eq!(s.message(), "already published (published at node_id: n1)");
 }
+
+#[test]
+fn required_fields_are_checked_in_table_order() {
+    use crate::hub::v1;
+    let publish = |id: &str, target: &str, cap: bool| {
+        Req::NodePublishVolume(v1::NodePublishVolumeRequest {
+            volume_id: id.into(),
+            target_path: target.into(),
+            volume_capability: cap.then(Default::default),
+            ..Default::default()
+        })
+    };
+    assert_eq!(missing_required(&publish("", "", false)), Some("volume_id"));
+    assert_eq!(
+        missing_required(&publish("v", "", false)),
+        Some("target_path")
+    );
+    assert_eq!(
+        missing_required(&publish("v", "/t", false)),
+        Some("volume_capability")
+    );
+    assert_eq!(missing_required(&publish("v", "/t", true)), None);
+    // Every listed field is one `field_set` knows: a typo would make it always missing.
+    for (m, fields) in REQUIRED {
+        let full = crate::translate::fixtures::request(*m);
+        for f in *fields {
+            assert!(field_set(&full, f), "{m:?}.{f} is unknown to field_set");
+        }
+    }
+    let s = missing_field(&publish("v", "", false), "target_path");
+    assert_eq!(s.code(), Code::InvalidArgument);
+    assert!(s.message().contains("target_path"), "{s:?}");
+}
+
+#[test]
+fn a_bad_list_token_from_a_draft_plugin_is_aborted() {
+    use crate::hub::v1;
+    let undefined = |must_not_retry| Error {
+        value: Some(e::Value::GeneralError(e::GeneralError {
+            error_code: e::general_error::GeneralErrorCode::Undefined as i32,
+            caller_must_not_retry: must_not_retry,
+            error_description: "bad token".into(),
+        })),
+    };
+    let list = |token: &str| {
+        Req::ListVolumes(v1::ListVolumesRequest {
+            max_entries: 0,
+            starting_token: token.into(),
+        })
+    };
+    let code = |e, req: &Req| {
+        draft_to_status_for(R::ListVolumes, e, req)
+            .unwrap_err()
+            .code()
+    };
+    assert_eq!(code(undefined(true), &list("zz")), Aborted);
+    // Without a token the cause is unknown: the general row stands.
+    assert_eq!(code(undefined(true), &list("")), Internal);
+    // Retryable UNDEFINED is a transient failure, not the token.
+    assert_eq!(code(undefined(false), &list("zz")), Unavailable);
+}
+
+#[test]
+fn code_rows_apply_per_rpc_and_direction() {
+    use crate::hub::Method;
+    for up in [Dialect::V0_3, Dialect::V0_1, Dialect::V0_1Oneof] {
+        let r = code_row(Method::NodeUnpublishVolume, up, Dialect::V1, NotFound).unwrap();
+        assert_eq!(r.to, None);
+    }
+    assert!(code_row(
+        Method::NodeUnpublishVolume,
+        Dialect::V1,
+        Dialect::V1,
+        NotFound
+    )
+    .is_none());
+    assert!(code_row(
+        Method::NodeUnpublishVolume,
+        Dialect::V0_1,
+        Dialect::V0_3,
+        NotFound
+    )
+    .is_none());
+    assert!(code_row(Method::DeleteVolume, Dialect::V0_1, Dialect::V1, NotFound).is_none());
+}

@@ -415,3 +415,118 @@ fn fields_an_older_upstream_cannot_honour_are_invalid_argument_naming_the_field(
         err.message()
     );
 }
+
+#[test]
+fn a_missing_required_field_is_refused_before_any_precondition() {
+    use crate::dialect::proto::{v0_1_oneof as dd, v0_3 as d3};
+    use prost::Message;
+    // v0.3 NodePublishVolume without target_path nor staging path: INVALID_ARGUMENT.
+    let body = d3::NodePublishVolumeRequest {
+        volume_id: "v".into(),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let e = decode_front(Dialect::V0_3, "/csi.v0.Node/NodePublishVolume", &body).unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("target_path"), "{e:?}");
+    // The draft: MISSING_REQUIRED_FIELD, must not retry, in an OK reply.
+    let body = dd::NodePublishVolumeRequest {
+        version: Some(dd::Version {
+            major: 0,
+            minor: 1,
+            patch: 0,
+        }),
+        volume_handle: Some(dd::VolumeHandle {
+            id: "v".into(),
+            metadata: HashMap::new(),
+        }),
+        target_path: "/t".into(),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let FrontCall::Local(reply) =
+        decode_front(Dialect::V0_1Oneof, "/csi.Node/NodePublishVolume", &body).unwrap()
+    else {
+        panic!("answered by the gateway")
+    };
+    let reply = dd::NodePublishVolumeResponse::decode(reply.as_slice()).unwrap();
+    let Some(dd::node_publish_volume_response::Reply::Error(dd::Error {
+        value: Some(dd::error::Value::GeneralError(g)),
+    })) = reply.reply
+    else {
+        panic!("{reply:?}")
+    };
+    assert_eq!(
+        g.error_code,
+        dd::error::general_error::GeneralErrorCode::MissingRequiredField as i32
+    );
+    assert!(g.caller_must_not_retry && g.error_description.contains("volume_capability"));
+}
+
+#[test]
+fn v0_1_and_v0_2_clients_get_unknown_for_no_node_capability() {
+    use crate::dialect::proto::{v0_1 as d1, v0_3 as d3};
+    use prost::Message;
+    let empty = || Ok(Resp::NodeGetCapabilities(Default::default()));
+    let bytes = encode_front(Dialect::V0_1, "/csi.Node/NodeGetCapabilities", empty()).unwrap();
+    let r = d1::NodeGetCapabilitiesResponse::decode(bytes.as_slice()).unwrap();
+    assert_eq!(r.capabilities.len(), 1, "{r:?}");
+    let bytes = front::encode_front_v0_2("/csi.v0.Node/NodeGetCapabilities", empty()).unwrap();
+    let r = d3::NodeGetCapabilitiesResponse::decode(bytes.as_slice()).unwrap();
+    assert_eq!(r.capabilities.len(), 1, "{r:?}");
+    // v0.3 clients are told the truth: nothing.
+    let bytes = encode_front(Dialect::V0_3, "/csi.v0.Node/NodeGetCapabilities", empty()).unwrap();
+    let r = d3::NodeGetCapabilitiesResponse::decode(bytes.as_slice()).unwrap();
+    assert!(r.capabilities.is_empty(), "{r:?}");
+}
+
+#[test]
+fn v0_2_clients_never_see_what_v0_3_added() {
+    use crate::dialect::proto::v0_3 as d3;
+    use prost::Message;
+    let all = (1..=15).map(capabilities::v1_ctrl_cap).collect();
+    let resp = Resp::ControllerGetCapabilities(v1::ControllerGetCapabilitiesResponse {
+        capabilities: all,
+    });
+    let path = "/csi.v0.Controller/ControllerGetCapabilities";
+    let bytes = front::encode_front_v0_2(path, Ok(resp.clone())).unwrap();
+    let r = d3::ControllerGetCapabilitiesResponse::decode(bytes.as_slice()).unwrap();
+    let values: Vec<i32> = r
+        .capabilities
+        .iter()
+        .filter_map(|c| match &c.r#type {
+            Some(d3::controller_service_capability::Type::Rpc(x)) => Some(x.r#type),
+            None => None,
+        })
+        .collect();
+    assert_eq!(values, vec![1, 2, 3, 4]);
+    let v0_3 = d3::ControllerGetCapabilitiesResponse::decode(
+        encode_front(Dialect::V0_3, path, Ok(resp))
+            .unwrap()
+            .as_slice(),
+    )
+    .unwrap();
+    assert_eq!(v0_3.capabilities.len(), 6, "v0.3 keeps its snapshots");
+    let topo = Resp::GetPluginCapabilities(v1::GetPluginCapabilitiesResponse {
+        capabilities: vec![
+            capabilities::v1_plugin_cap(1),
+            capabilities::v1_plugin_cap(2),
+        ],
+    });
+    let bytes =
+        front::encode_front_v0_2("/csi.v0.Identity/GetPluginCapabilities", Ok(topo)).unwrap();
+    let r = d3::GetPluginCapabilitiesResponse::decode(bytes.as_slice()).unwrap();
+    assert_eq!(r.capabilities.len(), 1, "no topology for v0.2: {r:?}");
+    for (rpc, _) in front::V0_2_ABSENT {
+        assert_eq!(
+            front::v0_2_refusal(rpc).unwrap().code(),
+            Code::Unimplemented
+        );
+        assert!(front::v0_2_translates(rpc));
+        assert!(
+            Dialect::V0_3.methods().iter().any(|m| m.method == *rpc),
+            "{rpc}"
+        );
+    }
+    assert!(front::v0_2_refusal("CreateVolume").is_none());
+}

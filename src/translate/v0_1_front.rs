@@ -234,12 +234,21 @@ pub(crate) fn front_reply(method: &str, resp: Resp) -> Result<Vec<u8>, Status> {
             d::GetNodeIdResponse { node_id: r.node_id }.encode_to_vec()
         }
         "NodeGetCapabilities" => {
-            // v0.1 has no node capability but UNKNOWN: nothing crosses (no STAGE_UNSTAGE_VOLUME).
+            // v0.1 has no node capability but UNKNOWN: nothing crosses (no STAGE_UNSTAGE_VOLUME),
+            // and the list v0.1 clients expect is [UNKNOWN] (capabilities::NODE_UNKNOWN_WHEN_EMPTY).
             hub_reply!(resp, NodeGetCapabilities, method);
-            d::NodeGetCapabilitiesResponse {
-                capabilities: Vec::new(),
-            }
-            .encode_to_vec()
+            use d::node_service_capability as n;
+            let unknown = d::NodeServiceCapability {
+                r#type: Some(n::Type::Rpc(n::Rpc {
+                    r#type: n::rpc::Type::Unknown as i32,
+                })),
+            };
+            let capabilities = if capabilities::node_unknown_when_empty("v0.1") {
+                vec![unknown]
+            } else {
+                Vec::new()
+            };
+            d::NodeGetCapabilitiesResponse { capabilities }.encode_to_vec()
         }
         "NodePublishVolume" => {
             hub_reply!(resp, NodePublishVolume, method);

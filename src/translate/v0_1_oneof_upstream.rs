@@ -181,11 +181,11 @@ pub(crate) fn upstream_request(
 /// Decodes a draft reply `$t` (module `$m`) into an [`Outcome`]; a draft error that is not
 /// success since v0.1.0 returns its status.
 macro_rules! outcome {
-    ($body:expr, $m:ident, $t:ident, $rpc:expr) => {{
+    (@with $body:expr, $m:ident, $t:ident, $to_status:expr) => {{
         let r: d::$t = upstream_msg($body, stringify!($t))?;
         match r.reply {
             Some(d::$m::Reply::Result(x)) => Outcome::Result(x),
-            Some(d::$m::Reply::Error(e)) => Outcome::Success(errors::draft_to_status($rpc, e)?),
+            Some(d::$m::Reply::Error(e)) => Outcome::Success(($to_status)(e)?),
             None => {
                 return Err(Status::unknown(format!(
                     "the plugin's {} has neither result nor error",
@@ -194,6 +194,13 @@ macro_rules! outcome {
             }
         }
     }};
+    ($body:expr, $m:ident, $t:ident, $rpc:expr) => {
+        outcome!(@with $body, $m, $t, |e| errors::draft_to_status($rpc, e))
+    };
+    // With the request, for the RPCs that have `errors::GENERAL_OVERRIDES`.
+    ($body:expr, $m:ident, $t:ident, $rpc:expr, $req:expr) => {
+        outcome!(@with $body, $m, $t, |e| errors::draft_to_status_for($rpc, e, $req))
+    };
 }
 
 /// A draft upstream's reply to `req` → the hub outcome.
@@ -269,7 +276,8 @@ pub(crate) fn upstream_reply(req: &Req, body: &[u8]) -> Result<Resp, Status> {
             body,
             list_volumes_response,
             ListVolumesResponse,
-            R::ListVolumes
+            R::ListVolumes,
+            req
         ) {
             Outcome::Result(r) => {
                 let mut entries = Vec::new();

@@ -45,6 +45,9 @@ pub struct Config {
     pub publish_mode: PublishMode,
     /// NodePublish requires a prior NodeStage (and STAGE_UNSTAGE_VOLUME is advertised).
     pub require_staging: bool,
+    /// v1: serve the alpha GetSnapshot RPC and advertise GET_SNAPSHOT (off by default, as real
+    /// plugins gate alpha features: a conformance suite that predates it rejects the value).
+    pub alpha_get_snapshot: bool,
     /// Test hook: hold the volume lock this long after writing backing data and before
     /// committing it, so tests can observe ABORTED and crash mid-operation.
     pub fault_delay: Duration,

@@ -15,6 +15,7 @@ fn config(dir: &std::path::Path, pool: u64) -> Config {
         topology: Segment::new(),
         publish_mode: PublishMode::Symlink,
         require_staging: false,
+        alpha_get_snapshot: false,
         fault_delay: Duration::ZERO,
     }
 }

@@ -5,7 +5,8 @@ use tonic::{Request, Response, Status};
 
 use super::errors::{self, Rpc};
 use super::{
-    capabilities, capability, check_version, info, node_id, reply, resolve, run, Draft, NODE_KEY,
+    capabilities, capability, check_version, info, node_id, reply, require, resolve, run, Draft,
+    NODE_KEY,
 };
 use crate::backend::engine::{rules, CreateVolume, EngineError, ObjectKind, Precondition};
 use crate::dialect::proto::v0_1_oneof as csi;
@@ -69,6 +70,9 @@ impl Controller for ControllerService {
         let r = req.into_inner();
         let out = run(&self.0.engine, move |e| {
             check_version(r.version.as_ref())?;
+            require(r.volume_handle.is_some(), "volume_handle")?;
+            require(r.node_id.is_some(), "node_id")?;
+            require(r.volume_capability.is_some(), "volume_capability")?;
             let v = resolve(e, r.volume_handle.as_ref(), Rpc::ControllerPublish)?;
             let node = match (&r.node_id, node_of(r.node_id.as_ref())) {
                 (None, _) => return Err(errors::missing("node_id")),
@@ -158,6 +162,7 @@ impl Controller for ControllerService {
                 .volume_info
                 .as_ref()
                 .ok_or_else(|| errors::missing("volume_info"))?;
+            require(!r.volume_capabilities.is_empty(), "volume_capabilities")?;
             let v = resolve(e, vi.handle.as_ref(), Rpc::Validate)?;
             let caps = capabilities("volume_capabilities", &r.volume_capabilities)
                 .map_err(errors::validate)?;

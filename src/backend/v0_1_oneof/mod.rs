@@ -116,6 +116,17 @@ pub fn info(v: &Volume) -> csi::VolumeInfo {
     }
 }
 
+/// MISSING_REQUIRED_FIELD unless `present`. Handlers check every required field this way
+/// before resolving the handle: a request that lacks one is malformed whether or not its volume
+/// exists, and every later revision's tables check arguments before existence.
+pub fn require(present: bool, field: &str) -> Outcome<()> {
+    if present {
+        Ok(())
+    } else {
+        Err(errors::missing(field))
+    }
+}
+
 /// Resolves a handle to its volume: missing → MISSING_REQUIRED_FIELD, unknown → the RPC's
 /// VOLUME_DOES_NOT_EXIST, metadata other than what CreateVolume returned → the RPC's
 /// INVALID_VOLUME_HANDLE.

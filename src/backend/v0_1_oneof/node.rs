@@ -3,7 +3,7 @@
 use tonic::{Request, Response, Status};
 
 use super::errors::{self, Rpc};
-use super::{capability, check_version, node_id, reply, resolve, run, Draft};
+use super::{capability, check_version, node_id, reply, require, resolve, run, Draft};
 use crate::backend::engine::Publish;
 use crate::dialect::proto::v0_1_oneof as csi;
 use csi::node_server::Node;
@@ -22,10 +22,10 @@ impl Node for NodeService {
         let r = req.into_inner();
         let out = run(&self.0.engine, move |e| {
             check_version(r.version.as_ref())?;
+            require(r.volume_handle.is_some(), "volume_handle")?;
+            require(!r.target_path.is_empty(), "target_path")?;
+            require(r.volume_capability.is_some(), "volume_capability")?;
             let v = resolve(e, r.volume_handle.as_ref(), Rpc::NodePublish)?;
-            if r.target_path.is_empty() {
-                return Err(errors::missing("target_path"));
-            }
             let capability = capability("volume_capability", r.volume_capability.as_ref())
                 .map_err(errors::node_publish)?;
             let args = Publish {
@@ -53,10 +53,9 @@ impl Node for NodeService {
         let r = req.into_inner();
         let out = run(&self.0.engine, move |e| {
             check_version(r.version.as_ref())?;
+            require(r.volume_handle.is_some(), "volume_handle")?;
+            require(!r.target_path.is_empty(), "target_path")?;
             let v = resolve(e, r.volume_handle.as_ref(), Rpc::NodeUnpublish)?;
-            if r.target_path.is_empty() {
-                return Err(errors::missing("target_path"));
-            }
             e.unpublish(&v.id, &r.target_path)
                 .map_err(errors::node_unpublish)?;
             Ok(csi::node_unpublish_volume_response::Result {})

@@ -229,8 +229,10 @@ impl Controller for ControllerService {
             Rpc::ModifyVolume,
             Rpc::GetSnapshot,
         ];
+        let alpha_get_snapshot = self.0.engine.config().alpha_get_snapshot;
         let capabilities = rpcs
             .iter()
+            .filter(|t| alpha_get_snapshot || **t != Rpc::GetSnapshot)
             .map(|t| csi::ControllerServiceCapability {
                 r#type: Some(Type::Rpc(csi::controller_service_capability::Rpc {
                     r#type: *t as i32,
@@ -297,6 +299,11 @@ impl Controller for ControllerService {
         &self,
         req: Request<csi::GetSnapshotRequest>,
     ) -> Reply<csi::GetSnapshotResponse> {
+        if !self.0.engine.config().alpha_get_snapshot {
+            return Err(tonic::Status::unimplemented(
+                "GetSnapshot is an alpha RPC of CSI v1.11, served only with --alpha-get-snapshot",
+            ));
+        }
         let id = req.into_inner().snapshot_id;
         let s = blocking(&self.0.engine, move |e| e.get_snapshot(&id))
             .await

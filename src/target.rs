@@ -1,0 +1,208 @@
+//! Target paths between a v1 client and an older plugin. v1 made the plugin responsible for
+//! `target_path` ("the SP MUST delete the file or directory it created"; kubelet and csi-sanity
+//! leave it to the plugin), while v0.x said the CO creates it and the plugin mounts onto it. A
+//! v1 client of a v0.x plugin leaves that gap to the gateway, which acts as the plugin side:
+//!
+//! - before NodePublishVolume it creates a missing target — a directory for mount access, an
+//!   empty file for block access (the parent is the CO's, as v1 says; it is never created);
+//! - after a successful NodeUnpublishVolume it removes the target if it is an empty directory
+//!   or an empty file that is not a mount point (/proc/self/mountinfo) — never anything else;
+//! - a publish the plugin refused removes a target this call created, on the same terms.
+//!
+//! No record is kept of which targets the gateway made: the removal rule is safe for any path
+//! (nothing mounted, nothing inside), so a gateway restarted between creating a target and the
+//! publish, or between the unpublish and the removal, converges when the CO retries — create
+//! and remove are both no-ops when already done.
+//!
+//! The same gap decides the status codes of [`errors::CODES`]: NOT_FOUND from a v0.x plugin's
+//! NodeUnpublishVolume is OK for a v1 client, unless the target is still mounted.
+
+use std::fs;
+use std::io::ErrorKind;
+use std::path::Path;
+
+use crate::backend::engine::mounter::is_mount_point;
+use crate::dialect::Dialect;
+use crate::grpc::Status;
+use crate::hub::{v1, Request as Req, Response as Resp};
+use crate::staging::Emulation;
+use crate::translate::{errors, HandleStore, RawUpstream, UpstreamSession};
+
+/// Whether the gateway owns the target path between a `front` client and an `upstream` plugin.
+pub fn owns_targets(front: Dialect, upstream: Dialect) -> bool {
+    front == Dialect::V1 && upstream != Dialect::V1
+}
+
+/// [`crate::staging::call_upstream`], with target paths handled where [`owns_targets`].
+pub async fn call_upstream(
+    emulation: Option<&Emulation>,
+    front: Dialect,
+    session: &UpstreamSession,
+    upstream: &dyn RawUpstream,
+    store: Option<&dyn HandleStore>,
+    request: Req,
+) -> Result<Resp, Status> {
+    let call = |req| crate::staging::call_upstream(emulation, front, session, upstream, store, req);
+    if !owns_targets(front, session.dialect) {
+        return call(request).await;
+    }
+    match request {
+        Req::NodePublishVolume(r) => {
+            let target = r.target_path.clone();
+            let created = create(Path::new(&target), is_block(&r))?;
+            let out = call(Req::NodePublishVolume(r)).await;
+            if out.is_err() && created {
+                remove_leftover(Path::new(&target));
+            }
+            out
+        }
+        Req::NodeUnpublishVolume(r) => {
+            let target = r.target_path.clone();
+            let out = call(Req::NodeUnpublishVolume(r)).await;
+            let out = match out {
+                Err(s) => remap(front, session.dialect, &target, s),
+                ok => ok,
+            };
+            if out.is_ok() {
+                remove_leftover(Path::new(&target));
+            }
+            out
+        }
+        other => call(other).await,
+    }
+}
+
+fn is_block(r: &v1::NodePublishVolumeRequest) -> bool {
+    use v1::volume_capability::AccessType;
+    matches!(
+        r.volume_capability
+            .as_ref()
+            .and_then(|c| c.access_type.as_ref()),
+        Some(AccessType::Block(_))
+    )
+}
+
+/// Creates a missing target; true when this call created it.
+fn create(target: &Path, block: bool) -> Result<bool, Status> {
+    if fs::symlink_metadata(target).is_ok() {
+        return Ok(false);
+    }
+    let made = if block {
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(target)
+            .map(drop)
+    } else {
+        fs::create_dir(target)
+    };
+    match made {
+        Ok(()) => {
+            tracing::debug!(target_path = %target.display(), block, "created the target path for a v0.x plugin");
+            Ok(true)
+        }
+        // A concurrent retry of the same publish made it first.
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(Status::internal(format!(
+            "creating target_path {} for the plugin (a CSI v0.x plugin expects it to exist; the \
+             CO must create its parent directory): {e}",
+            target.display()
+        ))),
+    }
+}
+
+/// Removes the target if it is an empty directory or empty file and not a mount point.
+fn remove_leftover(target: &Path) {
+    if is_mount_point(target) {
+        tracing::warn!(target_path = %target.display(), "target path is still a mount point: left in place");
+        return;
+    }
+    let removed = match fs::symlink_metadata(target) {
+        Ok(m) if m.is_dir() => fs::remove_dir(target),
+        Ok(m) if m.is_file() && m.len() == 0 => fs::remove_file(target),
+        // Gone already, a link, or a file with data: not the gateway's to remove.
+        _ => return,
+    };
+    match removed {
+        Ok(()) => {
+            tracing::debug!(target_path = %target.display(), "removed the target path after unpublish")
+        }
+        // A directory with something in it is not an empty target: left alone.
+        Err(e) => {
+            tracing::debug!(target_path = %target.display(), error = %e, "target path left in place")
+        }
+    }
+}
+
+/// A NodeUnpublishVolume status through [`errors::CODES`]; a row never applies while the
+/// target is still mounted (the CO must not forget a mount that exists).
+fn remap(front: Dialect, upstream: Dialect, target: &str, s: Status) -> Result<Resp, Status> {
+    let method = crate::hub::Method::NodeUnpublishVolume;
+    let Some(row) = errors::code_row(method, upstream, front, s.code()) else {
+        return Err(s);
+    };
+    if is_mount_point(Path::new(target)) {
+        return Err(s);
+    }
+    match row.to {
+        None => {
+            tracing::info!(target_path = %target, code = ?s.code(), message = %s.message(), "plugin answer mapped to OK for a CSI v1 client");
+            Ok(Resp::NodeUnpublishVolume(
+                v1::NodeUnpublishVolumeResponse {},
+            ))
+        }
+        Some(code) => Err(Status::new(code, s.message().to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn creates_a_dir_or_file_and_removes_only_empty_unmounted_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let mount = dir.path().join("mount");
+        assert!(create(&mount, false).unwrap());
+        assert!(mount.is_dir());
+        assert!(!create(&mount, false).unwrap(), "exists: not created again");
+        let block = dir.path().join("block");
+        assert!(create(&block, true).unwrap());
+        assert!(block.is_file());
+        remove_leftover(&mount);
+        remove_leftover(&block);
+        assert!(!mount.exists() && !block.exists());
+        // A target with content is not the gateway's to remove.
+        fs::create_dir(&mount).unwrap();
+        fs::write(mount.join("data"), b"x").unwrap();
+        remove_leftover(&mount);
+        assert!(mount.join("data").exists());
+        fs::write(&block, b"data").unwrap();
+        remove_leftover(&block);
+        assert!(block.exists());
+        // No parent: the CO's job; refused, nothing created.
+        let orphan = dir.path().join("no-parent").join("t");
+        assert_eq!(
+            create(&orphan, false).unwrap_err().code(),
+            tonic::Code::Internal
+        );
+        assert!(!orphan.exists());
+    }
+
+    #[test]
+    fn not_found_on_unpublish_is_ok_only_for_v1_clients_of_older_plugins() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path().join("t").display().to_string();
+        let nf = || Status::not_found("volume gone");
+        for up in [Dialect::V0_3, Dialect::V0_1, Dialect::V0_1Oneof] {
+            assert!(remap(Dialect::V1, up, &t, nf()).is_ok(), "{up}");
+            assert!(owns_targets(Dialect::V1, up));
+        }
+        assert!(!owns_targets(Dialect::V1, Dialect::V1));
+        assert!(!owns_targets(Dialect::V0_3, Dialect::V0_1));
+        let e = remap(Dialect::V0_3, Dialect::V0_1, &t, nf()).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::NotFound);
+        let e = remap(Dialect::V1, Dialect::V0_3, &t, Status::internal("x")).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Internal);
+    }
+}
