@@ -31,6 +31,7 @@ pub async fn start(dialect: Dialect, socket: &Path, data_dir: &Path) -> Result<E
             publish_mode: PublishMode::Symlink,
             require_staging: false,
             alpha_get_snapshot: false,
+            co_creates_target: false,
             fault_delay: Duration::ZERO,
         },
         tls: None,

@@ -174,3 +174,339 @@ matrix! {
     draft_to_v0_1: V0_1Oneof -> V0_1;
     draft_to_draft: V0_1Oneof -> V0_1Oneof;
 }
+
+// ---- Cross-dialect cases: each runs in every cell it concerns, with the reference backend in
+// ---- each `--dialect`, and asserts what the client's revision expects.
+
+/// A backend of `upstream` (with `backend_args`) behind a gateway (with `gateway_args`), and a
+/// client of `front`.
+struct Cell {
+    backend: Backend,
+    gateway: Gateway,
+    f: Front,
+    name: String,
+}
+
+async fn cell(
+    front: Dialect,
+    upstream: Dialect,
+    backend_args: &[&str],
+    gateway_args: &[&str],
+) -> Cell {
+    let mut opts = Options::new(upstream.name());
+    for a in backend_args {
+        opts = opts.arg(*a);
+    }
+    let backend = Backend::start(opts).await;
+    let legacy = if front == Dialect::V0_1Oneof {
+        "v0.1-oneof"
+    } else {
+        "v0.1"
+    };
+    let gateway = Gateway::start(&backend.socket, legacy, gateway_args).await;
+    let f = Front::new(front, gateway.channel().await);
+    let name = format!("{front} front -> {upstream} plugin {backend_args:?} {gateway_args:?}");
+    Cell {
+        backend,
+        gateway,
+        f,
+        name,
+    }
+}
+
+fn cells() -> impl Iterator<Item = (Dialect, Dialect)> {
+    Dialect::ALL
+        .into_iter()
+        .flat_map(|f| Dialect::ALL.into_iter().map(move |u| (f, u)))
+}
+
+fn ghost(v: &Volume) -> Volume {
+    Volume {
+        id: "no-such-volume".into(),
+        context: v.context.clone(),
+        capacity: 0,
+    }
+}
+
+/// v1 leaves target_path to the plugin, v0.x to the CO: between a v1 client and a v0.x plugin
+/// (one that insists on the v0.x contract, `--co-creates-target`) the gateway creates it before
+/// the publish and removes it after the unpublish; other cells keep their own contract.
+#[tokio::test]
+async fn target_path_is_created_and_removed_between_v1_clients_and_v0x_plugins() {
+    for (front, upstream) in cells() {
+        let c = cell(
+            front,
+            upstream,
+            &["--require-staging=false", "--co-creates-target"],
+            &[],
+        )
+        .await;
+        let cell = &c.name;
+        let secrets = HashMap::new();
+        let v = c.f.create("vol-t", 1 << 20, &secrets).await.unwrap();
+        let node = c.f.node_id().await.unwrap();
+        let publish = c.f.controller_publish(&v, &node).await.unwrap();
+        let target = c.backend.path("target");
+        let v1_client = front == Dialect::V1;
+        if !v1_client {
+            // The CO of a v0.x revision creates the target itself.
+            std::fs::create_dir(&target).unwrap();
+        }
+        c.f.node_publish(&v, &publish, None, &target)
+            .await
+            .unwrap_or_else(|e| panic!("{cell}: publish: {e:?}"));
+        // Idempotent retry.
+        c.f.node_publish(&v, &publish, None, &target)
+            .await
+            .unwrap_or_else(|e| panic!("{cell}: publish again: {e:?}"));
+        assert!(target.exists(), "{cell}: nothing at the target");
+        c.f.node_unpublish(&v, &target)
+            .await
+            .unwrap_or_else(|e| panic!("{cell}: unpublish: {e:?}"));
+        c.f.node_unpublish(&v, &target)
+            .await
+            .unwrap_or_else(|e| panic!("{cell}: unpublish again: {e:?}"));
+        if v1_client {
+            assert!(!target.exists(), "{cell}: v1 promises the target is gone");
+            // A gateway restarted between creating a target and publishing leaves an empty
+            // directory: the retried publish uses it, and the unpublish removes it.
+            std::fs::create_dir(&target).unwrap();
+            c.f.node_publish(&v, &publish, None, &target).await.unwrap();
+            c.f.node_unpublish(&v, &target).await.unwrap();
+            assert!(!target.exists(), "{cell}: leftover target not removed");
+            // A target with data in it is never removed.
+            std::fs::create_dir(&target).unwrap();
+            std::fs::write(target.join("keep"), b"x").unwrap();
+            c.f.node_unpublish(&v, &target).await.unwrap();
+            assert!(
+                target.join("keep").exists(),
+                "{cell}: removed a non-empty target"
+            );
+        } else if upstream != Dialect::V1 {
+            assert!(
+                target.is_dir(),
+                "{cell}: a v0.x CO's target is its own to remove"
+            );
+        }
+    }
+}
+
+/// A translated NodePublishVolume that lacks a required field is INVALID_ARGUMENT — also when
+/// the plugin requires staging and no staging path came, and when the volume does not exist:
+/// required fields first, as the newer error tables imply.
+#[tokio::test]
+async fn missing_required_field_is_invalid_argument_before_any_precondition() {
+    for (front, upstream) in cells().filter(|(f, _)| *f != Dialect::V0_1Oneof) {
+        // The plugin requires staging wherever it can (v1, v0.3).
+        let c = cell(front, upstream, &[], &[]).await;
+        let cell = &c.name;
+        let v = c.f.create("vol-r", 1 << 20, &HashMap::new()).await.unwrap();
+        let target = c.backend.path("target");
+        for vol in [v.clone(), ghost(&v)] {
+            let e =
+                c.f.node_publish_without_capability(&vol, &target)
+                    .await
+                    .expect_err(cell);
+            assert_eq!(e.code, Code::InvalidArgument, "{cell}: {e:?}");
+            assert!(e.message.contains("volume_capability"), "{cell}: {e:?}");
+        }
+    }
+}
+
+/// v0.x plugins answer NOT_FOUND when unpublishing a volume that is gone; a v1 client gets OK.
+/// Every other cell keeps the plugin's answer.
+#[tokio::test]
+async fn unpublish_of_a_deleted_volume_is_ok_for_v1_clients_of_v0x_plugins() {
+    for (front, upstream) in cells() {
+        let c = cell(front, upstream, &["--require-staging=false"], &[]).await;
+        let cell = &c.name;
+        let v = c.f.create("vol-n", 1 << 20, &HashMap::new()).await.unwrap();
+        c.f.delete(&v, &HashMap::new()).await.unwrap();
+        let target = c.backend.path("target");
+        let out = c.f.node_unpublish(&v, &target).await;
+        if front == Dialect::V1 && upstream != Dialect::V1 {
+            out.unwrap_or_else(|e| panic!("{cell}: {e:?}"));
+        } else {
+            let e = out.expect_err(cell);
+            assert!(
+                e.is(Code::NotFound, "VOLUME_DOES_NOT_EXIST"),
+                "{cell}: {e:?}"
+            );
+        }
+    }
+}
+
+/// v0.1 and v0.2 clients' suites need a non-empty NodeGetCapabilities list: `[UNKNOWN]` when
+/// nothing their revision has is left; v0.3 and v1 clients are told the plain truth.
+#[tokio::test]
+async fn node_capabilities_are_never_empty_for_v0_1_and_v0_2_clients() {
+    for upstream in Dialect::ALL {
+        for (front, v0) in [
+            (Dialect::V0_1, "v0.3"),
+            (Dialect::V0_3, "v0.2"),
+            (Dialect::V0_3, "v0.3"),
+        ] {
+            let flag = format!("--v0-dialect={v0}");
+            let c = cell(front, upstream, &["--require-staging=false"], &[&flag]).await;
+            let caps = c.f.node_caps().await.unwrap();
+            if front == Dialect::V0_1 || v0 == "v0.2" {
+                assert_eq!(caps, vec!["UNKNOWN".to_string()], "{}", c.name);
+            } else {
+                assert!(!caps.iter().any(|c| c == "UNKNOWN"), "{}: {caps:?}", c.name);
+            }
+        }
+    }
+}
+
+/// v0.2 and v0.3 share `csi.v0`; with `listen.v0_dialect = "v0.2"` a client is never shown what
+/// v0.3 added (snapshots, topology) and gets UNIMPLEMENTED for v0.3-only RPCs, whatever the
+/// plugin speaks — a v0.3 plugin's answers included, which are then translated, not relayed.
+#[tokio::test]
+async fn v0_2_clients_are_told_apart_and_never_see_v0_3_capabilities() {
+    use csi_gateway::dialect::proto::v0_3 as d;
+    for upstream in Dialect::ALL {
+        let c = cell(
+            Dialect::V0_3,
+            upstream,
+            &["--topology=zone=a"],
+            &["--v0-dialect=v0.2"],
+        )
+        .await;
+        let cell = &c.name;
+        let caps = c.f.controller_caps().await.unwrap();
+        assert!(
+            caps.iter().any(|c| c == "CREATE_DELETE_VOLUME"),
+            "{cell}: {caps:?}"
+        );
+        assert!(
+            !caps.iter().any(|c| c.contains("SNAPSHOT")),
+            "{cell}: {caps:?}"
+        );
+        let node = c.f.node_caps().await.unwrap();
+        let stages = matches!(upstream, Dialect::V1 | Dialect::V0_3);
+        assert_eq!(
+            node.iter().any(|c| c == "STAGE_UNSTAGE_VOLUME"),
+            stages,
+            "{cell}: v0.2 has staging: {node:?}"
+        );
+        let ch = c.gateway.channel().await;
+        let plugin = d::identity_client::IdentityClient::new(ch.clone())
+            .get_plugin_capabilities(d::GetPluginCapabilitiesRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(
+            plugin.capabilities.iter().all(|p| matches!(
+                &p.r#type,
+                Some(d::plugin_capability::Type::Service(s)) if s.r#type == 1
+            )),
+            "{cell}: no topology for v0.2: {plugin:?}"
+        );
+        let e = d::node_client::NodeClient::new(ch.clone())
+            .node_get_info(d::NodeGetInfoRequest {})
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::Unimplemented, "{cell}: {e:?}");
+        // v0.2's node id RPC, deprecated in v0.3.
+        #[allow(deprecated)]
+        let id = d::node_client::NodeClient::new(ch.clone())
+            .node_get_id(d::NodeGetIdRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(id.node_id, "node-1", "{cell}");
+        let e = d::controller_client::ControllerClient::new(ch)
+            .create_snapshot(d::CreateSnapshotRequest {
+                source_volume_id: "v".into(),
+                name: "s".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), Code::Unimplemented, "{cell}: {e:?}");
+    }
+}
+
+/// An invalid ListVolumes `starting_token` is ABORTED ("start again with an empty token") for
+/// every gRPC client, a draft plugin's GeneralError included; a draft client gets a retryable
+/// GeneralError (its own dialect has no code for it).
+#[tokio::test]
+async fn bad_list_volumes_token_is_aborted_on_every_path() {
+    for (front, upstream) in cells() {
+        let c = cell(front, upstream, &["--require-staging=false"], &[]).await;
+        let cell = &c.name;
+        for name in ["vol-1", "vol-2"] {
+            c.f.create(name, 1 << 20, &HashMap::new()).await.unwrap();
+        }
+        let (first, next) = c.f.list_volumes("").await.unwrap();
+        assert_eq!(first.len(), 1, "{cell}");
+        assert!(!next.is_empty(), "{cell}: paging works");
+        let e = c.f.list_volumes("not-a-token").await.expect_err(cell);
+        match front {
+            Dialect::V0_1Oneof => assert!(
+                e.draft
+                    .as_deref()
+                    .is_some_and(|j| j.contains("general_error")),
+                "{cell}: {e:?}"
+            ),
+            _ => assert_eq!(e.code, Code::Aborted, "{cell}: {e:?}"),
+        }
+    }
+}
+
+/// A draft client gets `GeneralError MISSING_REQUIRED_FIELD` for a missing field, whichever
+/// plugin is behind — before the volume's existence is looked at, by the gateway or, for a
+/// draft plugin, by the reference backend itself.
+#[tokio::test]
+async fn draft_clients_get_missing_required_field_from_every_plugin() {
+    for upstream in Dialect::ALL {
+        let c = cell(
+            Dialect::V0_1Oneof,
+            upstream,
+            &["--require-staging=false"],
+            &[],
+        )
+        .await;
+        let cell = &c.name;
+        let v = c.f.create("vol-m", 1 << 20, &HashMap::new()).await.unwrap();
+        let target = c.backend.path("target");
+        for vol in [v.clone(), ghost(&v)] {
+            let e =
+                c.f.node_publish_without_capability(&vol, &target)
+                    .await
+                    .expect_err(cell);
+            let json = e.draft.clone().unwrap_or_default();
+            assert!(json.contains("MISSING_REQUIRED_FIELD"), "{cell}: {e:?}");
+            assert!(
+                json.contains("\"caller_must_not_retry\":true"),
+                "{cell}: {e:?}"
+            );
+        }
+    }
+}
+
+/// The reference backend puts the alpha GET_SNAPSHOT behind `--alpha-get-snapshot`: a v1
+/// client (relayed) and a v0.3 client (translated) see it only then.
+#[tokio::test]
+async fn reference_backend_gates_alpha_get_snapshot() {
+    for front in [Dialect::V1, Dialect::V0_3] {
+        for (flag, shown) in [(None, false), (Some("--alpha-get-snapshot"), true)] {
+            let args: Vec<&str> = flag.into_iter().collect();
+            let c = cell(front, Dialect::V1, &args, &[]).await;
+            let caps = c.f.controller_caps().await.unwrap();
+            assert!(
+                caps.iter().any(|c| c == "LIST_SNAPSHOTS"),
+                "{}: {caps:?}",
+                c.name
+            );
+            // v0.3 has no GET_SNAPSHOT at all.
+            let want = shown && front == Dialect::V1;
+            assert_eq!(
+                caps.iter().any(|c| c == "GET_SNAPSHOT"),
+                want,
+                "{}: {caps:?}",
+                c.name
+            );
+        }
+    }
+}

@@ -84,6 +84,12 @@ struct Cli {
     #[arg(long)]
     alpha_get_snapshot: bool,
 
+    /// v0.3, v0.1, v0.1-oneof: the CO creates target_path before NodePublishVolume and removes
+    /// it after NodeUnpublishVolume (the v0.x contract); a missing target is INVALID_ARGUMENT.
+    /// Ignored by v1, whose plugins create and remove it.
+    #[arg(long)]
+    co_creates_target: bool,
+
     /// Test hook: hold the volume lock this long (e.g. 2s) after writing a new volume's or
     /// snapshot's data and before committing it.
     #[arg(long, hide = true, value_parser = humantime_ms)]
@@ -149,6 +155,7 @@ fn main() -> ExitCode {
             publish_mode: cli.publish_mode,
             require_staging: staging,
             alpha_get_snapshot: cli.alpha_get_snapshot,
+            co_creates_target: cli.co_creates_target && cli.dialect != Dialect::V1,
             fault_delay: cli.fault_delay.unwrap_or_default(),
         },
     };

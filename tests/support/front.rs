@@ -774,6 +774,24 @@ impl Front {
         staging: Option<&Path>,
         target: &Path,
     ) -> Outcome<()> {
+        self.node_publish_with(v, publish, staging, target, true)
+            .await
+    }
+
+    /// NodePublishVolume without its REQUIRED `volume_capability`.
+    pub async fn node_publish_without_capability(&self, v: &Volume, target: &Path) -> Outcome<()> {
+        self.node_publish_with(v, &HashMap::new(), None, target, false)
+            .await
+    }
+
+    async fn node_publish_with(
+        &self,
+        v: &Volume,
+        publish: &HashMap<String, String>,
+        staging: Option<&Path>,
+        target: &Path,
+        capability: bool,
+    ) -> Outcome<()> {
         let ch = self.ch.clone();
         let staging = staging.map(path).unwrap_or_default();
         match self.dialect {
@@ -784,7 +802,7 @@ impl Front {
                         publish_context: publish.clone(),
                         staging_target_path: staging,
                         target_path: path(target),
-                        volume_capability: Some(cap_v1()),
+                        volume_capability: capability.then(cap_v1),
                         volume_context: v.context.clone(),
                         ..Default::default()
                     })
@@ -797,7 +815,7 @@ impl Front {
                         publish_info: publish.clone(),
                         staging_target_path: staging,
                         target_path: path(target),
-                        volume_capability: Some(cap_v03()),
+                        volume_capability: capability.then(cap_v03),
                         volume_attributes: v.context.clone(),
                         ..Default::default()
                     })
@@ -810,7 +828,7 @@ impl Front {
                         volume_id: v.id.clone(),
                         publish_volume_info: publish.clone(),
                         target_path: path(target),
-                        volume_capability: Some(cap_v01()),
+                        volume_capability: capability.then(cap_v01),
                         volume_attributes: v.context.clone(),
                         ..Default::default()
                     })
@@ -825,7 +843,7 @@ impl Front {
                             values: publish.clone(),
                         }),
                         target_path: path(target),
-                        volume_capability: Some(cap_draft()),
+                        volume_capability: capability.then(cap_draft),
                         ..Default::default()
                     })
                     .await?
@@ -879,5 +897,72 @@ impl Front {
             }
         }
         Ok(())
+    }
+
+    /// ListVolumes from `token` (max 1 entry): the ids and the next token.
+    pub async fn list_volumes(&self, token: &str) -> Outcome<(Vec<String>, String)> {
+        let ch = self.ch.clone();
+        let token = token.to_string();
+        Ok(match self.dialect {
+            Dialect::V1 => {
+                let r = v1::controller_client::ControllerClient::new(ch)
+                    .list_volumes(v1::ListVolumesRequest {
+                        max_entries: 1,
+                        starting_token: token,
+                    })
+                    .await?
+                    .into_inner();
+                let ids = r
+                    .entries
+                    .into_iter()
+                    .filter_map(|e| e.volume)
+                    .map(|v| v.volume_id);
+                (ids.collect(), r.next_token)
+            }
+            Dialect::V0_3 => {
+                let r = v0_3::controller_client::ControllerClient::new(ch)
+                    .list_volumes(v0_3::ListVolumesRequest {
+                        max_entries: 1,
+                        starting_token: token,
+                    })
+                    .await?
+                    .into_inner();
+                let ids = r.entries.into_iter().filter_map(|e| e.volume).map(|v| v.id);
+                (ids.collect(), r.next_token)
+            }
+            Dialect::V0_1 => {
+                let r = v0_1::controller_client::ControllerClient::new(ch)
+                    .list_volumes(v0_1::ListVolumesRequest {
+                        version: version_v01(),
+                        max_entries: 1,
+                        starting_token: token,
+                    })
+                    .await?
+                    .into_inner();
+                let ids = r
+                    .entries
+                    .into_iter()
+                    .filter_map(|e| e.volume_info)
+                    .map(|v| v.id);
+                (ids.collect(), r.next_token)
+            }
+            Dialect::V0_1Oneof => {
+                let r = draft::controller_client::ControllerClient::new(ch)
+                    .list_volumes(draft::ListVolumesRequest {
+                        version: version_draft(),
+                        max_entries: 1,
+                        starting_token: token,
+                    })
+                    .await?
+                    .into_inner();
+                let r = draft_result!(r, list_volumes_response)?;
+                let ids = r
+                    .entries
+                    .into_iter()
+                    .filter_map(|e| e.volume_info?.handle)
+                    .map(|h| h.id);
+                (ids.collect(), r.next_token)
+            }
+        })
     }
 }

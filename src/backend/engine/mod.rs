@@ -48,6 +48,10 @@ pub struct Config {
     /// v1: serve the alpha GetSnapshot RPC and advertise GET_SNAPSHOT (off by default, as real
     /// plugins gate alpha features: a conformance suite that predates it rejects the value).
     pub alpha_get_snapshot: bool,
+    /// v0.x semantics of `target_path`: the CO creates it before NodePublishVolume (a missing
+    /// one is INVALID_ARGUMENT) and removes it after NodeUnpublishVolume, which only unmounts.
+    /// Off: the plugin creates and removes it, as v1 says.
+    pub co_creates_target: bool,
     /// Test hook: hold the volume lock this long after writing backing data and before
     /// committing it, so tests can observe ABORTED and crash mid-operation.
     pub fault_delay: Duration,

@@ -126,15 +126,38 @@ pub fn is_mount_point(path: &Path) -> bool {
         .any(|l| l.split(' ').nth(4) == Some(want.as_str()))
 }
 
+/// Unmounts `target`; not mounted (EINVAL) or gone (ENOENT) is fine, as for a repeated call.
+fn unmount_once(target: &Path) -> Result<()> {
+    match unmount(target, UnmountFlags::empty()) {
+        Ok(()) | Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOENT) => Ok(()),
+        Err(e) => Err(EngineError::io(format!(
+            "unpublishing {}",
+            target.display()
+        ))(e.into())),
+    }
+}
+
+/// Undoes [`attach`] on a target the CO owns (v0.x): unmounted, or the link replaced by the
+/// empty directory it replaced, and left in place.
+pub fn release(target: &Path, symlink: bool) -> Result<()> {
+    let ctx = || format!("unpublishing {}", target.display());
+    if !symlink {
+        return unmount_once(target);
+    }
+    match fs::symlink_metadata(target) {
+        Ok(m) if m.file_type().is_symlink() => {
+            fs::remove_file(target).map_err(EngineError::io(ctx()))?;
+            fs::create_dir(target).map_err(EngineError::io(ctx()))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Undoes [`attach`]; a target that is already gone or not mounted is fine (idempotent).
 pub fn detach(target: &Path, symlink: bool) -> Result<()> {
     let ctx = || format!("unpublishing {}", target.display());
     if !symlink {
-        match unmount(target, UnmountFlags::empty()) {
-            // EINVAL: not a mount point (already unmounted); ENOENT: gone.
-            Ok(()) | Err(rustix::io::Errno::INVAL) | Err(rustix::io::Errno::NOENT) => {}
-            Err(e) => return Err(EngineError::io(ctx())(e.into())),
-        }
+        unmount_once(target)?;
     }
     match fs::symlink_metadata(target) {
         Ok(m) if m.is_dir() => fs::remove_dir(target).map_err(EngineError::io(ctx())),

@@ -152,6 +152,15 @@ impl Engine {
         let id = req.volume_id.as_str();
         required("volume_id", id)?;
         required("target_path", &req.target_path)?;
+        if self.cfg.co_creates_target && std::fs::symlink_metadata(&req.target_path).is_err() {
+            return Err(EngineError::invalid(
+                "target_path",
+                format!(
+                    "{:?} does not exist: in CSI v0.x the CO creates it before NodePublishVolume",
+                    req.target_path
+                ),
+            ));
+        }
         if self.cfg.require_staging && req.staging_path.is_empty() {
             // The spec's own row: "Staging target path not set" is FAILED_PRECONDITION.
             return Err(EngineError::precondition(
@@ -253,7 +262,12 @@ impl Engine {
         let Some(p) = volume.publications.get(target) else {
             return Ok(());
         };
-        mounter::detach(Path::new(target), p.symlink)?;
+        if self.cfg.co_creates_target {
+            // The target is the CO's: unmount, and leave it as the CO made it.
+            mounter::release(Path::new(target), p.symlink)?;
+        } else {
+            mounter::detach(Path::new(target), p.symlink)?;
+        }
         self.commit(|state| {
             state
                 .volumes

@@ -16,6 +16,7 @@ fn config(dir: &std::path::Path, pool: u64) -> Config {
         publish_mode: PublishMode::Symlink,
         require_staging: false,
         alpha_get_snapshot: false,
+        co_creates_target: false,
         fault_delay: Duration::ZERO,
     }
 }

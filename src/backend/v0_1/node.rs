@@ -73,9 +73,16 @@ impl Node for NodeService {
         req: Request<csi::NodeGetCapabilitiesRequest>,
     ) -> Reply<csi::NodeGetCapabilitiesResponse> {
         check_version(req.get_ref().version.as_ref())?;
-        // v0.1.0 defines no node capability besides UNKNOWN.
+        // v0.1.0 defines no node capability besides UNKNOWN, and v0.1 plugins answered with
+        // it: their clients (csi-sanity v0.1 among them) reject an empty list.
+        use csi::node_service_capability::{rpc::Type, Rpc, Type as Kind};
+        let unknown = csi::NodeServiceCapability {
+            r#type: Some(Kind::Rpc(Rpc {
+                r#type: Type::Unknown as i32,
+            })),
+        };
         Ok(Response::new(csi::NodeGetCapabilitiesResponse {
-            capabilities: vec![],
+            capabilities: vec![unknown],
         }))
     }
 }
