@@ -673,3 +673,63 @@ async fn state_survives_restart_and_sigkill() {
     );
     ok!(c.delete_volume(delete(&h)), delete_volume_response);
 }
+
+/// Required fields come before the volume's existence: a request for an unknown volume that
+/// also lacks a required field is MISSING_REQUIRED_FIELD, not VOLUME_DOES_NOT_EXIST (what every
+/// later revision's tables imply, and what clients of every generation check).
+#[tokio::test]
+async fn required_fields_are_checked_before_the_volume_exists() {
+    let (b, mut c, mut n) = start(Options::new("v0.1-oneof")).await;
+    let cap = mount(Mode::SingleNodeWriter);
+    let ghost = csi::VolumeHandle {
+        id: "no-such-volume".into(),
+        metadata: HashMap::new(),
+    };
+    let missing = |v: Value| match v {
+        Value::GeneralError(g) => {
+            assert_eq!(
+                g.error_code,
+                GeneralErrorCode::MissingRequiredField as i32,
+                "{g:?}"
+            );
+            assert!(g.caller_must_not_retry, "{g:?}");
+            g.error_description
+        }
+        other => panic!("expected MISSING_REQUIRED_FIELD, got {other:?}"),
+    };
+    let target = b.path("t");
+    let mut p = publish(&ghost, &target, cap.clone());
+    p.volume_capability = None;
+    let d = missing(err!(n.node_publish_volume(p), node_publish_volume_response));
+    assert!(d.contains("volume_capability"), "{d}");
+    let mut p = publish(&ghost, &target, cap.clone());
+    p.target_path.clear();
+    let d = missing(err!(n.node_publish_volume(p), node_publish_volume_response));
+    assert!(d.contains("target_path"), "{d}");
+    let mut u = unpublish(&ghost, &target);
+    u.target_path.clear();
+    let d = missing(err!(
+        n.node_unpublish_volume(u),
+        node_unpublish_volume_response
+    ));
+    assert!(d.contains("target_path"), "{d}");
+    let mut a = attach(&ghost, "node-1", cap.clone());
+    a.volume_capability = None;
+    let d = missing(err!(
+        c.controller_publish_volume(a),
+        controller_publish_volume_response
+    ));
+    assert!(d.contains("volume_capability"), "{d}");
+    // With every field present, the volume's absence is the answer.
+    match err!(
+        n.node_publish_volume(publish(&ghost, &target, cap)),
+        node_publish_volume_response
+    ) {
+        Value::NodePublishVolumeError(e) => assert_eq!(
+            e.error_code,
+            csi::error::node_publish_volume_error::NodePublishVolumeErrorCode::VolumeDoesNotExist
+                as i32
+        ),
+        other => panic!("{other:?}"),
+    }
+}
