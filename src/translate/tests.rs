@@ -494,9 +494,10 @@ fn v0_2_clients_never_see_what_v0_3_added() {
     let values: Vec<i32> = r
         .capabilities
         .iter()
-        .filter_map(|c| match &c.r#type {
-            Some(d3::controller_service_capability::Type::Rpc(x)) => Some(x.r#type),
-            None => None,
+        .filter_map(|c| {
+            c.r#type.as_ref().map(|t| match t {
+                d3::controller_service_capability::Type::Rpc(x) => x.r#type,
+            })
         })
         .collect();
     assert_eq!(values, vec![1, 2, 3, 4]);
