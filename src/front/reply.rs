@@ -52,7 +52,11 @@ mod tests {
 
     fn route(dialect: Dialect, path: &str) -> Option<Route> {
         let method = dialect.methods().iter().find(|m| m.path == path).unwrap();
-        Some(Route { dialect, method })
+        Some(Route {
+            dialect,
+            method,
+            v0_2: false,
+        })
     }
 
     #[test]
