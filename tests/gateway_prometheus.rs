@@ -164,6 +164,11 @@ async fn prometheus_scrapes_sidecar_compatible_series() {
     prometheus
         .wait_for(translations, |r| r.len() == 1 && value(&r[0]) == 1.0)
         .await;
+    // The failed publish: the plugin's own NotFound, so the upstream's failure.
+    let failed = r#"csi_gateway_translations_total{method_name="/csi.v1.Controller/ControllerPublishVolume",outcome="upstream"}"#;
+    prometheus
+        .wait_for(failed, |r| r.len() == 1 && value(&r[0]) == 1.0)
+        .await;
     prometheus
         .wait_for("csi_gateway_upstream_connected", |r| {
             r.len() == 1 && value(&r[0]) == 1.0
