@@ -12,7 +12,8 @@
 //!   empty one.
 //!
 //! Every call asserts a real reply: the plugin's name from GetPluginInfo, decoded in the path's
-//! front dialect. Each tool must be installed (`.ci/run` installs them): a missing one fails.
+//! front dialect (and, by C-core, Probe's readiness where the dialect has Probe). Each tool must
+//! be installed (`.ci/run` installs them): a missing one fails.
 
 mod bridge_support;
 mod support;
@@ -124,11 +125,17 @@ struct Grpcio {
 
 /// One GetPluginInfo by gRPC C-core (Python `grpcio`).
 async fn grpcio(socket: &Path, dialect: Dialect, authority: Option<&str>) -> Grpcio {
+    let (path, request) = (info_path(dialect), info_request(dialect));
+    grpcio_call(socket, path, &request, authority).await
+}
+
+/// One unary call by gRPC C-core (Python `grpcio`), with raw protobuf bytes.
+async fn grpcio_call(socket: &Path, path: &str, request: &[u8], authority: Option<&str>) -> Grpcio {
     let mut cmd = tokio::process::Command::new("python3");
     cmd.arg(grpcio_script())
         .arg(format!("unix:{}", socket.display()))
-        .arg(info_path(dialect))
-        .arg(hex(&info_request(dialect)));
+        .arg(path)
+        .arg(hex(request));
     cmd.args(authority);
     let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
         .await
@@ -141,6 +148,26 @@ async fn grpcio(socket: &Path, dialect: Dialect, authority: Option<&str>) -> Grp
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// Probe by gRPC C-core, in the dialects that have it (v1, v0.3): whether the plugin is ready
+/// (an absent `ready` means ready).
+async fn grpcio_probe(socket: &Path, dialect: Dialect) -> Option<Result<bool, String>> {
+    let path = match dialect {
+        Dialect::V1 => "/csi.v1.Identity/Probe",
+        Dialect::V0_3 => "/csi.v0.Identity/Probe",
+        Dialect::V0_1 | Dialect::V0_1Oneof => return None,
+    };
+    let r = grpcio_call(socket, path, &[], None).await;
+    let (true, Some(reply)) = (r.ok, r.reply) else {
+        return Some(Err(format!("{:?}: {:?}", r.code, r.details)));
+    };
+    let bad = |e: prost::DecodeError| format!("undecodable Probe reply: {e}");
+    let ready = match dialect {
+        Dialect::V1 => v1::ProbeResponse::decode(unhex(&reply).as_slice()).map(|p| p.ready),
+        _ => v0_3::ProbeResponse::decode(unhex(&reply).as_slice()).map(|p| p.ready),
+    };
+    Some(ready.map(|r| r != Some(false)).map_err(bad))
 }
 
 async fn grpcio_name(
@@ -391,6 +418,16 @@ async fn every_client(socket: &Path, dialect: Dialect, what: &str) {
     }
     expect("nghttp".into(), nghttp_name(socket, dialect).await);
     expect("tonic".into(), tonic_name(socket, dialect).await);
+    if let Some(ready) = grpcio_probe(socket, dialect).await {
+        let ready = ready.map(|r| {
+            if r {
+                NAME.to_string()
+            } else {
+                "not ready".into()
+            }
+        });
+        expect("grpcio, Probe".into(), ready);
+    }
     assert!(
         failures.is_empty(),
         "{what}, {dialect} front:\n{}",
