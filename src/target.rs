@@ -202,6 +202,10 @@ mod tests {
         assert!(!owns_targets(Dialect::V0_3, Dialect::V0_1));
         let e = remap(Dialect::V0_3, Dialect::V0_1, &t, nf()).unwrap_err();
         assert_eq!(e.code(), tonic::Code::NotFound);
+        // A target that is still a mount point keeps NOT_FOUND: the CO must not forget it.
+        assert!(is_mount_point(Path::new("/proc")), "/proc is a mount point");
+        let e = remap(Dialect::V1, Dialect::V0_3, "/proc", nf()).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::NotFound);
         let e = remap(Dialect::V1, Dialect::V0_3, &t, Status::internal("x")).unwrap_err();
         assert_eq!(e.code(), tonic::Code::Internal);
     }
