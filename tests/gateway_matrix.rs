@@ -510,3 +510,84 @@ async fn reference_backend_gates_alpha_get_snapshot() {
         }
     }
 }
+
+/// The block half of the target-path case: a v1 client publishing a block volume leaves no
+/// file at the target; the gateway creates an empty file for a v0.x plugin, and removes it after
+/// the unpublish.
+#[tokio::test]
+async fn block_target_is_a_file_the_gateway_creates_and_removes_for_v0x_plugins() {
+    use csi_gateway::dialect::proto::v1;
+    use v1::volume_capability::{access_mode::Mode, AccessMode, AccessType, BlockVolume};
+    let block = v1::VolumeCapability {
+        access_type: Some(AccessType::Block(BlockVolume {})),
+        access_mode: Some(AccessMode {
+            mode: Mode::SingleNodeWriter as i32,
+        }),
+    };
+    for upstream in Dialect::ALL {
+        let c = cell(
+            Dialect::V1,
+            upstream,
+            &["--require-staging=false", "--co-creates-target"],
+            &[],
+        )
+        .await;
+        let cell = &c.name;
+        let ch = c.gateway.channel().await;
+        let mut ctrl = v1::controller_client::ControllerClient::new(ch.clone());
+        let mut node = v1::node_client::NodeClient::new(ch);
+        let vol = ctrl
+            .create_volume(v1::CreateVolumeRequest {
+                name: "vol-b".into(),
+                capacity_range: Some(v1::CapacityRange {
+                    required_bytes: 1 << 20,
+                    limit_bytes: 0,
+                }),
+                volume_capabilities: vec![block.clone()],
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .volume
+            .unwrap();
+        let node_id = node
+            .node_get_info(v1::NodeGetInfoRequest {})
+            .await
+            .unwrap()
+            .into_inner()
+            .node_id;
+        let publish_context = ctrl
+            .controller_publish_volume(v1::ControllerPublishVolumeRequest {
+                volume_id: vol.volume_id.clone(),
+                node_id,
+                volume_capability: Some(block.clone()),
+                volume_context: vol.volume_context.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{cell}: {e:?}"))
+            .into_inner()
+            .publish_context;
+        let target = c.backend.path("block-target");
+        node.node_publish_volume(v1::NodePublishVolumeRequest {
+            volume_id: vol.volume_id.clone(),
+            publish_context,
+            target_path: target.display().to_string(),
+            volume_capability: Some(block.clone()),
+            volume_context: vol.volume_context.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{cell}: publish: {e:?}"));
+        let meta = std::fs::metadata(&target).unwrap();
+        assert!(meta.is_file(), "{cell}: a block target is a file: {meta:?}");
+        node.node_unpublish_volume(v1::NodeUnpublishVolumeRequest {
+            volume_id: vol.volume_id.clone(),
+            target_path: target.display().to_string(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{cell}: unpublish: {e:?}"));
+        assert!(!target.exists(), "{cell}: the block target is removed");
+    }
+}
