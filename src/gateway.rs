@@ -156,6 +156,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         store: Some(Arc::new(store::Handles::new(kv))),
         staging: Some(emulation),
         redactor: Redactor::new(config.redact_keys.iter().cloned()),
+        limits: config.limits.clone(),
     });
     let (shutdown, stop) = watch::channel(false);
     let appliance = appliance.map(|(tcp, acceptor)| {

@@ -121,6 +121,9 @@ pub struct ListenFile {
     /// Splice client connections onto upstream connections of their own (UNIX upstreams).
     #[serde(default = "default_splice")]
     pub splice: bool,
+    /// What one client connection may make the gateway do (`[listen.limits]`).
+    #[serde(default)]
+    pub limits: crate::front::Limits,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -286,6 +289,8 @@ pub struct Config {
     pub grace_period: Duration,
     /// See [`ListenFile::splice`].
     pub splice: bool,
+    /// See [`ListenFile::limits`].
+    pub limits: crate::front::Limits,
     pub upstream: UpstreamTarget,
     pub upstream_dialect: Option<Dialect>,
     pub connect_timeout: Duration,
@@ -561,6 +566,7 @@ impl File {
             v0_2_front,
             grace_period: self.listen.grace_period,
             splice: self.listen.splice,
+            limits: self.listen.limits.clone(),
             upstream,
             upstream_dialect,
             connect_timeout: self.upstream.connect_timeout,

@@ -11,7 +11,7 @@ use h2::server::SendResponse;
 use h2::RecvStream;
 use http::{HeaderValue, Request, Response};
 
-use crate::grpc::{self, body, frame, status, Status, CONTENT_TYPE};
+use crate::grpc::{self, body, frame, status, Code, Status, CONTENT_TYPE};
 use crate::metrics::{InFlight, Origin};
 use crate::observe::{self, Report};
 use crate::tls::Authorization;
@@ -83,7 +83,12 @@ async fn serve(
                 }
             }
             Err(s) => {
-                let encoded = error_reply(Some(route), Origin::Gateway, s, report);
+                // CANCELLED: the client reset the stream (see `relay`).
+                let origin = match s.code() {
+                    Code::Cancelled => Origin::Client,
+                    _ => Origin::Gateway,
+                };
+                let encoded = error_reply(Some(route), origin, s, report);
                 reply(respond, encoded, report);
             }
         }
@@ -102,8 +107,26 @@ async fn serve(
         .get("grpc-timeout")
         .and_then(|v| grpc::parse_timeout(v.as_bytes()));
     let message = read_message(&mut request.into_body()).await;
-    let encoded = translated(shared, &live, &conn, route, message, deadline, report).await;
+    let call = translated(shared, &live, &conn, route, message, deadline, report);
+    let Some(encoded) = unless_reset(respond, call).await else {
+        return report.fail(
+            Origin::Client,
+            &Status::cancelled("the client reset the stream"),
+        );
+    };
     reply(respond, encoded, report);
+}
+
+/// Runs `work` unless the client resets the stream first: then `work` is dropped, and with it
+/// the upstream call it made (h2 resets a stream whose handles are all dropped).
+pub(crate) async fn unless_reset<F: std::future::Future>(
+    respond: &mut SendResponse<Bytes>,
+    work: F,
+) -> Option<F::Output> {
+    tokio::select! {
+        out = work => Some(out),
+        _ = std::future::poll_fn(|cx| respond.poll_reset(cx)) => None,
+    }
 }
 
 /// Answers a call from its request message, for the splice, which reads requests itself: an

@@ -35,9 +35,15 @@ pub async fn serve(
 ) {
     let mut connections = JoinSet::new();
     let mut stop = shutdown.clone();
+    let max = shared.limits.max_connections;
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
+                Ok((io, _)) if connections.len() >= max => {
+                    // Closed at once: the client sees its connection end and may retry.
+                    tracing::warn!(limit = max, "too many client connections; one refused");
+                    drop(io);
+                }
                 Ok((io, _)) if splice => {
                     connections.spawn(splice_or_serve(io, shared.clone(), shutdown.clone()));
                 }
@@ -110,10 +116,16 @@ pub async fn serve_connection_authorized<T>(
 ) where
     T: AsyncRead + AsyncWrite + Unpin,
 {
+    let limits = &shared.limits;
+    // h2 enforces these the way the splice does (REFUSED_STREAM past the streams, a 431 reply
+    // past the header list, GOAWAY ENHANCE_YOUR_CALM past the resets), and checks every frame.
     let handshake = h2::server::Builder::new()
         .initial_window_size(1 << 20)
         .initial_connection_window_size(4 << 20)
-        .max_concurrent_streams(1024)
+        .max_concurrent_streams(limits.max_concurrent_streams)
+        .max_header_list_size(limits.max_header_list_size)
+        .max_pending_accept_reset_streams(limits.max_resets_per_second as usize)
+        .max_local_error_reset_streams(Some(limits.max_resets_per_second as usize))
         .handshake(io);
     let mut conn = match tokio::time::timeout(Duration::from_secs(10), handshake).await {
         Ok(Ok(conn)) => conn,
@@ -126,11 +138,22 @@ pub async fn serve_connection_authorized<T>(
     if going_away {
         conn.graceful_shutdown();
     }
+    // Reset whenever a call starts or ends; fires only while no call is open.
+    let idle_timeout = shared.limits.idle_timeout;
+    let mut idle = Box::pin(tokio::time::sleep(idle_timeout));
     loop {
         tokio::select! {
-            Some(()) = calls.next(), if !calls.is_empty() => {}
+            Some(()) = calls.next(), if !calls.is_empty() => {
+                idle.as_mut().reset(tokio::time::Instant::now() + idle_timeout);
+            }
+            () = &mut idle, if calls.is_empty() && !going_away && !idle_timeout.is_zero() => {
+                tracing::debug!("idle client connection asked to go away");
+                going_away = true;
+                conn.graceful_shutdown();
+            }
             next = conn.accept() => match next {
                 Some(Ok((mut request, respond))) => {
+                    idle.as_mut().reset(tokio::time::Instant::now() + idle_timeout);
                     if let Some(a) = &authorization {
                         request.extensions_mut().insert(a.clone());
                     }

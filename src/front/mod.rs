@@ -2,6 +2,7 @@
 //! request to reply.
 
 pub mod call;
+pub mod limits;
 pub mod listener;
 pub mod relay;
 pub mod reply;
@@ -14,6 +15,7 @@ use crate::observe::Redactor;
 use crate::translate::HandleStore;
 use crate::upstream::Upstream;
 
+pub use limits::Limits;
 pub use router::Router;
 
 /// What every call needs, shared by all connections.
@@ -26,4 +28,6 @@ pub struct Shared {
     pub staging: Option<Arc<crate::staging::Emulation>>,
     /// Strips secrets from logged bodies.
     pub redactor: Redactor,
+    /// What one client connection may make the gateway do.
+    pub limits: Limits,
 }

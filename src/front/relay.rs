@@ -14,6 +14,8 @@ use http::{HeaderMap, Request, Response};
 use crate::grpc::{body::h2_status, frame, status, Code, Status};
 use crate::upstream::Connection;
 
+use super::call::unless_reset;
+
 /// What the relay saw of a call that went through.
 pub struct Relayed {
     /// The upstream's final status code.
@@ -54,8 +56,11 @@ pub async fn relay(
         pumped
     };
     let download = async {
-        let response = response
+        // A client that resets the stream cancels the upstream's: dropping the response
+        // future and the upload resets it there.
+        let response = unless_reset(respond, response)
             .await
+            .ok_or_else(|| Status::cancelled("the client reset the stream"))?
             .map_err(|e| unreachable_upstream(upstream, &e))?;
         let (parts, upstream_body) = response.into_parts();
         let headers_status = status::from_headers(&parts.headers).map(|s| s.code());

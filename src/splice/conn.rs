@@ -1,17 +1,25 @@
 //! One spliced client connection: its frames read, looked at and written on in a single poll
 //! loop, with the upstream connection that belongs to it alone.
 //!
-//! What passes unchanged: the connection preface, SETTINGS, PING, GOAWAY, PRIORITY, unknown
-//! frames, every reply frame of a relayed stream, and DATA of relayed streams, so that the
-//! client and the upstream negotiate settings and flow control with each other as if directly
-//! connected. Stream ids are the client's own. Request header blocks are re-encoded (see
-//! `headers`), which frees the splice to answer some streams itself: those whose method needs
-//! translation, or that the gateway refuses. For those it is the server: it returns the
-//! client's flow-control credit for what it consumed, and sends its replies within the
-//! client's windows. Its replies take connection-level window the upstream does not know was
-//! used, so the splice owes that much: it keeps it back from the client's next connection
-//! WINDOW_UPDATE, and holds the upstream's DATA when forwarding it would exceed what the client
-//! really allows.
+//! What passes unchanged: every frame of a relayed stream (HEADERS, CONTINUATION, DATA,
+//! WINDOW_UPDATE, RST_STREAM, PRIORITY) and the connection's WINDOW_UPDATEs, so that flow
+//! control runs end to end as if directly connected. Stream ids are the client's own. Request
+//! header blocks are re-encoded once needed (see `headers`), which frees the splice to answer
+//! some streams itself: those whose method needs translation, or that the gateway refuses. For
+//! those it is the server: it returns the client's flow-control credit for what it consumed,
+//! and sends its replies within the client's windows. Its replies take connection-level window
+//! the upstream does not know was used, so the splice owes that much: it keeps it back from
+//! the client's next connection WINDOW_UPDATE, and holds the upstream's DATA when forwarding it
+//! would exceed what the client really allows.
+//!
+//! The connection-level frames are answered per hop (RFC 9113 §5.4, §6.5, §6.7, §6.8): the
+//! gateway answers each side's PINGs itself, and a client never sees the upstream's GOAWAY —
+//! the GOAWAY it gets names the last stream the *gateway* took, answered by it or relayed.
+//! SETTINGS are the gateway's own on each side; the few values that govern what passes
+//! unchanged (header table size, initial window, frame size) are taken from the other side's,
+//! and a side's SETTINGS is acknowledged once the other side acknowledged the values taken
+//! from it, so that neither peer relies on a value the other does not apply yet. Extension
+//! frames are dropped, as RFC 9113 §5.5 lets a hop do.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -35,6 +43,8 @@ use crate::metrics::{InFlight, Origin};
 use crate::observe::{self, Report};
 use crate::upstream::Live;
 
+use crate::front::limits::{self, Limits, Rate};
+
 use super::frame::{self, reason, Head, Kind};
 use super::headers;
 
@@ -42,14 +52,18 @@ use super::headers;
 const HIGH_WATER: usize = 256 * 1024;
 /// The largest header block accepted, however many CONTINUATION frames carry it.
 const MAX_HEADER_BLOCK: usize = 256 * 1024;
-/// Calls the splice answers itself at once on one connection, and calls of any kind; more are
-/// refused (REFUSED_STREAM, which a client may retry).
+/// Calls the splice answers itself at once on one connection; more are refused
+/// (REFUSED_STREAM, which a client may retry).
 const MAX_LOCAL_CALLS: usize = 1024;
-const MAX_STREAMS: usize = 4096;
-/// A client that has not sent its preface by then is dropped.
-const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The request bodies of local calls buffered at once on one connection: past it a request
+/// gets RESOURCE_EXHAUSTED, so that a connection's memory stays bounded.
+const MAX_LOCAL_BODIES: usize = 4 * MAX_MESSAGE_BYTES;
+/// The largest frame the splice lets either side send (SETTINGS_MAX_FRAME_SIZE is capped at
+/// this): bounds the buffer one frame needs.
+const MAX_FRAME: u32 = 64 * 1024;
 
 /// A call the splice answers itself: its stream, when it started, its report and outcome.
+/// It ends early (CANCELLED) when its stream does: dropped, the upstream call is reset.
 type LocalCall = Pin<Box<dyn Future<Output = LocalOutcome> + Send>>;
 type LocalOutcome = (u32, Instant, Report, Result<Vec<u8>, Status>);
 
@@ -62,7 +76,13 @@ pub struct Splice {
     from_upstream: BytesMut,
     to_client: BytesMut,
     to_upstream: BytesMut,
+    /// The splice's own frames for the client while they may not go yet: before the server
+    /// preface, or inside a header block of the upstream's (RFC 9113 §6.10).
+    own: BytesMut,
+    limits: Limits,
     preface: bool,
+    /// The client's first frame, its SETTINGS, came (RFC 9113 §3.4).
+    client_settings_seen: bool,
     /// Whether the upstream's SETTINGS (the server preface) went to the client: nothing of the
     /// splice's own may precede it.
     server_preface: bool,
@@ -83,6 +103,25 @@ pub struct Splice {
     client_max_frame: usize,
     /// The upstream's largest frame, for re-encoded header blocks.
     upstream_max_frame: usize,
+    /// The largest frame each side was told it may send.
+    client_frame_limit: usize,
+    upstream_frame_limit: usize,
+    /// SETTINGS sent to each side and not yet acknowledged, oldest first, with the header
+    /// table size each carried: applied once acknowledged, when the other side gets its ACK.
+    settings_to_client: VecDeque<Option<u32>>,
+    settings_to_upstream: VecDeque<Option<u32>>,
+    /// The upstream's decoder waits for a size update that the client's blocks, now
+    /// re-encoded, no longer carry to it.
+    upstream_expects_update: Option<usize>,
+    /// The upstream sent GOAWAY: no new stream is relayed to it.
+    upstream_draining: bool,
+    resets: Rate,
+    /// Request body bytes of local calls held now.
+    local_bodies: usize,
+    /// Since when the connection has had no stream, and since when a request header block
+    /// waits for its CONTINUATION frames.
+    idle_since: Option<Instant>,
+    block_since: Option<Instant>,
     /// How much more DATA the client accepts on the connection, from anyone.
     window: i64,
     /// Connection window the splice's own replies took and the upstream does not know about.
@@ -138,11 +177,14 @@ enum Side {
 #[derive(Default)]
 struct Local {
     body: BytesMut,
-    too_large: bool,
+    /// The call is refused before it starts (a request or header list too large).
+    refused: Option<Status>,
     timeout: Option<Duration>,
     /// What the client still accepts on this stream.
     window: i64,
     reply: Option<Reply>,
+    /// Dropped with the stream: the running call ends then.
+    cancel: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// A local reply's frames still to go.
@@ -150,6 +192,13 @@ struct Reply {
     head: Option<Vec<u8>>,
     data: Bytes,
     trailers: Option<Vec<u8>>,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Timeout {
+    Preface,
+    HeaderBlock,
+    Idle,
 }
 
 /// Why the splice ends early.
@@ -169,6 +218,7 @@ impl Splice {
         upstream: UnixStream,
         shutdown: watch::Receiver<bool>,
     ) -> Splice {
+        let limits = shared.limits.clone();
         Splice {
             shared,
             live,
@@ -178,7 +228,10 @@ impl Splice {
             from_upstream: BytesMut::with_capacity(64 * 1024),
             to_client: BytesMut::with_capacity(64 * 1024),
             to_upstream: BytesMut::with_capacity(64 * 1024),
+            own: BytesMut::new(),
+            limits,
             preface: false,
+            client_settings_seen: false,
             server_preface: false,
             dead: false,
             accepted: Instant::now(),
@@ -191,6 +244,16 @@ impl Splice {
             client_initial_window: frame::DEFAULT_WINDOW,
             client_max_frame: frame::DEFAULT_MAX_FRAME,
             upstream_max_frame: frame::DEFAULT_MAX_FRAME,
+            client_frame_limit: frame::DEFAULT_MAX_FRAME,
+            upstream_frame_limit: frame::DEFAULT_MAX_FRAME,
+            settings_to_client: VecDeque::new(),
+            settings_to_upstream: VecDeque::new(),
+            upstream_expects_update: None,
+            upstream_draining: false,
+            resets: Rate::default(),
+            local_bodies: 0,
+            idle_since: Some(Instant::now()),
+            block_since: None,
             window: frame::DEFAULT_WINDOW,
             debt: 0,
             held: false,
@@ -209,7 +272,7 @@ impl Splice {
 
     /// Runs the connection to its end.
     pub async fn run(mut self) {
-        let mut preface_deadline = Box::pin(tokio::time::sleep(PREFACE_TIMEOUT));
+        let mut timer = Box::pin(tokio::time::sleep(limits::PREFACE_TIMEOUT));
         let mut shutdown = self.shutdown.clone();
         let mut shutdown_seen = *shutdown.borrow();
         if shutdown_seen {
@@ -223,11 +286,24 @@ impl Splice {
                 shutdown_seen = true;
                 self.go_away();
             }
-            if !self.preface && preface_deadline.as_mut().poll(cx).is_ready() {
-                tracing::debug!(after = ?self.accepted.elapsed(), "client sent no HTTP/2 preface");
-                return Poll::Ready(());
+            loop {
+                if self.poll_run(cx).is_ready() {
+                    return Poll::Ready(());
+                }
+                let Some((at, why)) = self.deadline() else {
+                    return Poll::Pending;
+                };
+                let at = tokio::time::Instant::from_std(at);
+                if timer.deadline() != at {
+                    timer.as_mut().reset(at);
+                }
+                if timer.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                if let Some(done) = self.timed_out(why) {
+                    return done;
+                }
             }
-            self.poll_run(cx)
         })
         .await;
         self.finish_all(Code::Cancelled, "connection closed");
@@ -238,7 +314,9 @@ impl Splice {
     fn poll_run(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         loop {
             let mut progress = false;
-            if self.to_upstream.len() < HIGH_WATER || self.upstream_gone {
+            if (self.to_upstream.len() < HIGH_WATER || self.upstream_gone)
+                && self.own.len() + self.to_client.len() < 2 * HIGH_WATER
+            {
                 match read(&mut self.client, &mut self.from_client, cx) {
                     Poll::Ready(Some(_)) => {
                         progress = true;
@@ -282,6 +360,8 @@ impl Splice {
                 self.going_away_later = false;
                 self.go_away();
             }
+            self.release_own();
+            self.note_idle();
             if self.server_preface {
                 match write(&mut self.client, &mut self.to_client, cx) {
                     Ok(moved) => progress |= moved,
@@ -321,6 +401,7 @@ impl Splice {
             && self.streams.is_empty()
             && self.calls.is_empty()
             && self.to_client.is_empty()
+            && self.own.is_empty()
     }
 
     fn fail(&mut self, e: Broken) -> Poll<()> {
@@ -330,11 +411,17 @@ impl Splice {
                 if self.reply_block.is_none() {
                     if !self.server_preface {
                         // The upstream's settings never came: the connection ends anyway, so
-                        // an empty SETTINGS of the splice's own opens it, and GOAWAY closes it.
+                        // the gateway's own SETTINGS opens it, and GOAWAY closes it.
                         self.to_client.clear();
-                        frame::put(&mut self.to_client, Kind::Settings, 0, 0, &[]);
+                        let settings = self.own_settings();
+                        frame::put_settings(&mut self.to_client, &settings);
+                    } else {
+                        self.release_own();
                     }
-                    frame::put_goaway(&mut self.to_client, self.last_stream, code);
+                    let last = self
+                        .goaway_sent
+                        .map_or(self.last_stream, |s| s.min(self.last_stream));
+                    frame::put_goaway(&mut self.to_client, last, code);
                     // Best effort: the connection is over either way.
                     let _ = write(&mut self.client, &mut self.to_client, &mut noop_context());
                 }
@@ -376,8 +463,9 @@ impl Splice {
         handled?;
         if self.from_client.len() >= frame::HEAD_LEN {
             let head = Head::parse(&self.from_client);
-            if head.len > frame::MAX_FRAME_LEN {
-                return Err(Broken::Client("frame too large", reason::PROTOCOL_ERROR));
+            // Refused before it is buffered (RFC 9113 §4.2).
+            if head.len > self.client_frame_limit {
+                return Err(Broken::Client("frame too large", reason::FRAME_SIZE_ERROR));
             }
             self.from_client.reserve(frame::HEAD_LEN + head.len);
         }
@@ -386,6 +474,19 @@ impl Splice {
 
     fn on_client_frame(&mut self, head: Head, whole: &[u8]) -> Result<(), Broken> {
         let payload = &whole[frame::HEAD_LEN..];
+        if head.len > self.client_frame_limit {
+            return Err(Broken::Client("frame too large", reason::FRAME_SIZE_ERROR));
+        }
+        frame::check(&head, payload).map_err(|(what, code)| Broken::Client(what, code))?;
+        if !self.client_settings_seen {
+            if head.kind != Kind::Settings || head.has(frame::ACK) {
+                return Err(Broken::Client(
+                    "the preface is not followed by SETTINGS",
+                    reason::PROTOCOL_ERROR,
+                ));
+            }
+            self.client_settings_seen = true;
+        }
         if self.request_block.is_some() && head.kind != Kind::Continuation {
             return Err(Broken::Client(
                 "header block interrupted",
@@ -399,6 +500,7 @@ impl Splice {
                 if head.has(frame::END_HEADERS) {
                     self.on_request_block(head.stream, end_stream, &payload[range], whole)?;
                 } else {
+                    self.block_since = Some(self.now);
                     self.request_block = Some(Block {
                         stream: head.stream,
                         end_stream,
@@ -430,30 +532,49 @@ impl Splice {
                 block.frames.extend_from_slice(whole);
                 if head.has(frame::END_HEADERS) {
                     let b = self.request_block.take().expect("checked above");
+                    self.block_since = None;
                     self.on_request_block(b.stream, b.end_stream, &b.bytes, &b.frames)?;
                 }
             }
             Kind::Data => self.on_client_data(head, whole)?,
-            Kind::Settings => {
-                if !head.has(frame::ACK) {
-                    self.client_settings(payload);
-                    if self.upstream_gone {
-                        frame::put(&mut self.to_client, Kind::Settings, frame::ACK, 0, &[]);
+            Kind::Settings if head.has(frame::ACK) => {
+                // The client applies what the gateway passed on from the upstream: so may the
+                // upstream now rely on the client's acknowledgement.
+                if let Some(table) = self.settings_to_client.pop_front() {
+                    if let Some(size) = table {
+                        let size = size as usize;
+                        if size < self.client_decoder.table_max() {
+                            self.upstream_expects_update = Some(size);
+                        }
+                        self.client_decoder.table_size_acknowledged(size as u32);
+                    }
+                    if !self.upstream_gone {
+                        frame::put(&mut self.to_upstream, Kind::Settings, frame::ACK, 0, &[]);
                     }
                 }
-                self.to_upstream.extend_from_slice(whole);
             }
-            Kind::Ping if self.upstream_gone => {
+            Kind::Settings => self.client_settings(payload)?,
+            Kind::Ping => {
                 if !head.has(frame::ACK) {
-                    frame::put(&mut self.to_client, Kind::Ping, frame::ACK, 0, payload);
+                    frame::put(self.own_out(), Kind::Ping, frame::ACK, 0, payload);
                 }
             }
             Kind::WindowUpdate => {
                 let n = frame::increment(payload).map_err(|_| malformed())?;
-                self.client_window_update(head.stream, n, whole);
+                self.client_window_update(head.stream, n, whole)?;
             }
             Kind::RstStream => {
                 let code = frame::rst_reason(payload).map_err(|_| malformed())?;
+                self.idle_stream_check(head.stream, "RST_STREAM")?;
+                if self
+                    .resets
+                    .exceeded(self.now, self.limits.max_resets_per_second)
+                {
+                    return Err(Broken::Client(
+                        "too many streams reset",
+                        reason::ENHANCE_YOUR_CALM,
+                    ));
+                }
                 match self
                     .streams
                     .get(&head.stream)
@@ -463,7 +584,8 @@ impl Splice {
                         self.to_upstream.extend_from_slice(whole);
                         self.end_stream(head.stream, Code::Cancelled, cancelled_by_client(code));
                     }
-                    // A local call the client gave up on ends here; its reply is not sent.
+                    // A local call the client gave up on ends here (its upstream call is
+                    // dropped with the stream); its reply is not sent.
                     Some(false) => {
                         self.end_stream(head.stream, Code::Cancelled, cancelled_by_client(code))
                     }
@@ -471,17 +593,47 @@ impl Splice {
                 }
             }
             Kind::Priority => {
-                if !self.is_local(head.stream) {
+                if head.len != 5 {
+                    frame::put_rst_stream(self.own_out(), head.stream, reason::FRAME_SIZE_ERROR);
+                } else if self
+                    .streams
+                    .get(&head.stream)
+                    .is_some_and(|s| matches!(s.side, Side::Relayed))
+                {
                     self.to_upstream.extend_from_slice(whole);
                 }
             }
-            // PING, GOAWAY, PUSH_PROMISE (the upstream refuses it), and extension frames.
-            _ => self.to_upstream.extend_from_slice(whole),
+            Kind::PushPromise => {
+                return Err(Broken::Client(
+                    "PUSH_PROMISE from a client",
+                    reason::PROTOCOL_ERROR,
+                ))
+            }
+            // The client's GOAWAY concerns streams the gateway would start: it starts none.
+            // Extension frames are per hop, and the gateway knows none (RFC 9113 §5.5).
+            Kind::GoAway | Kind::Unknown(_) => {}
         }
         Ok(())
     }
 
-    fn client_settings(&mut self, payload: &[u8]) {
+    /// A frame on a stream the client never opened (RFC 9113 §5.1: idle).
+    fn idle_stream_check(&self, stream: u32, what: &'static str) -> Result<(), Broken> {
+        if stream > self.last_stream || stream.is_multiple_of(2) {
+            let _ = what;
+            return Err(Broken::Client(
+                "frame on an idle stream",
+                reason::PROTOCOL_ERROR,
+            ));
+        }
+        Ok(())
+    }
+
+    /// The client's SETTINGS: obeyed by the gateway's own sending, and the values that govern
+    /// what passes unchanged passed on to the upstream in a SETTINGS of the gateway's.
+    fn client_settings(&mut self, payload: &[u8]) -> Result<(), Broken> {
+        frame::check_settings(payload).map_err(|(what, code)| Broken::Client(what, code))?;
+        let mut upstream = vec![(frame::SETTINGS_ENABLE_PUSH, 0)];
+        let mut table = None;
         for (id, value) in frame::settings(payload) {
             match id {
                 frame::SETTINGS_INITIAL_WINDOW_SIZE => {
@@ -492,17 +644,54 @@ impl Splice {
                             l.window += delta;
                         }
                     }
+                    upstream.push((id, value));
                 }
-                frame::SETTINGS_MAX_FRAME_SIZE => self.client_max_frame = value as usize,
-                frame::SETTINGS_HEADER_TABLE_SIZE => self.upstream_decoder.allow_table_size(value),
+                frame::SETTINGS_MAX_FRAME_SIZE => {
+                    self.client_max_frame = value as usize;
+                    let value = value.min(MAX_FRAME);
+                    self.upstream_frame_limit = self.upstream_frame_limit.max(value as usize);
+                    upstream.push((id, value));
+                }
+                frame::SETTINGS_HEADER_TABLE_SIZE => {
+                    let value = value.min(headers::MAX_TABLE_SIZE);
+                    self.upstream_decoder.allow_table_size(value);
+                    table = Some(value);
+                    upstream.push((id, value));
+                }
+                frame::SETTINGS_MAX_HEADER_LIST_SIZE => upstream.push((id, value)),
                 _ => {}
             }
         }
+        if self.upstream_gone {
+            self.apply_upstream_ack(table);
+        } else {
+            frame::put_settings(&mut self.to_upstream, &upstream);
+            self.settings_to_upstream.push_back(table);
+        }
+        Ok(())
     }
 
-    fn client_window_update(&mut self, stream: u32, n: u32, whole: &[u8]) {
+    /// The upstream applies the client's values the gateway passed on: the client gets its
+    /// ACK, and the gateway's own blocks follow a cut of the client's table.
+    fn apply_upstream_ack(&mut self, table: Option<u32>) {
+        if let Some(size) = table {
+            self.upstream_decoder.table_size_acknowledged(size);
+        }
+        frame::put(self.own_out(), Kind::Settings, frame::ACK, 0, &[]);
+    }
+
+    fn client_window_update(&mut self, stream: u32, n: u32, whole: &[u8]) -> Result<(), Broken> {
         if stream == 0 {
+            if n == 0 {
+                return Err(Broken::Client("WINDOW_UPDATE of 0", reason::PROTOCOL_ERROR));
+            }
             self.window += n as i64;
+            if self.window > frame::MAX_WINDOW {
+                return Err(Broken::Client(
+                    "connection window over 2^31-1",
+                    reason::FLOW_CONTROL_ERROR,
+                ));
+            }
             // Keep back what the splice's own replies took, so the upstream's idea of the
             // window is never more than the client's.
             let repay = self.debt.min(n as u64);
@@ -513,33 +702,53 @@ impl Splice {
             } else if forward > 0 {
                 frame::put_window_update(&mut self.to_upstream, 0, forward);
             }
-            return;
+            return Ok(());
         }
+        self.idle_stream_check(stream, "WINDOW_UPDATE")?;
         match self.streams.get_mut(&stream).map(|s| &mut s.side) {
-            Some(Side::Local(l)) => l.window += n as i64,
+            Some(Side::Local(l)) => {
+                l.window += n as i64;
+                if n == 0 || l.window > frame::MAX_WINDOW {
+                    let code = if n == 0 {
+                        reason::PROTOCOL_ERROR
+                    } else {
+                        reason::FLOW_CONTROL_ERROR
+                    };
+                    frame::put_rst_stream(self.own_out(), stream, code);
+                    self.end_stream(stream, Code::Internal, Some("bad WINDOW_UPDATE".into()));
+                }
+            }
             Some(Side::Relayed) => self.to_upstream.extend_from_slice(whole),
             None => {} // a stream that has ended: nothing is sent on it any more
         }
+        Ok(())
     }
 
     fn on_client_data(&mut self, head: Head, whole: &[u8]) -> Result<(), Broken> {
         let payload = &whole[frame::HEAD_LEN..];
         let end = head.has(frame::END_STREAM);
-        let Some(stream) = self.streams.get_mut(&head.stream) else {
+        if !self.streams.contains_key(&head.stream) {
+            self.idle_stream_check(head.stream, "DATA")?;
             // Data for a stream that has ended: drop it, but give back the window it used.
             if head.len > 0 {
-                frame::put_window_update(&mut self.to_client, 0, head.len as u32);
+                frame::put_window_update(self.own_out(), 0, head.len as u32);
             }
             return Ok(());
+        }
+        let own = if self.reply_block.is_some() || !self.server_preface {
+            &mut self.own
+        } else {
+            &mut self.to_client
         };
+        let stream = self.streams.get_mut(&head.stream).expect("checked above");
         if stream.request_done {
             // A stream error (RFC 9113 §5.1, half-closed): the upstream answers it for a
             // relayed stream; the splice for its own.
             if matches!(stream.side, Side::Relayed) {
                 self.to_upstream.extend_from_slice(whole);
             } else {
-                frame::put_window_update(&mut self.to_client, 0, head.len as u32);
-                frame::put_rst_stream(&mut self.to_client, head.stream, reason::STREAM_CLOSED);
+                frame::put_window_update(own, 0, head.len as u32);
+                frame::put_rst_stream(own, head.stream, reason::STREAM_CLOSED);
                 self.end_stream(
                     head.stream,
                     Code::Internal,
@@ -566,17 +775,28 @@ impl Splice {
             }
             Side::Local(local) => {
                 let range = frame::content(&head, payload).map_err(|_| malformed())?;
-                if local.body.len() + range.len() > MAX_MESSAGE_BYTES + 5 {
-                    local.too_large = true;
-                    local.body.clear();
-                } else if !local.too_large {
+                if local.refused.is_some() {
+                } else if local.body.len() + range.len() > MAX_MESSAGE_BYTES + 5 {
+                    local.refused = Some(Status::resource_exhausted(format!(
+                        "request larger than {MAX_MESSAGE_BYTES} bytes"
+                    )));
+                    self.local_bodies -= local.body.len();
+                    local.body = BytesMut::new();
+                } else if self.local_bodies + range.len() > MAX_LOCAL_BODIES {
+                    local.refused = Some(Status::resource_exhausted(format!(
+                        "the connection's calls hold {MAX_LOCAL_BODIES} bytes of requests already"
+                    )));
+                    self.local_bodies -= local.body.len();
+                    local.body = BytesMut::new();
+                } else {
+                    self.local_bodies += range.len();
                     local.body.extend_from_slice(&payload[range]);
                 }
                 // The splice consumed it: the credit comes from here, not the upstream.
                 if head.len > 0 {
-                    frame::put_window_update(&mut self.to_client, 0, head.len as u32);
+                    frame::put_window_update(own, 0, head.len as u32);
                     if !end {
-                        frame::put_window_update(&mut self.to_client, head.stream, head.len as u32);
+                        frame::put_window_update(own, head.stream, head.len as u32);
                     }
                 }
                 if end {
@@ -601,6 +821,12 @@ impl Splice {
         let keep = self.reencode || self.last_stream == 0;
         let mut request = headers::request(&mut self.client_decoder, bytes, keep)
             .map_err(|_| Broken::Client("undecodable header block", reason::COMPRESSION_ERROR))?;
+        if id == 0 {
+            return Err(Broken::Client(
+                "HEADERS on stream 0",
+                reason::PROTOCOL_ERROR,
+            ));
+        }
         if let Some(stream) = self.streams.get_mut(&id) {
             // Trailers from the client end its half of the stream.
             stream.request_done = true;
@@ -619,19 +845,22 @@ impl Splice {
         self.last_stream = id;
         if self.going_away.is_some_and(|last| id > last) {
             self.reencode = true;
-            frame::put_rst_stream(&mut self.to_client, id, reason::REFUSED_STREAM);
+            frame::put_rst_stream(self.own_out(), id, reason::REFUSED_STREAM);
             return Ok(());
         }
         let path = request.path.take().unwrap_or_default();
         let route = self.shared.router.route(&path);
+        let too_large = request.size > self.limits.max_header_list_size as usize;
         let relayed = !self.upstream_gone
+            && !self.upstream_draining
+            && !too_large
             && route.is_some_and(|r| r.relays_to(self.live.detected.dialect))
             && self.localize(&mut request, keep);
-        if self.streams.len() >= MAX_STREAMS
+        if self.streams.len() >= self.limits.max_concurrent_streams as usize
             || (!relayed && self.local_streams() >= MAX_LOCAL_CALLS)
         {
             self.reencode = true;
-            frame::put_rst_stream(&mut self.to_client, id, reason::REFUSED_STREAM);
+            frame::put_rst_stream(self.own_out(), id, reason::REFUSED_STREAM);
             return Ok(());
         }
         let mut report = Report::new(path);
@@ -644,6 +873,12 @@ impl Splice {
             Side::Local(Local {
                 timeout: request.timeout,
                 window: self.client_initial_window,
+                refused: too_large.then(|| {
+                    Status::resource_exhausted(format!(
+                        "request headers of {} bytes, over the limit of {} (SETTINGS_MAX_HEADER_LIST_SIZE)",
+                        request.size, self.limits.max_header_list_size
+                    ))
+                }),
                 ..Local::default()
             })
         };
@@ -698,9 +933,11 @@ impl Splice {
         request: headers::Request,
     ) {
         if !self.reencode {
+            // The client's encoder signals its own table's changes to the upstream.
+            self.upstream_expects_update = None;
             return self.to_upstream.extend_from_slice(frames);
         }
-        let block = headers::encode(request.fields);
+        let block = headers::encode(request.fields, self.upstream_expects_update.take());
         frame::put_headers(
             &mut self.to_upstream,
             id,
@@ -720,19 +957,27 @@ impl Splice {
             return;
         };
         let body = std::mem::take(&mut local.body).freeze();
+        self.local_bodies -= body.len();
         let started = stream.started;
-        let too_large = local.too_large;
+        let refused = local.refused.take();
         let timeout = local.timeout;
         let shared = self.shared.clone();
+        let (cancel, mut cancelled) = tokio::sync::oneshot::channel();
+        local.cancel = Some(cancel);
         self.calls.push(Box::pin(async move {
-            let outcome = if too_large {
-                let s = Status::resource_exhausted(format!(
-                    "request larger than {MAX_MESSAGE_BYTES} bytes"
-                ));
+            let outcome = if let Some(s) = refused {
                 reply::error_reply(report.route, Origin::Client, s, &mut report)
             } else {
                 let message = grpc_frame::decode_unary(&body).map(Bytes::copy_from_slice);
-                call::answer(&shared, message, timeout, &mut report).await
+                tokio::select! {
+                    biased;
+                    _ = &mut cancelled => {
+                        let s = Status::cancelled("the client reset the stream");
+                        report.fail(Origin::Client, &s);
+                        Err(s)
+                    }
+                    outcome = call::answer(&shared, message, timeout, &mut report) => outcome,
+                }
             };
             (id, started, report, outcome)
         }));
@@ -761,6 +1006,11 @@ impl Splice {
             if self.reply_block.is_some() {
                 return;
             }
+            let out = if self.server_preface {
+                &mut self.to_client
+            } else {
+                &mut self.own
+            };
             let Some(Stream {
                 side: Side::Local(local),
                 ..
@@ -775,13 +1025,10 @@ impl Splice {
             };
             let only_head = reply.data.is_empty() && reply.trailers.is_none();
             if let Some(head) = reply.head.take() {
-                frame::put_headers(
-                    &mut self.to_client,
-                    id,
-                    &head,
-                    only_head,
-                    self.client_max_frame,
-                );
+                let mut block = Vec::with_capacity(head.len() + 4);
+                self.upstream_decoder.own_block(&mut block);
+                block.extend_from_slice(&head);
+                frame::put_headers(out, id, &block, only_head, self.client_max_frame);
             }
             while !reply.data.is_empty() {
                 let room = self
@@ -792,25 +1039,22 @@ impl Splice {
                     return; // wait for the client's WINDOW_UPDATE
                 }
                 let piece = reply.data.split_to((room as usize).min(reply.data.len()));
-                frame::put(&mut self.to_client, Kind::Data, 0, id, &piece);
+                frame::put(out, Kind::Data, 0, id, &piece);
                 self.window -= piece.len() as i64;
                 local.window -= piece.len() as i64;
                 self.debt += piece.len() as u64;
             }
             if let Some(trailers) = reply.trailers.take() {
-                frame::put_headers(
-                    &mut self.to_client,
-                    id,
-                    &trailers,
-                    true,
-                    self.client_max_frame,
-                );
+                let mut block = Vec::with_capacity(trailers.len() + 4);
+                self.upstream_decoder.own_block(&mut block);
+                block.extend_from_slice(&trailers);
+                frame::put_headers(out, id, &block, true, self.client_max_frame);
             }
             self.replying.pop_front();
             let request_done = self.streams.get(&id).is_some_and(|s| s.request_done);
             if !request_done {
                 // Answered before the client finished (a refused oversized request).
-                frame::put_rst_stream(&mut self.to_client, id, reason::NO_ERROR);
+                frame::put_rst_stream(self.own_out(), id, reason::NO_ERROR);
             }
             let code = self.streams[&id]
                 .report
@@ -820,17 +1064,90 @@ impl Splice {
         }
     }
 
+    /// Where a frame of the splice's own for the client goes now: straight on, or held while
+    /// it may not go yet (see `own`). Header blocks of its own are never written inside the
+    /// upstream's, so only single frames are ever held.
+    fn own_out(&mut self) -> &mut BytesMut {
+        if self.reply_block.is_some() || !self.server_preface {
+            &mut self.own
+        } else {
+            &mut self.to_client
+        }
+    }
+
+    /// Lets the held frames go once they may.
+    fn release_own(&mut self) {
+        if !self.own.is_empty() && self.reply_block.is_none() && self.server_preface {
+            let own = self.own.split();
+            self.to_client.unsplit(own);
+        }
+    }
+
+    /// The gateway's limits as SETTINGS, for its server preface when the upstream's never came.
+    fn own_settings(&self) -> Vec<(u16, u32)> {
+        vec![
+            (
+                frame::SETTINGS_MAX_CONCURRENT_STREAMS,
+                self.limits.max_concurrent_streams,
+            ),
+            (
+                frame::SETTINGS_MAX_HEADER_LIST_SIZE,
+                self.limits.max_header_list_size,
+            ),
+        ]
+    }
+
+    /// Notes when the connection last had no stream, for the idle timeout.
+    fn note_idle(&mut self) {
+        let idle = self.streams.is_empty() && self.calls.is_empty();
+        match (idle, self.idle_since) {
+            (true, None) => self.idle_since = Some(Instant::now()),
+            (false, Some(_)) => self.idle_since = None,
+            _ => {}
+        }
+    }
+
+    /// The next timeout, and what it is for.
+    fn deadline(&self) -> Option<(Instant, Timeout)> {
+        if !self.preface {
+            return Some((self.accepted + limits::PREFACE_TIMEOUT, Timeout::Preface));
+        }
+        if let Some(since) = self.block_since {
+            return Some((since + limits::HEADER_BLOCK_TIMEOUT, Timeout::HeaderBlock));
+        }
+        let idle = self.limits.idle_timeout;
+        match self.idle_since {
+            Some(since) if !idle.is_zero() && self.going_away.is_none() => {
+                Some((since + idle, Timeout::Idle))
+            }
+            _ => None,
+        }
+    }
+
+    /// A timeout fired: `Some` when the connection ends now.
+    fn timed_out(&mut self, why: Timeout) -> Option<Poll<()>> {
+        match why {
+            Timeout::Preface => {
+                tracing::debug!(after = ?self.accepted.elapsed(), "client sent no HTTP/2 preface");
+                Some(Poll::Ready(()))
+            }
+            Timeout::HeaderBlock => Some(self.fail(Broken::Client(
+                "header block not finished in time",
+                reason::PROTOCOL_ERROR,
+            ))),
+            Timeout::Idle => {
+                tracing::debug!("idle client connection asked to go away");
+                self.go_away();
+                None
+            }
+        }
+    }
+
     fn local_streams(&self) -> usize {
         self.streams
             .values()
             .filter(|s| matches!(s.side, Side::Local(_)))
             .count()
-    }
-
-    fn is_local(&self, stream: u32) -> bool {
-        self.streams
-            .get(&stream)
-            .is_some_and(|s| matches!(s.side, Side::Local(_)))
     }
 
     // ---- upstream to client ----
@@ -860,18 +1177,24 @@ impl Splice {
 
     fn on_upstream_frame(&mut self, head: Head, whole: &[u8]) -> Result<(), Broken> {
         let payload = &whole[frame::HEAD_LEN..];
-        if !self.server_preface {
-            if head.kind != Kind::Settings || head.has(frame::ACK) {
-                return Err(Broken::Upstream(
-                    "the upstream did not start with SETTINGS".into(),
-                ));
-            }
-            // The server preface first, then whatever the splice queued meanwhile.
-            let own = self.to_client.split();
-            self.to_client.extend_from_slice(whole);
-            self.to_client.unsplit(own);
-            self.server_preface = true;
-        } else {
+        if head.len > self.upstream_frame_limit {
+            return Err(Broken::Upstream("frame larger than allowed".into()));
+        }
+        frame::check(&head, payload).map_err(|(what, _)| Broken::Upstream(what.into()))?;
+        if !self.server_preface && (head.kind != Kind::Settings || head.has(frame::ACK)) {
+            return Err(Broken::Upstream(
+                "the upstream did not start with SETTINGS".into(),
+            ));
+        }
+        if self.reply_block.is_some() && head.kind != Kind::Continuation {
+            return Err(Broken::Upstream("header block interrupted".into()));
+        }
+        // A stream's frames travel on; the connection's are answered here.
+        let stream_frame = matches!(
+            head.kind,
+            Kind::Data | Kind::Headers | Kind::Continuation | Kind::RstStream | Kind::WindowUpdate
+        );
+        if stream_frame {
             self.to_client.extend_from_slice(whole);
         }
         match head.kind {
@@ -917,17 +1240,20 @@ impl Splice {
                 if head.has(frame::END_HEADERS) {
                     let b = self.reply_block.take().expect("checked above");
                     self.on_reply_block(b.stream, b.end_stream, &b.bytes)?;
+                    // What waited for the block's end goes right after it, before anything
+                    // else of the upstream's.
+                    self.release_own();
                 }
             }
-            Kind::Settings if !head.has(frame::ACK) => {
-                for (id, value) in frame::settings(payload) {
-                    match id {
-                        frame::SETTINGS_MAX_FRAME_SIZE => self.upstream_max_frame = value as usize,
-                        frame::SETTINGS_HEADER_TABLE_SIZE => {
-                            self.client_decoder.allow_table_size(value)
-                        }
-                        _ => {}
-                    }
+            Kind::Settings if head.has(frame::ACK) => {
+                if let Some(table) = self.settings_to_upstream.pop_front() {
+                    self.apply_upstream_ack(table);
+                }
+            }
+            Kind::Settings => self.upstream_settings(payload)?,
+            Kind::Ping => {
+                if !head.has(frame::ACK) {
+                    frame::put(&mut self.to_upstream, Kind::Ping, frame::ACK, 0, payload);
                 }
             }
             Kind::RstStream => {
@@ -939,17 +1265,103 @@ impl Splice {
                 };
                 self.end_stream(head.stream, code, Some("reset by the upstream".into()));
             }
-            Kind::GoAway => {
-                // The upstream is leaving; its GOAWAY went on, and the client will open its
-                // next streams elsewhere. Remember the id so no later GOAWAY raises it.
-                if let Some(last) = payload.get(..4) {
-                    let last = u32::from_be_bytes(last.try_into().expect("4 bytes")) & 0x7fff_ffff;
-                    self.goaway_sent = Some(self.goaway_sent.map_or(last, |s| s.min(last)));
-                }
+            Kind::GoAway => self.upstream_going_away(payload),
+            Kind::PushPromise => {
+                return Err(Broken::Upstream("PUSH_PROMISE, which was disabled".into()))
             }
-            _ => {}
+            // Forwarded above: flow control runs end to end.
+            Kind::WindowUpdate => {}
+            // PRIORITY is advisory; extension frames are per hop (RFC 9113 §5.5).
+            Kind::Priority | Kind::Unknown(_) => {}
         }
         Ok(())
+    }
+
+    /// The upstream's SETTINGS: the values that govern what passes unchanged, passed on to the
+    /// client in a SETTINGS of the gateway's, with the gateway's own limits. The first is the
+    /// gateway's server preface.
+    fn upstream_settings(&mut self, payload: &[u8]) -> Result<(), Broken> {
+        frame::check_settings(payload).map_err(|(what, _)| Broken::Upstream(what.into()))?;
+        let mut client = Vec::with_capacity(6);
+        let (mut streams, mut list) = (None, None);
+        let mut table = None;
+        for (id, value) in frame::settings(payload) {
+            match id {
+                frame::SETTINGS_MAX_FRAME_SIZE => {
+                    self.upstream_max_frame = value as usize;
+                    let value = value.min(MAX_FRAME);
+                    self.client_frame_limit = self.client_frame_limit.max(value as usize);
+                    client.push((id, value));
+                }
+                frame::SETTINGS_HEADER_TABLE_SIZE => {
+                    let value = value.min(headers::MAX_TABLE_SIZE);
+                    self.client_decoder.allow_table_size(value);
+                    table = Some(value);
+                    client.push((id, value));
+                }
+                frame::SETTINGS_INITIAL_WINDOW_SIZE => client.push((id, value)),
+                frame::SETTINGS_MAX_CONCURRENT_STREAMS => streams = Some(value),
+                frame::SETTINGS_MAX_HEADER_LIST_SIZE => list = Some(value),
+                _ => {}
+            }
+        }
+        let first = !self.server_preface;
+        if first || streams.is_some() {
+            let limit = self.limits.max_concurrent_streams;
+            client.push((
+                frame::SETTINGS_MAX_CONCURRENT_STREAMS,
+                streams.map_or(limit, |v| v.min(limit)),
+            ));
+        }
+        if first || list.is_some() {
+            let limit = self.limits.max_header_list_size;
+            client.push((
+                frame::SETTINGS_MAX_HEADER_LIST_SIZE,
+                list.map_or(limit, |v| v.min(limit)),
+            ));
+        }
+        if first {
+            // The server preface first, then whatever the splice held meanwhile.
+            frame::put_settings(&mut self.to_client, &client);
+            self.server_preface = true;
+            self.release_own();
+        } else {
+            frame::put_settings(self.own_out(), &client);
+        }
+        self.settings_to_client.push_back(table);
+        Ok(())
+    }
+
+    /// The upstream's GOAWAY stays on this hop. Its relayed streams above the upstream's last
+    /// id were never processed: refused to the client (REFUSED_STREAM, which a client may
+    /// retry at once). New streams are answered by the gateway, and the client is asked to
+    /// take its next calls to a new connection.
+    fn upstream_going_away(&mut self, payload: &[u8]) {
+        let last =
+            u32::from_be_bytes(payload[..4].try_into().expect("checked length")) & 0x7fff_ffff;
+        let code = u32::from_be_bytes(payload[4..8].try_into().expect("checked length"));
+        tracing::debug!(
+            last_stream = last,
+            code,
+            debug = %String::from_utf8_lossy(&payload[8..]),
+            "the upstream connection under a spliced client connection is going away"
+        );
+        self.upstream_draining = true;
+        let refused: Vec<u32> = self
+            .streams
+            .iter()
+            .filter(|(id, s)| **id > last && matches!(s.side, Side::Relayed) && !s.reply_started)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in refused {
+            frame::put_rst_stream(self.own_out(), id, reason::REFUSED_STREAM);
+            self.end_stream(
+                id,
+                Code::Unavailable,
+                Some("refused: the upstream went away before it took the call".into()),
+            );
+        }
+        self.hint_go_away();
     }
 
     /// A reply header block, complete (its frames already went on).
@@ -1051,18 +1463,22 @@ impl Splice {
                 continue;
             }
             let status = encoded.err().unwrap_or_else(|| s.clone());
-            let mut block = if stream.reply_started {
-                Vec::new()
-            } else {
-                headers::reply_head()
-            };
+            let mut block = Vec::with_capacity(128);
+            self.upstream_decoder.own_block(&mut block);
+            if !stream.reply_started {
+                headers::reply_head(&mut block);
+            }
             headers::status_fields(&mut block, &status);
             frame::put_headers(&mut self.to_client, id, &block, true, self.client_max_frame);
             self.reply_ended(id, Some(status.code()));
         }
         // This connection now answers every call itself, on the gateway's own upstream
-        // connection; a new one would be spliced again.
+        // connection; a new one would be spliced again. The client's settings waiting for the
+        // upstream's ACK get the gateway's.
         self.to_upstream.clear();
+        while let Some(table) = self.settings_to_upstream.pop_front() {
+            self.apply_upstream_ack(table);
+        }
         self.hint_go_away();
     }
 
@@ -1089,7 +1505,7 @@ impl Splice {
 
     fn send_goaway(&mut self, last: u32) -> u32 {
         let last = self.goaway_sent.map_or(last, |sent| sent.min(last));
-        frame::put_goaway(&mut self.to_client, last, reason::NO_ERROR);
+        frame::put_goaway(self.own_out(), last, reason::NO_ERROR);
         self.goaway_sent = Some(last);
         last
     }
@@ -1197,9 +1613,11 @@ fn take_frames(
 }
 
 /// The frames of a reply the splice sends itself: the message with OK trailers, or the status
-/// as a trailers-only reply.
+/// as a trailers-only reply. The first bytes of each block (a size update the client may wait
+/// for) are added when it is written, in `send_replies`.
 fn local_reply(outcome: Result<Vec<u8>, Status>) -> Reply {
-    let mut head = headers::reply_head();
+    let mut head = Vec::with_capacity(64);
+    headers::reply_head(&mut head);
     match outcome {
         Ok(message) => {
             let mut trailers = Vec::with_capacity(16);

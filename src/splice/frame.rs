@@ -11,6 +11,8 @@ pub const MAX_FRAME_LEN: usize = (1 << 24) - 1;
 /// Every window's starting size and every frame size's floor (RFC 9113 §6.5.2).
 pub const DEFAULT_WINDOW: i64 = 65_535;
 pub const DEFAULT_MAX_FRAME: usize = 16_384;
+/// The largest flow-control window (RFC 9113 §6.9.1).
+pub const MAX_WINDOW: i64 = (1 << 31) - 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -75,6 +77,7 @@ pub mod reason {
     pub const FLOW_CONTROL_ERROR: u32 = 0x3;
     pub const STREAM_CLOSED: u32 = 0x5;
     pub const REFUSED_STREAM: u32 = 0x7;
+    pub const FRAME_SIZE_ERROR: u32 = 0x6;
     pub const CANCEL: u32 = 0x8;
     pub const COMPRESSION_ERROR: u32 = 0x9;
     pub const ENHANCE_YOUR_CALM: u32 = 0xb;
@@ -82,8 +85,112 @@ pub mod reason {
 
 /// Settings identifiers the splice reads (RFC 9113 §6.5.2).
 pub const SETTINGS_HEADER_TABLE_SIZE: u16 = 0x1;
+pub const SETTINGS_ENABLE_PUSH: u16 = 0x2;
+pub const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
 pub const SETTINGS_INITIAL_WINDOW_SIZE: u16 = 0x4;
 pub const SETTINGS_MAX_FRAME_SIZE: u16 = 0x5;
+pub const SETTINGS_MAX_HEADER_LIST_SIZE: u16 = 0x6;
+
+/// A connection error: what was wrong, and the error code its GOAWAY carries.
+pub type ConnectionError = (&'static str, u32);
+
+/// On which streams each kind of frame may come, and how long its payload must be
+/// (RFC 9113 §6): `None` where any length will do.
+fn rule(kind: Kind) -> Option<(Stream, Option<Length>)> {
+    use Length::*;
+    Some(match kind {
+        Kind::Data | Kind::Headers | Kind::Continuation => (Stream::NotZero, None),
+        Kind::Priority => (Stream::NotZero, None), // a wrong length is a stream error
+        Kind::RstStream => (Stream::NotZero, Some(Exactly(4))),
+        Kind::Settings => (Stream::Zero, None), // see `check_settings`
+        Kind::PushPromise => (Stream::NotZero, None),
+        Kind::Ping => (Stream::Zero, Some(Exactly(8))),
+        Kind::GoAway => (Stream::Zero, Some(AtLeast(8))),
+        Kind::WindowUpdate => (Stream::Any, Some(Exactly(4))),
+        Kind::Unknown(_) => return None,
+    })
+}
+
+#[derive(Clone, Copy)]
+enum Stream {
+    Zero,
+    NotZero,
+    Any,
+}
+
+#[derive(Clone, Copy)]
+enum Length {
+    Exactly(usize),
+    AtLeast(usize),
+}
+
+/// The checks every frame must pass whatever the stream's state: its stream id and length.
+pub fn check(head: &Head, payload: &[u8]) -> Result<(), ConnectionError> {
+    let Some((stream, length)) = rule(head.kind) else {
+        return Ok(());
+    };
+    match (stream, head.stream) {
+        (Stream::Zero, s) if s != 0 => {
+            return Err(("frame must be on stream 0", reason::PROTOCOL_ERROR))
+        }
+        (Stream::NotZero, 0) => {
+            return Err(("frame must not be on stream 0", reason::PROTOCOL_ERROR))
+        }
+        _ => {}
+    }
+    let fits = match length {
+        None => true,
+        Some(Length::Exactly(n)) => payload.len() == n,
+        Some(Length::AtLeast(n)) => payload.len() >= n,
+    };
+    if !fits {
+        return Err(("frame of the wrong length", reason::FRAME_SIZE_ERROR));
+    }
+    if head.kind == Kind::Settings && head.has(ACK) && !payload.is_empty() {
+        return Err(("SETTINGS ACK with a payload", reason::FRAME_SIZE_ERROR));
+    }
+    Ok(())
+}
+
+/// A SETTINGS payload's length and values (RFC 9113 §6.5, §6.5.2).
+pub fn check_settings(payload: &[u8]) -> Result<(), ConnectionError> {
+    if !payload.len().is_multiple_of(6) {
+        return Err(("SETTINGS of the wrong length", reason::FRAME_SIZE_ERROR));
+    }
+    for (id, value) in settings(payload) {
+        match id {
+            SETTINGS_ENABLE_PUSH if value > 1 => {
+                return Err(("SETTINGS_ENABLE_PUSH not 0 or 1", reason::PROTOCOL_ERROR))
+            }
+            SETTINGS_INITIAL_WINDOW_SIZE if value as i64 > MAX_WINDOW => {
+                return Err((
+                    "SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1",
+                    reason::FLOW_CONTROL_ERROR,
+                ))
+            }
+            SETTINGS_MAX_FRAME_SIZE
+                if !(DEFAULT_MAX_FRAME..=MAX_FRAME_LEN).contains(&(value as usize)) =>
+            {
+                return Err((
+                    "SETTINGS_MAX_FRAME_SIZE out of range",
+                    reason::PROTOCOL_ERROR,
+                ))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Appends a SETTINGS frame carrying `values`.
+pub fn put_settings(out: &mut BytesMut, values: &[(u16, u32)]) {
+    let mut payload = Vec::with_capacity(values.len() * 6);
+    for (id, value) in values {
+        payload.extend_from_slice(&id.to_be_bytes());
+        payload.extend_from_slice(&value.to_be_bytes());
+    }
+    put(out, Kind::Settings, 0, 0, &payload);
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Head {
@@ -221,6 +328,60 @@ pub fn put_headers(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frames_are_checked_by_kind() {
+        let head = |kind, stream, len| Head {
+            len,
+            kind,
+            flags: 0,
+            stream,
+        };
+        assert!(check(&head(Kind::Ping, 0, 8), &[0; 8]).is_ok());
+        assert_eq!(
+            check(&head(Kind::Ping, 1, 8), &[0; 8]).unwrap_err().1,
+            reason::PROTOCOL_ERROR
+        );
+        assert_eq!(
+            check(&head(Kind::Ping, 0, 7), &[0; 7]).unwrap_err().1,
+            reason::FRAME_SIZE_ERROR
+        );
+        assert_eq!(
+            check(&head(Kind::Data, 0, 0), &[]).unwrap_err().1,
+            reason::PROTOCOL_ERROR
+        );
+        assert_eq!(
+            check(&head(Kind::RstStream, 1, 3), &[0; 3]).unwrap_err().1,
+            reason::FRAME_SIZE_ERROR
+        );
+        assert!(check(&head(Kind::Unknown(0xfa), 7, 1), &[0]).is_ok());
+        let mut ack = head(Kind::Settings, 0, 6);
+        ack.flags = ACK;
+        assert_eq!(
+            check(&ack, &[0; 6]).unwrap_err().1,
+            reason::FRAME_SIZE_ERROR
+        );
+        assert_eq!(
+            check_settings(&[0; 5]).unwrap_err().1,
+            reason::FRAME_SIZE_ERROR
+        );
+        assert_eq!(
+            check_settings(&[0, 2, 0, 0, 0, 2]).unwrap_err().1,
+            reason::PROTOCOL_ERROR
+        );
+        assert_eq!(
+            check_settings(&[0, 4, 0x80, 0, 0, 0]).unwrap_err().1,
+            reason::FLOW_CONTROL_ERROR
+        );
+        assert_eq!(
+            check_settings(&[0, 5, 0, 0, 0x3f, 0xff]).unwrap_err().1,
+            reason::PROTOCOL_ERROR
+        );
+        assert!(
+            check_settings(&[0, 5, 0, 0, 0x40, 0, 0, 0x63, 0, 0, 0, 1]).is_ok(),
+            "unknown ids are fine"
+        );
+    }
 
     #[test]
     fn heads_round_trip() {

@@ -6,26 +6,29 @@
 //! to no dynamic table and add nothing to one. The blocks the splice writes to the client are
 //! such literals too, so the client's context keeps following the upstream's.
 
+use std::borrow::Cow;
 use std::time::Duration;
-
-use httlib_hpack::encoder::EncoderInput;
-use httlib_hpack::table::Table;
-use httlib_hpack::Encoder;
-use httlib_huffman::DecoderSpeed;
 
 use crate::grpc::{self, status, Code, Status};
 
-#[derive(Clone, Copy, Debug, thiserror::Error, PartialEq, Eq)]
-#[error("cannot decode a header block: {0}")]
-pub struct CompressionError(&'static str);
+pub use super::hpack::CompressionError;
+use super::hpack::{self, Table};
 
-/// One direction's HPACK decoding context (RFC 7541 §2.2): httlib-hpack's table and
-/// httlib-huffman's decoder under a walk over the block that lends each field to a callback,
-/// so a field found in a table costs no allocation — most fields, once a connection is warm.
+/// The largest dynamic table the splice keeps for a peer's encoder, whatever the peer's
+/// settings say: the SETTINGS_HEADER_TABLE_SIZE it passes on is capped at this, so each
+/// direction's table costs at most this much memory.
+pub const MAX_TABLE_SIZE: u32 = 64 * 1024;
+
+/// One direction's HPACK decoding context (RFC 7541 §2.2): the table under a walk over the
+/// block that lends each field to a callback, so a field found in the table costs no
+/// allocation — most fields, once a connection is warm.
 pub struct Decoder {
-    table: Table<'static>,
-    /// The largest table the peer's settings allow the encoder (the ceiling for size updates).
-    allowed: u32,
+    table: Table,
+    /// The largest table the settings in force allow the encoder (the ceiling for size updates).
+    allowed: usize,
+    /// The peer's decoder expects the next block to begin with a size update no larger than
+    /// this (RFC 7541 §4.2): its setting was lowered below the table's size.
+    expected_update: Option<usize>,
     /// The last Huffman-coded `:path` and its text: clients send the same path again and again
     /// as a literal.
     last_path: (Vec<u8>, Vec<u8>),
@@ -34,8 +37,9 @@ pub struct Decoder {
 impl Default for Decoder {
     fn default() -> Decoder {
         Decoder {
-            table: Table::with_dynamic_size(4096),
+            table: Table::new(4096),
             allowed: 4096,
+            expected_update: None,
             last_path: (Vec::new(), Vec::new()),
         }
     }
@@ -48,10 +52,41 @@ pub enum Indexing {
     Never,
 }
 
+/// RFC 7541 §4.2: a block may open with two size updates (the smallest size set since the
+/// last block, then the final one), and with none after its first field.
+const MAX_LEADING_SIZE_UPDATES: usize = 2;
+
 impl Decoder {
-    /// Lets the encoder's table grow as large as the peer's settings allow.
+    /// The encoder may now use a table this large: the SETTINGS_HEADER_TABLE_SIZE it was sent
+    /// is sent (a raise counts at once) or acknowledged (a cut counts from then on).
     pub fn allow_table_size(&mut self, size: u32) {
-        self.allowed = self.allowed.max(size);
+        self.allowed = self.allowed.max(size as usize);
+    }
+
+    /// The setting in force once acknowledged. A cut below the table's size must be signalled
+    /// at the start of the next block (RFC 7541 §4.2): by the encoder, or by the gateway's own
+    /// block if that comes first (see [`Decoder::own_block`]).
+    pub fn table_size_acknowledged(&mut self, size: u32) {
+        let size = size as usize;
+        self.allowed = size;
+        if size < self.table.max() {
+            self.expected_update = Some(size);
+        }
+    }
+
+    /// The table's current maximum size.
+    pub fn table_max(&self) -> usize {
+        self.table.max()
+    }
+
+    /// Begins a block of the gateway's own, in the context this decoder follows: with the
+    /// size update the peer's decoder waits for, applied here too so that both tables stay
+    /// alike.
+    pub fn own_block(&mut self, out: &mut Vec<u8>) {
+        if let Some(size) = self.expected_update.take() {
+            hpack::put_size_update(out, size);
+            self.table.set_max(size);
+        }
     }
 
     /// Walks `block`, updating the table, and lends each field to `field`.
@@ -60,34 +95,41 @@ impl Decoder {
         mut block: &[u8],
         mut field: impl FnMut(&[u8], &[u8], Indexing),
     ) -> Result<(), CompressionError> {
-        let mut first = true;
+        let mut updates = 0;
+        let mut fields = false;
         while let Some(&octet) = block.first() {
             if octet & 0x80 != 0 {
-                let index = integer(&mut block, 7)?;
+                let index = hpack::integer(&mut block, 7)?;
                 let (name, value) = self.entry(index)?;
                 field(name, value, Indexing::Allowed);
             } else if octet & 0x40 != 0 {
-                let index = integer(&mut block, 6)?;
+                let index = hpack::integer(&mut block, 6)?;
                 let name = self.name(index, &mut block)?;
-                let value = string(&mut block)?;
+                let value = hpack::string(&mut block)?;
                 field(&name, &value, Indexing::Allowed);
-                self.table.insert(name.into_owned(), value.into_owned());
+                self.table.insert(&name, &value);
             } else if octet & 0x20 != 0 {
-                // Size updates come first in a block (RFC 7541 §4.2).
-                let size = integer(&mut block, 5)?;
-                if !first || size > self.allowed as usize {
-                    return Err(CompressionError("dynamic table size update not allowed"));
+                let size = hpack::integer(&mut block, 5)?;
+                updates += 1;
+                if fields || updates > MAX_LEADING_SIZE_UPDATES {
+                    return Err(CompressionError(
+                        "dynamic table size update not at the start",
+                    ));
                 }
-                self.table.update_max_dynamic_size(size as u32);
+                if size > self.allowed {
+                    return Err(CompressionError("dynamic table size update over the limit"));
+                }
+                self.table.set_max(size);
+                self.expected_update = None;
+                continue;
             } else {
                 let never = octet & 0x10 != 0;
-                let index = integer(&mut block, 4)?;
+                let index = hpack::integer(&mut block, 4)?;
                 let name = self.name(index, &mut block)?;
-                let path = name.as_ref() == b":path";
-                let value = if path {
+                let value = if name.as_ref() == b":path" {
                     self.path(&mut block)?
                 } else {
-                    string(&mut block)?
+                    hpack::string(&mut block)?
                 };
                 let indexing = if never {
                     Indexing::Never
@@ -96,15 +138,14 @@ impl Decoder {
                 };
                 field(&name, &value, indexing);
             }
-            first = false;
+            fields = true;
         }
         Ok(())
     }
 
     fn entry(&self, index: usize) -> Result<(&[u8], &[u8]), CompressionError> {
-        u32::try_from(index)
-            .ok()
-            .and_then(|i| self.table.get(i))
+        self.table
+            .get(index)
             .ok_or(CompressionError("index not in the table"))
     }
 
@@ -113,79 +154,33 @@ impl Decoder {
         &self,
         index: usize,
         block: &mut &'b [u8],
-    ) -> Result<std::borrow::Cow<'b, [u8]>, CompressionError> {
+    ) -> Result<Cow<'b, [u8]>, CompressionError> {
         if index == 0 {
-            string(block)
+            hpack::string(block)
         } else {
-            Ok(std::borrow::Cow::Owned(self.entry(index)?.0.to_vec()))
+            Ok(Cow::Owned(self.entry(index)?.0.to_vec()))
         }
     }
 
     /// A `:path` value, decoded once per distinct representation.
-    fn path<'b>(
-        &mut self,
-        block: &mut &'b [u8],
-    ) -> Result<std::borrow::Cow<'b, [u8]>, CompressionError> {
+    fn path<'b>(&mut self, block: &mut &'b [u8]) -> Result<Cow<'b, [u8]>, CompressionError> {
         let before = *block;
         let raw_len = {
             let mut probe = before;
-            let len = integer(&mut probe, 7)?;
-            (before.len() - probe.len()) + len
+            let len = hpack::integer(&mut probe, 7)?;
+            (before.len() - probe.len()).saturating_add(len)
         };
         let raw = before
             .get(..raw_len)
             .ok_or(CompressionError("string longer than the block"))?;
         if raw == self.last_path.0.as_slice() {
             *block = &before[raw_len..];
-            return Ok(std::borrow::Cow::Owned(self.last_path.1.clone()));
+            return Ok(Cow::Owned(self.last_path.1.clone()));
         }
-        let value = string(block)?;
+        let value = hpack::string(block)?;
         self.last_path = (raw.to_vec(), value.to_vec());
         Ok(value)
     }
-}
-
-/// An integer with an `n`-bit prefix (RFC 7541 §5.1).
-fn integer(block: &mut &[u8], n: u8) -> Result<usize, CompressionError> {
-    let bad = CompressionError("truncated or oversized integer");
-    let (&first, mut rest) = block.split_first().ok_or(bad)?;
-    let max = (1usize << n) - 1;
-    let mut value = first as usize & max;
-    if value == max {
-        let mut shift = 0;
-        loop {
-            let (&b, tail) = rest.split_first().ok_or(bad)?;
-            rest = tail;
-            value = value
-                .checked_add(((b & 0x7f) as usize) << shift)
-                .filter(|_| shift <= 28)
-                .ok_or(bad)?;
-            shift += 7;
-            if b & 0x80 == 0 {
-                break;
-            }
-        }
-    }
-    *block = rest;
-    Ok(value)
-}
-
-/// A string literal (RFC 7541 §5.2), Huffman-coded or not.
-fn string<'b>(block: &mut &'b [u8]) -> Result<std::borrow::Cow<'b, [u8]>, CompressionError> {
-    let huffman = block.first().is_some_and(|b| b & 0x80 != 0);
-    let len = integer(block, 7)?;
-    if block.len() < len {
-        return Err(CompressionError("string longer than the block"));
-    }
-    let (bytes, rest) = block.split_at(len);
-    *block = rest;
-    if !huffman {
-        return Ok(std::borrow::Cow::Borrowed(bytes));
-    }
-    let mut out = Vec::with_capacity(len * 8 / 5 + 1);
-    httlib_huffman::decode(bytes, &mut out, DecoderSpeed::FiveBits)
-        .map_err(|_| CompressionError("bad Huffman code"))?;
-    Ok(std::borrow::Cow::Owned(out))
 }
 
 /// A decoded field, owned: name, value, and how it may be indexed.
@@ -197,6 +192,8 @@ pub struct Request {
     pub fields: Vec<Field>,
     pub path: Option<String>,
     pub timeout: Option<Duration>,
+    /// The header list's size as SETTINGS_MAX_HEADER_LIST_SIZE counts it (RFC 9113 §6.5.2).
+    pub size: usize,
     /// The `:authority` is [`LOCAL_AUTHORITY`]; anything else (the socket path a gRPC client
     /// sends on a UNIX socket, or none) is replaced before the block goes upstream.
     pub local_authority: bool,
@@ -220,6 +217,7 @@ pub fn request(
             b"grpc-timeout" => seen.timeout = grpc::parse_timeout(value),
             _ => {}
         }
+        seen.size += name.len() + value.len() + 32;
         if keep {
             seen.fields.push((name.to_vec(), value.to_vec(), indexing));
         }
@@ -235,11 +233,15 @@ pub fn localize_authority(fields: &mut Vec<Field>) {
     fields.insert(0, (field.0, field.1, Indexing::Allowed));
 }
 
-/// Re-encodes decoded fields as a block that needs no dynamic table.
-pub fn encode(fields: Vec<Field>) -> Vec<u8> {
+/// Re-encodes decoded fields as a block that needs no dynamic table, opened with the size
+/// update the peer's decoder waits for, if it waits for one.
+pub fn encode(fields: Vec<Field>, upstream_expects: Option<usize>) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
+    if let Some(size) = upstream_expects {
+        hpack::put_size_update(&mut out, size);
+    }
     for (name, value, indexing) in fields {
-        put_field(&mut out, name, value, indexing);
+        put_field(&mut out, &name, &value, indexing);
     }
     out
 }
@@ -272,18 +274,17 @@ pub fn reply(decoder: &mut Decoder, block: &[u8]) -> Result<Reply, CompressionEr
     Ok(seen)
 }
 
-/// A reply's leading headers: `:status 200` and the gRPC content type.
-pub fn reply_head() -> Vec<u8> {
-    let mut out = Vec::with_capacity(32);
+/// A reply's leading headers, `:status 200` and the gRPC content type, appended to a block
+/// begun with [`Decoder::own_block`].
+pub fn reply_head(out: &mut Vec<u8>) {
     // Static table index 8 is ":status: 200".
-    let _ = Encoder::default().encode(EncoderInput::Indexed(8), &mut out);
+    out.push(0x80 | 8);
     put_field(
-        &mut out,
-        b"content-type".to_vec(),
-        grpc::CONTENT_TYPE.as_bytes().to_vec(),
+        out,
+        b"content-type",
+        grpc::CONTENT_TYPE.as_bytes(),
         Indexing::Allowed,
     );
-    out
 }
 
 /// Trailers carrying `s` (for a trailers-only reply, after [`reply_head`] in the same block).
@@ -291,37 +292,32 @@ pub fn status_fields(out: &mut Vec<u8>, s: &Status) {
     for (name, value) in status::to_headers(s).iter() {
         put_field(
             out,
-            name.as_str().as_bytes().to_vec(),
-            value.as_bytes().to_vec(),
+            name.as_str().as_bytes(),
+            value.as_bytes(),
             Indexing::Allowed,
         );
     }
 }
 
 /// One field as a literal that no decoder adds to its dynamic table (RFC 7541 §6.2.2, §6.2.3).
-fn put_field(out: &mut Vec<u8>, name: Vec<u8>, value: Vec<u8>, indexing: Indexing) {
-    let flags = match indexing {
-        Indexing::Allowed => 0,
-        Indexing::Never => Encoder::NEVER_INDEXED,
-    };
-    // Without WITH_INDEXING the encoder leaves every table alone, its own included; the only
-    // error it has is for an index, and none is used here.
-    let _ = Encoder::default().encode(EncoderInput::Literal(name, value, flags), out);
+fn put_field(out: &mut Vec<u8>, name: &[u8], value: &[u8], indexing: Indexing) {
+    hpack::put_literal(out, name, value, indexing == Indexing::Never);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The fields of `block` as httlib-hpack's own decoder reads them: the reference.
+    /// The fields of `block` as `loona-hpack`'s decoder reads them: the reference.
     fn reference(
-        decoder: &mut httlib_hpack::Decoder<'static>,
+        decoder: &mut loona_hpack::Decoder<'static>,
         block: &[u8],
     ) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        decoder.decode(&mut block.to_vec(), &mut out).unwrap();
-        out.into_iter()
-            .map(|(n, v, _)| (String::from_utf8(n).unwrap(), String::from_utf8(v).unwrap()))
+        decoder
+            .decode(block)
+            .unwrap()
+            .into_iter()
+            .map(|(n, v)| (String::from_utf8(n).unwrap(), String::from_utf8(v).unwrap()))
             .collect()
     }
 
@@ -349,56 +345,101 @@ mod tests {
         (b"x-custom", b"value"),
     ];
 
-    /// Every representation an encoder may choose, Huffman-coded or not, twice over (the second
-    /// block refers to entries the first added): our decoder reads what httlib-hpack reads.
+    /// How a test encoder represents a field (RFC 7541 §6).
+    #[derive(Clone, Copy)]
+    enum Repr {
+        Indexing { huffman: bool },
+        Without { huffman: bool },
+        Never,
+    }
+
+    fn put(out: &mut Vec<u8>, name: &[u8], value: &[u8], repr: Repr, table: &mut Table) {
+        let static_name = hpack::STATIC
+            .iter()
+            .position(|(n, _)| *n == name)
+            .map(|i| i + 1);
+        let (flags, prefix, huffman) = match repr {
+            Repr::Indexing { huffman } => (0x40, 6, huffman),
+            Repr::Without { huffman } => (0x00, 4, huffman),
+            Repr::Never => (0x10, 4, false),
+        };
+        hpack::put_integer(out, flags, prefix, static_name.unwrap_or(0));
+        if static_name.is_none() {
+            hpack::put_string(out, name, huffman);
+        }
+        hpack::put_string(out, value, huffman);
+        if let Repr::Indexing { .. } = repr {
+            table.insert(name, value);
+        }
+    }
+
+    /// Every representation an encoder may choose, Huffman-coded or not, and blocks that refer
+    /// to the entries earlier ones added: our decoder reads what `loona-hpack`'s reads.
     #[test]
     fn decodes_every_representation_like_the_reference() {
-        let flag_sets = [
-            Encoder::HUFFMAN_NAME
-                | Encoder::HUFFMAN_VALUE
-                | Encoder::WITH_INDEXING
-                | Encoder::BEST_FORMAT,
-            Encoder::WITH_INDEXING,
-            Encoder::NEVER_INDEXED | Encoder::HUFFMAN_VALUE,
-            Encoder::BEST_FORMAT,
-            0,
+        let reprs = [
+            Repr::Indexing { huffman: true },
+            Repr::Indexing { huffman: false },
+            Repr::Without { huffman: true },
+            Repr::Without { huffman: false },
+            Repr::Never,
         ];
-        let mut encoder = Encoder::default();
-        let mut theirs = httlib_hpack::Decoder::default();
+        let mut table = Table::new(4096);
+        let mut theirs = loona_hpack::Decoder::new();
         let mut decoder = Decoder::default();
-        for round in 0..2 {
-            for flags in flag_sets {
-                let mut block = Vec::new();
-                if round == 1 && flags == 0 {
-                    encoder.update_max_dynamic_size(2048, &mut block).unwrap();
-                }
-                for (n, v) in HEADERS {
-                    let input = EncoderInput::Literal(n.to_vec(), v.to_vec(), flags);
-                    encoder.encode(input, &mut block).unwrap();
+        for (round, repr) in reprs.iter().enumerate() {
+            let mut block = Vec::new();
+            if round == 3 {
+                // Two size updates open a block (RFC 7541 §4.2).
+                hpack::put_size_update(&mut block, 0);
+                hpack::put_size_update(&mut block, 4096);
+                table.set_max(0);
+                table.set_max(4096);
+            }
+            for (n, v) in HEADERS {
+                put(&mut block, n, v, *repr, &mut table);
+            }
+            assert_eq!(ours(&mut decoder, &block), reference(&mut theirs, &block));
+            // A block of indexed fields only, referring to what the first block added.
+            if round == 1 {
+                let mut indexed = Vec::new();
+                for i in 62..62 + HEADERS.len() {
+                    hpack::put_integer(&mut indexed, 0x80, 7, i);
                 }
                 assert_eq!(
-                    ours(&mut decoder, &block),
-                    reference(&mut theirs, &block),
-                    "flags {flags:#x}"
+                    ours(&mut decoder, &indexed),
+                    reference(&mut theirs, &indexed)
                 );
             }
+        }
+        // And the reference's own encoder, which indexes.
+        let mut encoder = loona_hpack::Encoder::new();
+        let mut decoder = Decoder::default();
+        let mut theirs = loona_hpack::Decoder::new();
+        for _ in 0..2 {
+            let block = encoder.encode(HEADERS.iter().copied());
+            assert_eq!(ours(&mut decoder, &block), reference(&mut theirs, &block));
         }
     }
 
     #[test]
     fn requests_are_re_encoded_field_for_field() {
-        let mut client = Encoder::default();
+        let mut table = Table::new(4096);
         let mut decoder = Decoder::default();
         for _ in 0..2 {
             let mut block = Vec::new();
             for (n, v) in HEADERS {
-                let flags = Encoder::HUFFMAN_VALUE | Encoder::WITH_INDEXING | Encoder::BEST_FORMAT;
-                let input = EncoderInput::Literal(n.to_vec(), v.to_vec(), flags);
-                client.encode(input, &mut block).unwrap();
+                let repr = if *n == b"x-custom" {
+                    Repr::Never
+                } else {
+                    Repr::Indexing { huffman: true }
+                };
+                put(&mut block, n, v, repr, &mut table);
             }
             let seen = request(&mut decoder, &block, true).unwrap();
             assert_eq!(seen.path.as_deref(), Some("/csi.v1.Identity/Probe"));
             assert_eq!(seen.timeout, Some(Duration::from_millis(250)));
+            assert_eq!(seen.fields.last().unwrap().2, Indexing::Never);
             let expected: Vec<(String, String)> = HEADERS
                 .iter()
                 .map(|(n, v)| {
@@ -408,10 +449,14 @@ mod tests {
                     )
                 })
                 .collect();
-            let encoded = encode(seen.fields);
+            let encoded = encode(seen.fields, None);
             assert_eq!(
-                reference(&mut httlib_hpack::Decoder::default(), &encoded),
+                reference(&mut loona_hpack::Decoder::new(), &encoded),
                 expected
+            );
+            assert!(
+                encoded.iter().any(|&b| b == 0x10),
+                "never-indexed stays never-indexed"
             );
         }
     }
@@ -423,9 +468,10 @@ mod tests {
             fields.extend(authority.map(|a| (":authority", a)));
             fields.push(("te", "trailers"));
             let mut out = Vec::new();
+            let mut table = Table::new(4096);
             for (n, v) in fields {
-                let input = EncoderInput::Literal(n.into(), v.into(), Encoder::HUFFMAN_VALUE);
-                Encoder::default().encode(input, &mut out).unwrap();
+                let repr = Repr::Without { huffman: true };
+                put(&mut out, n.as_bytes(), v.as_bytes(), repr, &mut table);
             }
             out
         };
@@ -440,7 +486,7 @@ mod tests {
             let mut seen = request(&mut Decoder::default(), &block(authority), true).unwrap();
             assert_eq!(seen.local_authority, authority == Some("localhost"));
             localize_authority(&mut seen.fields);
-            let fields = reference(&mut httlib_hpack::Decoder::default(), &encode(seen.fields));
+            let fields = reference(&mut loona_hpack::Decoder::new(), &encode(seen.fields, None));
             let authorities: Vec<&(String, String)> =
                 fields.iter().filter(|(n, _)| n == ":authority").collect();
             assert_eq!(authorities, [&(":authority".into(), "localhost".into())]);
@@ -451,13 +497,17 @@ mod tests {
 
     #[test]
     fn a_repeated_literal_path_is_read_again_correctly() {
-        let mut encoder = Encoder::default();
+        let mut table = Table::new(4096);
         let mut decoder = Decoder::default();
         for path in ["/a.B/C", "/a.B/C", "/csi.v0.Node/NodeGetId", "/a.B/C"] {
             let mut block = Vec::new();
-            let flags = Encoder::HUFFMAN_VALUE; // literal, not indexed: sent whole every time
-            let input = EncoderInput::IndexedName(4, path.as_bytes().to_vec(), flags);
-            encoder.encode(input, &mut block).unwrap();
+            put(
+                &mut block,
+                b":path",
+                path.as_bytes(),
+                Repr::Without { huffman: true },
+                &mut table,
+            );
             assert_eq!(
                 request(&mut decoder, &block, false)
                     .unwrap()
@@ -470,7 +520,8 @@ mod tests {
 
     #[test]
     fn our_blocks_leave_the_dynamic_table_alone() {
-        let mut block = reply_head();
+        let mut block = Vec::new();
+        reply_head(&mut block);
         status_fields(&mut block, &Status::not_found("no volume \"a b\""));
         let mut d = Decoder::default();
         let decoded = reply(&mut d, &block).unwrap();
@@ -480,10 +531,37 @@ mod tests {
         assert!(d.decode(&[0x80 | 62], |_, _, _| {}).is_err());
     }
 
+    /// After the peer cut its table below the table's size, the gateway's own next block
+    /// begins with the size update its decoder waits for, and the mirror follows it.
+    #[test]
+    fn own_blocks_begin_with_the_expected_size_update() {
+        let mut d = Decoder::default();
+        d.decode(&[0x40, 1, b'a', 1, b'b'], |_, _, _| {}).unwrap(); // "a: b" indexed, entry 62
+        d.table_size_acknowledged(0);
+        let mut block = Vec::new();
+        d.own_block(&mut block);
+        assert_eq!(block, [0x20], "a size update to 0");
+        assert!(
+            d.decode(&[0x80 | 62], |_, _, _| {}).is_err(),
+            "entry 62 evicted here too"
+        );
+        let mut again = Vec::new();
+        d.own_block(&mut again);
+        assert!(again.is_empty(), "only the first block after the cut");
+        // the encoder's own update clears the expectation as well
+        let mut d = Decoder::default();
+        d.table_size_acknowledged(100);
+        d.decode(&[0x3f, 0x45], |_, _, _| {}).unwrap(); // size update to 100
+        let mut none = Vec::new();
+        d.own_block(&mut none);
+        assert!(none.is_empty());
+    }
+
     #[test]
     fn broken_blocks_are_compression_errors() {
         let mut d = Decoder::default();
         assert!(reply(&mut d, &[0x80 | 70]).is_err(), "no such index");
+        assert!(d.decode(&[0x80], |_, _, _| {}).is_err(), "index 0");
         assert!(
             d.decode(&[0x7f], |_, _, _| {}).is_err(),
             "truncated integer"
@@ -499,6 +577,15 @@ mod tests {
         assert!(
             d.decode(&[0x82, 0x20], |_, _, _| {}).is_err(),
             "size update after a field"
+        );
+        assert!(
+            d.decode(&[0x20, 0x20, 0x20, 0x82], |_, _, _| {}).is_err(),
+            "three size updates"
+        );
+        assert!(
+            d.decode(&[0x20, 0x3f, 0xe1, 0x1f, 0x82], |_, _, _| {})
+                .is_ok(),
+            "two size updates"
         );
         assert!(
             d.decode(&[0x00, 0x81, 0xff, 0x00], |_, _, _| {}).is_err(),

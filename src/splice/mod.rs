@@ -12,5 +12,6 @@
 pub mod conn;
 pub mod frame;
 pub mod headers;
+pub mod hpack;
 
 pub use conn::Splice;

@@ -143,7 +143,7 @@ pub fn cap_v1() -> v1::VolumeCapability {
         }),
     }
 }
-fn cap_v03() -> v0_3::VolumeCapability {
+pub fn cap_v03() -> v0_3::VolumeCapability {
     use v0_3::volume_capability::{access_mode::Mode, AccessMode, AccessType, MountVolume};
     v0_3::VolumeCapability {
         access_type: Some(AccessType::Mount(MountVolume::default())),

@@ -15,6 +15,7 @@
 pub mod etcd;
 pub mod front;
 pub mod gateway;
+pub mod h2raw;
 
 use std::fs;
 use std::path::{Path, PathBuf};

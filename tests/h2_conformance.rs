@@ -1,0 +1,772 @@
+//! HTTP/2 conformance of the gateway's front, on every path a call can take: spliced (relayed
+//! to a v1 plugin), translated on a spliced connection (a v0.3 call answered by the gateway
+//! first, so that the splice re-encodes the client's blocks from then on), and terminated
+//! (`--splice=false`). Raw frames over the UNIX socket check what RFC 9113 and RFC 7541 ask of
+//! a proxy: the preface, frame sizes, stream ids and states, flow control, SETTINGS, PING,
+//! GOAWAY, CONTINUATION, HPACK's edge cases, and rapid reset. Each case gets a connection of
+//! its own.
+//!
+//! With `--splice=false` the `h2` crate terminates HTTP/2, and it deviates from RFC 9113 in
+//! the error code of some connection errors: a frame of the wrong length (FRAME_SIZE_ERROR),
+//! an HPACK error (COMPRESSION_ERROR) and SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1
+//! (FLOW_CONTROL_ERROR) all get PROTOCOL_ERROR, and a PING before the client's SETTINGS is
+//! answered. Those cases assert h2's answer on that path (`expect_goaway_or`), so that the
+//! difference stays visible; every connection still ends with a GOAWAY.
+//!
+//! Then the connection-level frames per hop: a plugin that GOAWAYs on PINGs (as grpc-go does)
+//! or goes away under a spliced connection never shows its GOAWAY to the client, and no call
+//! is executed twice.
+
+mod support;
+
+use std::time::Duration;
+
+use support::gateway::Gateway;
+use support::h2raw::*;
+use support::{Backend, Options};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+
+/// The three paths, each with its gateway.
+struct Path {
+    name: &'static str,
+    gw: Gateway,
+    translated_first: bool,
+}
+
+async fn paths(backend: &Backend) -> Vec<Path> {
+    let spliced = Gateway::start(&backend.socket, "v0.1", &[]).await;
+    let spliced2 = Gateway::start(&backend.socket, "v0.1", &[]).await;
+    let terminated = Gateway::start(&backend.socket, "v0.1", &["--splice=false"]).await;
+    vec![
+        Path {
+            name: "spliced",
+            gw: spliced,
+            translated_first: false,
+        },
+        Path {
+            name: "translated on a spliced connection",
+            gw: spliced2,
+            translated_first: true,
+        },
+        Path {
+            name: "terminated",
+            gw: terminated,
+            translated_first: false,
+        },
+    ]
+}
+
+const PROBE: &str = "/csi.v1.Identity/Probe";
+const PROBE_V03: &str = "/csi.v0.Identity/Probe";
+
+impl Path {
+    /// A connection with SETTINGS exchanged; on the translated path, a v0.3 call answered by
+    /// the gateway went first (stream 1). The next stream id to use.
+    async fn open(&self) -> (Peer, u32) {
+        let mut p = Peer::connect(&self.gw.socket).await;
+        if !self.translated_first {
+            return (p, 1);
+        }
+        p.call(1, &request_block(&[], PROBE_V03, &[]), &[]).await;
+        let r = p.reply(1).await;
+        assert_eq!(r.get("grpc-status"), Some("0"), "{}: {r:?}", self.name);
+        (p, 3)
+    }
+
+    /// A connection that gets `bytes` and must end with GOAWAY `code`.
+    async fn expect_goaway(&self, bytes: &[u8], code: u32, what: &str) {
+        self.expect_goaway_or(bytes, code, code, what).await
+    }
+
+    /// The same, where the terminating path's `h2` answers `h2_code` instead (see the module
+    /// doc): asserted too, so that a change in `h2` shows here.
+    async fn expect_goaway_or(&self, bytes: &[u8], code: u32, h2_code: u32, what: &str) {
+        let code = if self.name == "terminated" {
+            h2_code
+        } else {
+            code
+        };
+        let (mut p, _) = self.open().await;
+        p.send(bytes).await;
+        let g = p
+            .goaway()
+            .await
+            .unwrap_or_else(|| panic!("{}: {what}: no GOAWAY; got {:?}", self.name, p.seen));
+        assert_eq!(g.code(), code, "{}: {what}: {:?}", self.name, g);
+    }
+
+    /// A call that must succeed.
+    async fn expect_ok(&self, p: &mut Peer, stream: u32, what: &str) {
+        let r = p.reply(stream).await;
+        assert_eq!(
+            r.get("grpc-status"),
+            Some("0"),
+            "{}: {what}: {r:?}",
+            self.name
+        );
+    }
+}
+
+/// RFC 9113 §3.4: the preface, then SETTINGS first; the gateway's SETTINGS carry its limits.
+#[tokio::test]
+async fn preface_and_settings() {
+    let backend = Backend::start(Options::new("v1")).await;
+    for path in paths(&backend).await {
+        // Not HTTP/2: the connection ends.
+        let mut raw = UnixStream::connect(&path.gw.socket).await.unwrap();
+        raw.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut rest = Vec::new();
+        let closed =
+            tokio::time::timeout(Duration::from_secs(15), raw.read_to_end(&mut rest)).await;
+        assert!(
+            closed.is_ok(),
+            "{}: a connection that is not HTTP/2 is closed",
+            path.name
+        );
+
+        // SETTINGS acknowledged both ways, and the limits advertised.
+        let (p, _) = path.open().await;
+        let streams = p
+            .server_settings
+            .iter()
+            .find(|(id, _)| *id == 0x3)
+            .map(|(_, v)| *v);
+        assert_eq!(
+            streams,
+            Some(1024),
+            "{}: SETTINGS_MAX_CONCURRENT_STREAMS",
+            path.name
+        );
+
+        // A first frame other than SETTINGS.
+        let mut raw = UnixStream::connect(&path.gw.socket).await.unwrap();
+        let mut out = PREFACE.to_vec();
+        out.extend_from_slice(&frame(PING, 0, 0, &[0; 8]));
+        raw.write_all(&out).await.unwrap();
+        let mut got = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(15), raw.read_to_end(&mut got)).await;
+        let goaway = frames_of(&got).into_iter().find(|f| f.kind == GOAWAY);
+        // h2 (terminated) lets a PING come before the client's SETTINGS: see the module doc.
+        let wanted = (path.name != "terminated").then_some(PROTOCOL_ERROR);
+        assert_eq!(
+            goaway.map(|g| g.code()),
+            wanted,
+            "{}: PING before SETTINGS",
+            path.name
+        );
+
+        // Valid SETTINGS mid-connection are acknowledged; the connection goes on.
+        let (mut p, next) = path.open().await;
+        p.send(&settings(&[(0x4, 100_000), (0x3, 10)])).await;
+        p.expect(|f| f.kind == SETTINGS && f.flags & ACK != 0).await;
+        p.call(next, &request_block(&[], PROBE, &[]), &[]).await;
+        path.expect_ok(&mut p, next, "a call after SETTINGS").await;
+    }
+}
+
+fn frames_of(mut bytes: &[u8]) -> Vec<Frame> {
+    let mut out = Vec::new();
+    while bytes.len() >= 9 {
+        let len = u32::from_be_bytes([0, bytes[0], bytes[1], bytes[2]]) as usize;
+        if bytes.len() < 9 + len {
+            break;
+        }
+        out.push(Frame {
+            kind: bytes[3],
+            flags: bytes[4],
+            stream: u32::from_be_bytes(bytes[5..9].try_into().unwrap()),
+            payload: bytes[9..9 + len].to_vec(),
+        });
+        bytes = &bytes[9 + len..];
+    }
+    out
+}
+
+/// RFC 9113 §4.2, §6: frames over SETTINGS_MAX_FRAME_SIZE, and frames of the wrong length.
+#[tokio::test]
+async fn frame_sizes() {
+    let backend = Backend::start(Options::new("v1")).await;
+    for path in paths(&backend).await {
+        let (_, next) = path.open().await;
+        let mut big = frame(HEADERS, END_HEADERS, next, &request_block(&[], PROBE, &[]));
+        big.extend_from_slice(&frame(DATA, 0, next, &vec![0u8; 16_385]));
+        path.expect_goaway(&big, FRAME_SIZE_ERROR, "DATA over 16384")
+            .await;
+        path.expect_goaway_or(
+            &frame(PING, 0, 0, &[0; 7]),
+            FRAME_SIZE_ERROR,
+            PROTOCOL_ERROR,
+            "PING of 7",
+        )
+        .await;
+        path.expect_goaway_or(
+            &frame(SETTINGS, 0, 0, &[0; 5]),
+            FRAME_SIZE_ERROR,
+            PROTOCOL_ERROR,
+            "SETTINGS of 5",
+        )
+        .await;
+        path.expect_goaway_or(
+            &frame(WINDOW_UPDATE, 0, 0, &[0; 3]),
+            FRAME_SIZE_ERROR,
+            PROTOCOL_ERROR,
+            "WINDOW_UPDATE of 3",
+        )
+        .await;
+        path.expect_goaway_or(
+            &frame(SETTINGS, ACK, 0, &[0; 6]),
+            FRAME_SIZE_ERROR,
+            PROTOCOL_ERROR,
+            "SETTINGS ACK with a payload",
+        )
+        .await;
+    }
+}
+
+/// RFC 9113 §5.1, §5.1.1: stream ids — even, on stream 0, decreasing, reused, idle.
+#[tokio::test]
+async fn stream_ids_and_states() {
+    let backend = Backend::start(Options::new("v1")).await;
+    for path in paths(&backend).await {
+        let (_, next) = path.open().await;
+        let block = request_block(&[], PROBE, &[]);
+        path.expect_goaway(
+            &frame(HEADERS, END_HEADERS | END_STREAM, next + 1, &block),
+            PROTOCOL_ERROR,
+            "an even id",
+        )
+        .await;
+        path.expect_goaway(
+            &frame(HEADERS, END_HEADERS | END_STREAM, 0, &block),
+            PROTOCOL_ERROR,
+            "stream 0",
+        )
+        .await;
+        path.expect_goaway(
+            &frame(DATA, END_STREAM, next + 6, &message(&[])),
+            PROTOCOL_ERROR,
+            "DATA on an idle stream",
+        )
+        .await;
+        path.expect_goaway(
+            &frame(RST_STREAM, 0, next + 6, &CANCEL.to_be_bytes()),
+            PROTOCOL_ERROR,
+            "RST_STREAM on an idle stream",
+        )
+        .await;
+        for (what, second) in [("a decreasing id", next + 2), ("a reused id", next + 4)] {
+            let (mut p, next) = path.open().await;
+            p.call(next + 4, &block, &[]).await;
+            path.expect_ok(&mut p, next + 4, what).await;
+            let _ = second;
+            p.send(&frame(
+                HEADERS,
+                END_HEADERS | END_STREAM,
+                if what == "a reused id" {
+                    next + 4
+                } else {
+                    next + 2
+                },
+                &block,
+            ))
+            .await;
+            let g = p
+                .goaway()
+                .await
+                .unwrap_or_else(|| panic!("{}: {what}: no GOAWAY", path.name));
+            assert!(
+                [PROTOCOL_ERROR, 0x5].contains(&g.code()),
+                "{}: {what}: PROTOCOL_ERROR or STREAM_CLOSED, got {g:?}",
+                path.name
+            );
+        }
+    }
+}
+
+/// RFC 9113 §6.9: a window over 2^31-1, and an increment of 0.
+#[tokio::test]
+async fn flow_control() {
+    let backend = Backend::start(Options::new("v1")).await;
+    for path in paths(&backend).await {
+        path.expect_goaway(
+            &frame(WINDOW_UPDATE, 0, 0, &0x7fff_ffffu32.to_be_bytes()),
+            FLOW_CONTROL_ERROR,
+            "window overflow",
+        )
+        .await;
+        path.expect_goaway(
+            &frame(WINDOW_UPDATE, 0, 0, &0u32.to_be_bytes()),
+            PROTOCOL_ERROR,
+            "increment 0",
+        )
+        .await;
+        // A tiny stream window: the reply still arrives, in pieces, as the client grants it.
+        let (mut p, next) = path.open().await;
+        p.send(&settings(&[(0x4, 1)])).await;
+        p.expect(|f| f.kind == SETTINGS && f.flags & ACK != 0).await;
+        p.call(
+            next,
+            &request_block(&[], "/csi.v1.Identity/GetPluginInfo", &[]),
+            &[],
+        )
+        .await;
+        let mut data = 0;
+        loop {
+            let f = p
+                .next()
+                .await
+                .unwrap_or_else(|| panic!("{}: reply stalled: {:?}", path.name, p.seen));
+            if f.stream == next && f.kind == DATA {
+                data += f.payload.len();
+                assert!(
+                    f.payload.len() <= 1,
+                    "{}: DATA beyond the window",
+                    path.name
+                );
+                p.send(&frame(WINDOW_UPDATE, 0, next, &1u32.to_be_bytes()))
+                    .await;
+            }
+            if f.stream == next && f.flags & END_STREAM != 0 {
+                break;
+            }
+        }
+        assert!(data > 5, "{}: the reply's message arrived", path.name);
+    }
+}
+
+/// RFC 9113 §6.5.2: values out of range.
+#[tokio::test]
+async fn settings_values() {
+    let backend = Backend::start(Options::new("v1")).await;
+    for path in paths(&backend).await {
+        path.expect_goaway(&settings(&[(0x2, 2)]), PROTOCOL_ERROR, "ENABLE_PUSH 2")
+            .await;
+        path.expect_goaway_or(
+            &settings(&[(0x4, 0x8000_0000)]),
+            FLOW_CONTROL_ERROR,
+            PROTOCOL_ERROR,
+            "INITIAL_WINDOW_SIZE 2^31",
+        )
+        .await;
+        path.expect_goaway(
+            &settings(&[(0x5, 16_383)]),
+            PROTOCOL_ERROR,
+            "MAX_FRAME_SIZE 16383",
+        )
+        .await;
+        path.expect_goaway(
+            &frame(SETTINGS, 0, 1, &[]),
+            PROTOCOL_ERROR,
+            "SETTINGS on a stream",
+        )
+        .await;
+    }
+}
+
+/// RFC 9113 §6.7: PING is answered by the gateway itself, with the same payload, between calls.
+#[tokio::test]
+async fn ping() {
+    let backend = Backend::start(Options::new("v1")).await;
+    for path in paths(&backend).await {
+        let (mut p, next) = path.open().await;
+        for (i, stream) in (next..next + 10).step_by(2).enumerate() {
+            let payload = [i as u8, 1, 2, 3, 4, 5, 6, 7];
+            p.send(&frame(PING, 0, 0, &payload)).await;
+            let ack = p.expect(|f| f.kind == PING).await;
+            assert_eq!(ack.flags, ACK, "{}", path.name);
+            assert_eq!(ack.payload, payload, "{}", path.name);
+            p.call(stream, &request_block(&[], PROBE, &[]), &[]).await;
+            path.expect_ok(&mut p, stream, "a call between PINGs").await;
+        }
+        path.expect_goaway(
+            &frame(PING, 0, 1, &[0; 8]),
+            PROTOCOL_ERROR,
+            "PING on a stream",
+        )
+        .await;
+        assert!(
+            !p.seen.iter().any(|f| f.kind == GOAWAY),
+            "{}: {:?}",
+            path.name,
+            p.seen
+        );
+    }
+}
+
+/// RFC 9113 §6.8: on shutdown the client gets GOAWAY NO_ERROR naming the last stream the
+/// gateway took — calls it answered itself included.
+#[tokio::test]
+async fn goaway_names_the_gateways_last_stream() {
+    let backend = Backend::start(Options::new("v1")).await;
+    for path in paths(&backend).await {
+        let (mut p, next) = path.open().await;
+        p.call(next, &request_block(&[], PROBE, &[]), &[]).await;
+        path.expect_ok(&mut p, next, "before shutdown").await;
+        let last = next;
+        std::process::Command::new("kill")
+            .args(["-TERM", &path.gw.pid().to_string()])
+            .status()
+            .unwrap();
+        let g = p.expect(|f| f.kind == GOAWAY).await;
+        assert_eq!(g.code(), NO_ERROR, "{}", path.name);
+        assert!(
+            g.last_stream() >= last,
+            "{}: GOAWAY names {} though stream {last} was answered",
+            path.name,
+            g.last_stream()
+        );
+    }
+}
+
+/// RFC 9113 §6.10: a header block in several frames, and what may not come between them.
+#[tokio::test]
+async fn continuation() {
+    let backend = Backend::start(Options::new("v1")).await;
+    for path in paths(&backend).await {
+        let block = request_block(&[], PROBE, &[("x-pad", &"p".repeat(300))]);
+        let (head, tail) = block.split_at(block.len() / 2);
+        let (mut p, next) = path.open().await;
+        let mut out = frame(HEADERS, 0, next, head);
+        out.extend_from_slice(&frame(CONTINUATION, END_HEADERS, next, tail));
+        out.extend_from_slice(&frame(DATA, END_STREAM, next, &message(&[])));
+        p.send(&out).await;
+        path.expect_ok(&mut p, next, "a block in two frames").await;
+
+        let (_, next) = path.open().await;
+        let mut ping_inside = frame(HEADERS, 0, next, head);
+        ping_inside.extend_from_slice(&frame(PING, 0, 0, &[0; 8]));
+        path.expect_goaway(&ping_inside, PROTOCOL_ERROR, "PING inside a header block")
+            .await;
+        let mut other_stream = frame(HEADERS, 0, next, head);
+        other_stream.extend_from_slice(&frame(CONTINUATION, END_HEADERS, next + 2, tail));
+        path.expect_goaway(
+            &other_stream,
+            PROTOCOL_ERROR,
+            "CONTINUATION on another stream",
+        )
+        .await;
+        path.expect_goaway(
+            &frame(CONTINUATION, END_HEADERS, next, tail),
+            PROTOCOL_ERROR,
+            "CONTINUATION alone",
+        )
+        .await;
+    }
+}
+
+/// RFC 7541: two size updates, a size over the limit, an update after a field, Huffman, an
+/// index out of range; and after the client cuts its table, the next block it gets opens
+/// with the size update its decoder waits for (§4.2).
+#[tokio::test]
+async fn hpack_edge_cases() {
+    let backend = Backend::start(Options::new("v1")).await;
+    for path in paths(&backend).await {
+        let (mut p, next) = path.open().await;
+        // Two size updates (0, then 4096) open the block.
+        p.call(
+            next,
+            &request_block(&[0x20, 0x3f, 0xe1, 0x1f], PROBE, &[]),
+            &[],
+        )
+        .await;
+        path.expect_ok(&mut p, next, "two size updates").await;
+        // Huffman-coded strings.
+        let mut block = vec![0x83, 0x86, 0x04]; // :path, literal without indexing, name index 4
+        csi_gateway::splice::hpack::put_string(&mut block, PROBE.as_bytes(), true);
+        for (n, v) in [
+            (":authority", "localhost"),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+        ] {
+            block.push(0);
+            csi_gateway::splice::hpack::put_string(&mut block, n.as_bytes(), true);
+            csi_gateway::splice::hpack::put_string(&mut block, v.as_bytes(), true);
+        }
+        p.call(next + 2, &block, &[]).await;
+        path.expect_ok(&mut p, next + 2, "Huffman").await;
+
+        let (_, next) = path.open().await;
+        let over = frame(
+            HEADERS,
+            END_HEADERS | END_STREAM,
+            next,
+            &request_block(&[0x3f, 0xe1, 0x7f], PROBE, &[]),
+        );
+        path.expect_goaway_or(
+            &over,
+            COMPRESSION_ERROR,
+            PROTOCOL_ERROR,
+            "a size update over the limit",
+        )
+        .await;
+        let mut after = vec![0x83, 0x20];
+        after.extend_from_slice(&request_block(&[], PROBE, &[])[1..]);
+        path.expect_goaway_or(
+            &frame(HEADERS, END_HEADERS | END_STREAM, next, &after),
+            COMPRESSION_ERROR,
+            PROTOCOL_ERROR,
+            "a size update after a field",
+        )
+        .await;
+        path.expect_goaway_or(
+            &frame(HEADERS, END_HEADERS | END_STREAM, next, &[0xff, 0x40]),
+            COMPRESSION_ERROR,
+            PROTOCOL_ERROR,
+            "index out of range",
+        )
+        .await;
+        let mut bad_huffman = vec![0x83, 0x86, 0x04, 0x81, 0x00];
+        bad_huffman.extend_from_slice(&request_block(&[], PROBE, &[])[2..]);
+        path.expect_goaway_or(
+            &frame(HEADERS, END_HEADERS | END_STREAM, next, &bad_huffman),
+            COMPRESSION_ERROR,
+            PROTOCOL_ERROR,
+            "bad Huffman padding",
+        )
+        .await;
+
+        // The client cuts its table to 0: the first block it gets after the ACK opens with a
+        // size update (to at most 0).
+        let (mut p, next) = path.open().await;
+        // Fill the client's table first: replies index content-type and friends.
+        p.call(next, &request_block(&[], PROBE, &[]), &[]).await;
+        path.expect_ok(&mut p, next, "before the cut").await;
+        p.send(&settings(&[(0x1, 0)])).await;
+        p.expect(|f| f.kind == SETTINGS && f.flags & ACK != 0).await;
+        let before = p.seen.len();
+        let call_path = if path.translated_first {
+            PROBE_V03
+        } else {
+            PROBE
+        };
+        p.call(next + 2, &request_block(&[], call_path, &[]), &[])
+            .await;
+        path.expect_ok(&mut p, next + 2, "after the cut").await;
+        let first = p.seen[before..]
+            .iter()
+            .find(|f| f.kind == HEADERS)
+            .expect("a reply block");
+        let mut b = &first.payload[..];
+        if first.flags & 0x8 != 0 {
+            b = &b[1..];
+        }
+        assert_eq!(
+            b[0] & 0xe0,
+            0x20,
+            "{}: opens with a size update: {first:?}",
+            path.name
+        );
+    }
+}
+
+/// CVE-2023-44487: streams opened and reset in a burst end the connection with GOAWAY
+/// ENHANCE_YOUR_CALM, and the gateway serves the next connection.
+#[tokio::test]
+async fn rapid_reset() {
+    let backend = Backend::start(Options::new("v1")).await;
+    for path in paths(&backend).await {
+        let (mut p, next) = path.open().await;
+        let block = request_block(&[], PROBE, &[]);
+        let mut burst = Vec::new();
+        for i in 0..2000u32 {
+            let id = next + 2 * i;
+            burst.extend_from_slice(&frame(HEADERS, END_HEADERS, id, &block));
+            burst.extend_from_slice(&frame(RST_STREAM, 0, id, &CANCEL.to_be_bytes()));
+        }
+        p.send(&burst).await;
+        let g = p
+            .goaway()
+            .await
+            .unwrap_or_else(|| panic!("{}: no GOAWAY after 2000 resets", path.name));
+        assert_eq!(g.code(), ENHANCE_YOUR_CALM, "{}: {g:?}", path.name);
+        let (mut p, next) = path.open().await;
+        p.call(next, &block, &[]).await;
+        path.expect_ok(&mut p, next, "the next connection").await;
+    }
+}
+
+/// A request whose header list is over SETTINGS_MAX_HEADER_LIST_SIZE is refused, the
+/// connection goes on.
+#[tokio::test]
+async fn header_list_size() {
+    let backend = Backend::start(Options::new("v1")).await;
+    for path in paths(&backend).await {
+        let (mut p, next) = path.open().await;
+        let block = request_block(&[], PROBE, &[("x-big", &"b".repeat(20_000))]);
+        let (head, tail) = block.split_at(10_000);
+        let mut out = frame(HEADERS, 0, next, head);
+        out.extend_from_slice(&frame(CONTINUATION, END_HEADERS, next, tail));
+        out.extend_from_slice(&frame(DATA, END_STREAM, next, &message(&[])));
+        p.send(&out).await;
+        let r = p.reply(next).await;
+        let refused = r.get("grpc-status") == Some("8")
+            || r.get(":status") == Some("431")
+            || r.reset.is_some();
+        assert!(refused, "{}: {r:?}", path.name);
+        p.call(next + 2, &request_block(&[], PROBE, &[]), &[]).await;
+        path.expect_ok(&mut p, next + 2, "after a refused header list")
+            .await;
+    }
+}
+
+/// The issue's own case: a spliced connection carries translated and relayed calls while the
+/// client PINGs, in front of a plugin that answers a PING with GOAWAY "too_many_pings" (as a
+/// grpc-go plugin does on a connection without calls). The gateway answers the PINGs: the
+/// plugin never sees one, the client never sees a GOAWAY, and every call runs exactly once.
+#[tokio::test]
+async fn client_pings_stay_on_the_clients_hop() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let tap = Tap::start(&backend.socket, Hostile::GoawayOnPing).await;
+    let gw = Gateway::start(&tap.socket, "v0.1", &[]).await;
+    let mut p = Peer::connect(&gw.socket).await;
+    let before = tap.requests();
+    let mut calls = 0;
+    for round in 0..20u32 {
+        let stream = 1 + 2 * round;
+        let path = if round % 2 == 0 { PROBE_V03 } else { PROBE };
+        p.send(&frame(PING, 0, 0, &round.to_be_bytes().repeat(2)))
+            .await;
+        p.call(stream, &request_block(&[], path, &[]), &[]).await;
+        let r = p.reply(stream).await;
+        assert_eq!(
+            r.get("grpc-status"),
+            Some("0"),
+            "{path}: {r:?}\n{}",
+            gw.log_text()
+        );
+        calls += 1;
+    }
+    let acks = p
+        .seen
+        .iter()
+        .filter(|f| f.kind == PING && f.flags & ACK != 0)
+        .count();
+    assert_eq!(acks, 20, "every PING answered");
+    assert!(
+        !p.seen.iter().any(|f| f.kind == GOAWAY),
+        "no GOAWAY: {:?}",
+        p.seen
+    );
+    assert!(
+        !tap.frames().iter().any(|(_, f)| f.kind == PING),
+        "the plugin saw a PING"
+    );
+    assert_eq!(
+        tap.requests() - before,
+        calls,
+        "each call reached the plugin once"
+    );
+}
+
+/// A plugin that goes away under a spliced connection: its GOAWAY stays on its hop. The
+/// client gets the gateway's GOAWAY, never naming a stream below one the gateway answered,
+/// and its calls go on (answered through the gateway's own upstream connection).
+#[tokio::test]
+async fn upstream_goaway_stays_on_its_hop() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let tap = Tap::start(&backend.socket, Hostile::GoawayAfterTrigger).await;
+    let gw = Gateway::start(&tap.socket, "v0.1", &[]).await;
+    let mut p = Peer::connect(&gw.socket).await;
+    p.call(1, &request_block(&[], PROBE_V03, &[]), &[]).await; // answered by the gateway
+    assert_eq!(p.reply(1).await.get("grpc-status"), Some("0"));
+    p.call(
+        3,
+        &request_block(&[], "/csi.v1.Identity/GetPluginCapabilities", &[]),
+        &[],
+    )
+    .await;
+    assert_eq!(
+        p.reply(3).await.get("grpc-status"),
+        Some("0"),
+        "{}",
+        gw.log_text()
+    );
+    tokio::time::sleep(Duration::from_millis(600)).await; // the plugin's connection closed
+    for stream in [5, 7, 9] {
+        let path = if stream == 7 { PROBE_V03 } else { PROBE };
+        p.call(stream, &request_block(&[], path, &[]), &[]).await;
+        let r = p.reply(stream).await;
+        assert_eq!(
+            r.get("grpc-status"),
+            Some("0"),
+            "stream {stream}: {r:?}\n{}",
+            gw.log_text()
+        );
+    }
+    for g in p.seen.iter().filter(|f| f.kind == GOAWAY) {
+        assert_eq!(g.code(), NO_ERROR, "{g:?}");
+        assert!(
+            g.last_stream() >= 9,
+            "the GOAWAY names a stream below those answered: {g:?}"
+        );
+        assert!(
+            g.payload.len() == 8,
+            "not the plugin's GOAWAY (it said \"bye\"): {g:?}"
+        );
+    }
+}
+
+/// A client that resets a translated call cancels the gateway's upstream call: the plugin's
+/// stream is reset too (RST_STREAM seen between gateway and plugin) long before it answers.
+#[tokio::test]
+async fn a_client_reset_cancels_the_upstream_call() {
+    let backend = Backend::start(Options::new("v1").arg("--fault-delay=20s")).await;
+    let tap = Tap::start(&backend.socket, Hostile::GoawayAfterTrigger).await;
+    for splice in [true, false] {
+        let gw = Gateway::start(&tap.socket, "v0.1", &[&format!("--splice={splice}")]).await;
+        let mut p = Peer::connect(&gw.socket).await;
+        let before = tap.frames().len();
+        let request = csi_gateway::dialect::proto::v0_3::CreateVolumeRequest {
+            name: format!("slow-{splice}"),
+            volume_capabilities: vec![support::front::cap_v03()],
+            ..Default::default()
+        };
+        let body = prost::Message::encode_to_vec(&request);
+        p.call(
+            1,
+            &request_block(&[], "/csi.v0.Controller/CreateVolume", &[]),
+            &body,
+        )
+        .await;
+        // Wait until the plugin got the call.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !tap.frames()[before..]
+            .iter()
+            .any(|(_, f)| f.kind == HEADERS)
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the call never reached the plugin"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // It may have asked the plugin something else first; CreateVolume then holds for 20 s.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        p.send(&frame(RST_STREAM, 0, 1, &CANCEL.to_be_bytes()))
+            .await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let frames = tap.frames();
+            let opened: Vec<_> = frames[before..]
+                .iter()
+                .filter(|(_, f)| f.kind == HEADERS)
+                .map(|(c, f)| (*c, f.stream))
+                .collect();
+            if frames[before..]
+                .iter()
+                .any(|(c, f)| f.kind == RST_STREAM && opened.contains(&(*c, f.stream)))
+            {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "splice={splice}: the upstream call was not reset\n{}",
+                gw.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

@@ -1,0 +1,485 @@
+//! A raw HTTP/2 peer for conformance tests: frames written byte by byte (the `h2` crate keeps
+//! its frame types private) and read back one by one, with an independent HPACK decoder
+//! (`loona-hpack`) for the replies' header blocks.
+
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixStream;
+
+pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+pub const DATA: u8 = 0;
+pub const HEADERS: u8 = 1;
+pub const PRIORITY: u8 = 2;
+pub const RST_STREAM: u8 = 3;
+pub const SETTINGS: u8 = 4;
+pub const PING: u8 = 6;
+pub const GOAWAY: u8 = 7;
+pub const WINDOW_UPDATE: u8 = 8;
+pub const CONTINUATION: u8 = 9;
+
+pub const END_STREAM: u8 = 0x1;
+pub const ACK: u8 = 0x1;
+pub const END_HEADERS: u8 = 0x4;
+
+pub const NO_ERROR: u32 = 0x0;
+pub const PROTOCOL_ERROR: u32 = 0x1;
+pub const FLOW_CONTROL_ERROR: u32 = 0x3;
+pub const FRAME_SIZE_ERROR: u32 = 0x6;
+pub const REFUSED_STREAM: u32 = 0x7;
+pub const CANCEL: u32 = 0x8;
+pub const COMPRESSION_ERROR: u32 = 0x9;
+pub const ENHANCE_YOUR_CALM: u32 = 0xb;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    pub kind: u8,
+    pub flags: u8,
+    pub stream: u32,
+    pub payload: Vec<u8>,
+}
+
+impl Frame {
+    /// A GOAWAY's or RST_STREAM's error code.
+    pub fn code(&self) -> u32 {
+        let at = if self.kind == GOAWAY { 4 } else { 0 };
+        u32::from_be_bytes(self.payload[at..at + 4].try_into().unwrap())
+    }
+
+    /// A GOAWAY's last stream id.
+    pub fn last_stream(&self) -> u32 {
+        u32::from_be_bytes(self.payload[..4].try_into().unwrap()) & 0x7fff_ffff
+    }
+}
+
+pub fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(9 + payload.len());
+    out.extend_from_slice(&(payload.len() as u32).to_be_bytes()[1..]);
+    out.push(kind);
+    out.push(flags);
+    out.extend_from_slice(&stream.to_be_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+pub fn settings(values: &[(u16, u32)]) -> Vec<u8> {
+    let mut p = Vec::new();
+    for (id, v) in values {
+        p.extend_from_slice(&id.to_be_bytes());
+        p.extend_from_slice(&v.to_be_bytes());
+    }
+    frame(SETTINGS, 0, 0, &p)
+}
+
+/// A request's header block for `path`, every field a literal without indexing (the
+/// gateway's decoder and nothing else decides what it means), after `prefix` (size updates).
+pub fn request_block(prefix: &[u8], path: &str, extra: &[(&str, &str)]) -> Vec<u8> {
+    let mut block = prefix.to_vec();
+    block.extend_from_slice(&[0x83, 0x86]); // :method POST, :scheme http (static 3, 6)
+    for (n, v) in [
+        (":path", path),
+        (":authority", "localhost"),
+        ("content-type", "application/grpc"),
+        ("te", "trailers"),
+    ]
+    .iter()
+    .chain(extra.iter())
+    {
+        literal(&mut block, n.as_bytes(), v.as_bytes());
+    }
+    block
+}
+
+/// A literal field without indexing, name and value raw (RFC 7541 §6.2.2).
+pub fn literal(block: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    block.push(0);
+    string(block, name);
+    string(block, value);
+}
+
+fn string(block: &mut Vec<u8>, s: &[u8]) {
+    integer(block, 0, 7, s.len());
+    block.extend_from_slice(s);
+}
+
+pub fn integer(out: &mut Vec<u8>, flags: u8, n: u8, mut v: usize) {
+    let max = (1usize << n) - 1;
+    if v < max {
+        return out.push(flags | v as u8);
+    }
+    out.push(flags | max as u8);
+    v -= max;
+    while v >= 0x80 {
+        out.push(0x80 | (v & 0x7f) as u8);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// A unary gRPC message (5-byte prefix).
+pub fn message(bytes: &[u8]) -> Vec<u8> {
+    let mut m = vec![0];
+    m.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+    m.extend_from_slice(bytes);
+    m
+}
+
+pub struct Peer {
+    io: UnixStream,
+    buf: Vec<u8>,
+    decoder: loona_hpack::Decoder<'static>,
+    /// Every frame read so far.
+    pub seen: Vec<Frame>,
+    /// The server's first SETTINGS.
+    pub server_settings: Vec<(u16, u32)>,
+}
+
+/// What a call got: the reply's header fields (headers then trailers), its DATA, and a
+/// RST_STREAM's code if the stream was reset instead.
+#[derive(Debug, Default)]
+pub struct Reply {
+    pub fields: Vec<(String, String)>,
+    pub data: Vec<u8>,
+    pub reset: Option<u32>,
+}
+
+impl Reply {
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+impl Peer {
+    /// Connects and sends the preface with `values` as SETTINGS, nothing more.
+    pub async fn open(socket: &Path, values: &[(u16, u32)]) -> Peer {
+        let mut io = UnixStream::connect(socket).await.expect("connect");
+        let mut out = PREFACE.to_vec();
+        out.extend_from_slice(&settings(values));
+        io.write_all(&out).await.unwrap();
+        Peer {
+            io,
+            buf: Vec::new(),
+            decoder: loona_hpack::Decoder::new(),
+            seen: Vec::new(),
+            server_settings: Vec::new(),
+        }
+    }
+
+    /// Connects and completes the exchange of SETTINGS (both acknowledged).
+    pub async fn connect(socket: &Path) -> Peer {
+        let mut p = Peer::open(socket, &[]).await;
+        let s = p.expect(|f| f.kind == SETTINGS && f.flags & ACK == 0).await;
+        p.server_settings = s
+            .payload
+            .chunks_exact(6)
+            .map(|c| {
+                (
+                    u16::from_be_bytes([c[0], c[1]]),
+                    u32::from_be_bytes([c[2], c[3], c[4], c[5]]),
+                )
+            })
+            .collect();
+        p.send(&frame(SETTINGS, ACK, 0, &[])).await;
+        p.expect(|f| f.kind == SETTINGS && f.flags & ACK != 0).await;
+        p
+    }
+
+    pub async fn send(&mut self, bytes: &[u8]) {
+        // A peer that already closed may refuse the rest: what it sent back still counts.
+        let _ = self.io.write_all(bytes).await;
+    }
+
+    /// The next frame; `None` once the connection ends (or nothing comes within 10 s).
+    pub async fn next(&mut self) -> Option<Frame> {
+        loop {
+            if self.buf.len() >= 9 {
+                let len = u32::from_be_bytes([0, self.buf[0], self.buf[1], self.buf[2]]) as usize;
+                if self.buf.len() >= 9 + len {
+                    let f = Frame {
+                        kind: self.buf[3],
+                        flags: self.buf[4],
+                        stream: u32::from_be_bytes(self.buf[5..9].try_into().unwrap())
+                            & 0x7fff_ffff,
+                        payload: self.buf[9..9 + len].to_vec(),
+                    };
+                    self.buf.drain(..9 + len);
+                    self.seen.push(f.clone());
+                    return Some(f);
+                }
+            }
+            let mut chunk = [0u8; 16 * 1024];
+            match tokio::time::timeout(WAIT, self.io.read(&mut chunk)).await {
+                Ok(Ok(n)) if n > 0 => self.buf.extend_from_slice(&chunk[..n]),
+                _ => return None,
+            }
+        }
+    }
+
+    /// Reads until a frame `wanted` picks; panics with what came instead if none does.
+    pub async fn expect(&mut self, wanted: impl Fn(&Frame) -> bool) -> Frame {
+        while let Some(f) = self.next().await {
+            if wanted(&f) {
+                return f;
+            }
+        }
+        panic!("the frame wanted never came; got {:?}", self.seen);
+    }
+
+    /// Reads until the connection ends; the GOAWAY it got, if any.
+    pub async fn goaway(&mut self) -> Option<Frame> {
+        let mut last = None;
+        while let Some(f) = self.next().await {
+            if f.kind == GOAWAY {
+                last = Some(f);
+            }
+        }
+        last
+    }
+
+    /// Sends a unary call on `stream` with a raw header `block` (END_HEADERS) and `body`.
+    pub async fn call(&mut self, stream: u32, block: &[u8], body: &[u8]) {
+        let mut out = frame(HEADERS, END_HEADERS, stream, block);
+        out.extend_from_slice(&frame(DATA, END_STREAM, stream, &message(body)));
+        self.send(&out).await;
+    }
+
+    /// Reads the reply on `stream` to its end (other frames are kept in `seen`).
+    pub async fn reply(&mut self, stream: u32) -> Reply {
+        let mut reply = Reply::default();
+        let mut block = Vec::new();
+        loop {
+            let f = self
+                .next()
+                .await
+                .unwrap_or_else(|| panic!("stream {stream} never ended; got {:?}", self.seen));
+            if f.kind == HEADERS || f.kind == CONTINUATION {
+                // Header blocks of every stream go through the one decoding context.
+                block.extend_from_slice(&f.payload);
+                if f.flags & END_HEADERS != 0 {
+                    let fields = self
+                        .decoder
+                        .decode(&block)
+                        .expect("a decodable reply block");
+                    block.clear();
+                    if f.stream == stream {
+                        reply.fields.extend(fields.into_iter().map(|(n, v)| {
+                            (String::from_utf8(n).unwrap(), String::from_utf8(v).unwrap())
+                        }));
+                    }
+                }
+            }
+            if f.stream != stream {
+                continue;
+            }
+            match f.kind {
+                DATA => reply.data.extend_from_slice(&f.payload),
+                RST_STREAM => {
+                    reply.reset = Some(f.code());
+                    return reply;
+                }
+                _ => {}
+            }
+            if (f.kind == DATA || f.kind == HEADERS || f.kind == CONTINUATION)
+                && f.flags & END_STREAM != 0
+            {
+                return reply;
+            }
+        }
+    }
+}
+
+/// A plugin's connection-level behaviour, put between the gateway and a real plugin: it copies
+/// frames both ways, records the gateway's, and answers the way a grpc-go plugin does.
+#[derive(Clone, Copy, Debug)]
+pub enum Hostile {
+    /// A PING gets GOAWAY ENHANCE_YOUR_CALM "too_many_pings" (grpc-go's keepalive
+    /// enforcement towards a connection with no calls), then the connection closes.
+    GoawayOnPing,
+    /// A request whose raw header block names `GetPluginCapabilities` is taken, then the
+    /// connection gets GOAWAY NO_ERROR naming that stream last, and closes soon after.
+    GoawayAfterTrigger,
+}
+
+pub struct Tap {
+    pub socket: std::path::PathBuf,
+    /// The gateway's frames: (connection number, frame).
+    log: std::sync::Arc<std::sync::Mutex<Vec<(usize, Frame)>>>,
+    _dir: tempfile::TempDir,
+    _accept: tokio::task::JoinHandle<()>,
+}
+
+impl Tap {
+    pub async fn start(upstream: &Path, hostile: Hostile) -> Tap {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("tap.sock");
+        let listener = tokio::net::UnixListener::bind(&socket).unwrap();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let upstream = upstream.to_path_buf();
+        let accept_log = log.clone();
+        let accept = tokio::spawn(async move {
+            let mut n = 0;
+            while let Ok((gw, _)) = listener.accept().await {
+                let Ok(up) = UnixStream::connect(&upstream).await else {
+                    continue;
+                };
+                tokio::spawn(tap_connection(n, gw, up, hostile, accept_log.clone()));
+                n += 1;
+            }
+        });
+        Tap {
+            socket,
+            log,
+            _dir: dir,
+            _accept: accept,
+        }
+    }
+
+    pub fn frames(&self) -> Vec<(usize, Frame)> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Request header blocks the plugin received (HEADERS that open a stream).
+    pub fn requests(&self) -> usize {
+        let frames = self.frames();
+        let mut opened = std::collections::HashSet::new();
+        for (conn, f) in frames {
+            if f.kind == HEADERS {
+                opened.insert((conn, f.stream));
+            }
+        }
+        opened.len()
+    }
+}
+
+async fn tap_connection(
+    conn: usize,
+    gw: UnixStream,
+    up: UnixStream,
+    hostile: Hostile,
+    log: std::sync::Arc<std::sync::Mutex<Vec<(usize, Frame)>>>,
+) {
+    let (mut gw_read, gw_write) = gw.into_split();
+    let (mut up_read, mut up_write) = up.into_split();
+    let gw_write = std::sync::Arc::new(tokio::sync::Mutex::new(gw_write));
+    // The plugin's frames go back whole, so that a GOAWAY of the tap's never splits one.
+    let back = gw_write.clone();
+    let replies = tokio::spawn(async move {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 16 * 1024];
+        loop {
+            let Ok(n) = up_read.read(&mut chunk).await else {
+                return;
+            };
+            if n == 0 {
+                return;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            let whole = whole_frames(&buf, 0);
+            if whole > 0 {
+                if back.lock().await.write_all(&buf[..whole]).await.is_err() {
+                    return;
+                }
+                buf.drain(..whole);
+            }
+        }
+    });
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    let mut preface = false;
+    let mut closing = false;
+    loop {
+        let n = match gw_read.read(&mut chunk).await {
+            Ok(n) if n > 0 => n,
+            _ => break,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        let start = if !preface && buf.len() >= PREFACE.len() {
+            PREFACE.len()
+        } else {
+            0
+        };
+        if !preface && start == 0 {
+            continue;
+        }
+        preface = true;
+        let whole = whole_frames(&buf, start);
+        let mut at = start;
+        let mut goaway = None;
+        while at < whole {
+            let len = u32::from_be_bytes([0, buf[at], buf[at + 1], buf[at + 2]]) as usize;
+            let f = Frame {
+                kind: buf[at + 3],
+                flags: buf[at + 4],
+                stream: u32::from_be_bytes(buf[at + 5..at + 9].try_into().unwrap()) & 0x7fff_ffff,
+                payload: buf[at + 9..at + 9 + len].to_vec(),
+            };
+            at += 9 + len;
+            let trigger = match hostile {
+                Hostile::GoawayOnPing => f.kind == PING && f.flags & ACK == 0,
+                Hostile::GoawayAfterTrigger => {
+                    f.kind == HEADERS
+                        && f.payload.windows(21).any(|w| w == b"GetPluginCapabilities")
+                }
+            };
+            let last = log
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(c, g)| *c == conn && g.kind == HEADERS)
+                .map(|(_, g)| g.stream)
+                .max()
+                .unwrap_or(0)
+                .max(if f.kind == HEADERS { f.stream } else { 0 });
+            log.lock().unwrap().push((conn, f));
+            if trigger && !closing {
+                goaway = Some(last);
+            }
+        }
+        if up_write.write_all(&buf[..whole]).await.is_err() {
+            break;
+        }
+        buf.drain(..whole);
+        if let Some(last) = goaway {
+            closing = true;
+            let (code, debug): (u32, &[u8]) = match hostile {
+                Hostile::GoawayOnPing => (ENHANCE_YOUR_CALM, b"too_many_pings"),
+                Hostile::GoawayAfterTrigger => (NO_ERROR, b"bye"),
+            };
+            let mut p = last.to_be_bytes().to_vec();
+            p.extend_from_slice(&code.to_be_bytes());
+            p.extend_from_slice(debug);
+            let _ = gw_write
+                .lock()
+                .await
+                .write_all(&frame(GOAWAY, 0, 0, &p))
+                .await;
+            let gw_write = gw_write.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                let _ = gw_write.lock().await.shutdown().await;
+            });
+        }
+    }
+    replies.abort();
+}
+
+/// Where the whole frames in `buf` (from `start`) end.
+fn whole_frames(buf: &[u8], start: usize) -> usize {
+    let mut at = start;
+    while buf.len() >= at + 9 {
+        let len = u32::from_be_bytes([0, buf[at], buf[at + 1], buf[at + 2]]) as usize;
+        if buf.len() < at + 9 + len {
+            break;
+        }
+        at += 9 + len;
+    }
+    at
+}
