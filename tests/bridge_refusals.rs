@@ -28,6 +28,8 @@ async fn the_appliance_refuses_every_peer_it_should_and_says_why() {
         ) + &appliance_section(port, &scert, &skey, &pki.ca_path, &rules)),
     );
     b.wait_log("appliance listening");
+    // The control below needs the plugin: wait until the appliance reached it.
+    b.wait_log("upstream connected");
     let roots = &pki.ca.cert_pem;
 
     // The control: an allowed certificate from the trusted CA gets through.
