@@ -14,8 +14,9 @@
 //! publish, or between the unpublish and the removal, converges when the CO retries — create
 //! and remove are both no-ops when already done.
 //!
-//! The same gap decides the status codes of [`errors::CODES`]: NOT_FOUND from a v0.x plugin's
-//! NodeUnpublishVolume is OK for a v1 client, unless the target is still mounted.
+//! Every translated call's failure passes through [`errors::CODES`] here: NOT_FOUND from a v0.x
+//! plugin's NodeUnpublishVolume is OK for a v1 client unless the target is still mounted, and
+//! its ControllerUnpublishVolume's NOT_FOUND (volume or node gone) is OK for a v1 client.
 
 use std::fs;
 use std::io::ErrorKind;
@@ -33,7 +34,8 @@ pub fn owns_targets(front: Dialect, upstream: Dialect) -> bool {
     front == Dialect::V1 && upstream != Dialect::V1
 }
 
-/// [`crate::staging::call_upstream`], with target paths handled where [`owns_targets`].
+/// [`crate::staging::call_upstream`], with target paths handled where [`owns_targets`] and the
+/// plugin's failures passed through [`errors::CODES`] for the client's revision.
 pub async fn call_upstream(
     emulation: Option<&Emulation>,
     front: Dialect,
@@ -43,11 +45,10 @@ pub async fn call_upstream(
     request: Req,
 ) -> Result<Resp, Status> {
     let call = |req| crate::staging::call_upstream(emulation, front, session, upstream, store, req);
-    if !owns_targets(front, session.dialect) {
-        return call(request).await;
-    }
+    let (method, plugin) = (request.method(), session.dialect);
+    let owns = owns_targets(front, plugin);
     match request {
-        Req::NodePublishVolume(r) => {
+        Req::NodePublishVolume(r) if owns => {
             let target = r.target_path.clone();
             let created = create(Path::new(&target), is_block(&r))?;
             let out = call(Req::NodePublishVolume(r)).await;
@@ -58,17 +59,17 @@ pub async fn call_upstream(
         }
         Req::NodeUnpublishVolume(r) => {
             let target = r.target_path.clone();
-            let out = call(Req::NodeUnpublishVolume(r)).await;
-            let out = match out {
-                Err(s) => remap(front, session.dialect, &target, s),
-                ok => ok,
-            };
-            if out.is_ok() {
+            let out = call(Req::NodeUnpublishVolume(r))
+                .await
+                .or_else(|s| remap(front, plugin, &target, s));
+            if owns && out.is_ok() {
                 remove_leftover(Path::new(&target));
             }
             out
         }
-        other => call(other).await,
+        other => call(other)
+            .await
+            .or_else(|s| errors::recode(method, plugin, front, s)),
     }
 }
 
@@ -138,21 +139,12 @@ fn remove_leftover(target: &Path) {
 /// target is still mounted (the CO must not forget a mount that exists).
 fn remap(front: Dialect, upstream: Dialect, target: &str, s: Status) -> Result<Resp, Status> {
     let method = crate::hub::Method::NodeUnpublishVolume;
-    let Some(row) = errors::code_row(method, upstream, front, s.code()) else {
-        return Err(s);
-    };
-    if is_mount_point(Path::new(target)) {
+    if errors::code_row(method, upstream, front, s.code()).is_none()
+        || is_mount_point(Path::new(target))
+    {
         return Err(s);
     }
-    match row.to {
-        None => {
-            tracing::info!(target_path = %target, code = ?s.code(), message = %s.message(), "plugin answer mapped to OK for a CSI v1 client");
-            Ok(Resp::NodeUnpublishVolume(
-                v1::NodeUnpublishVolumeResponse {},
-            ))
-        }
-        Some(code) => Err(Status::new(code, s.message().to_string())),
-    }
+    errors::recode(method, upstream, front, s)
 }
 
 #[cfg(test)]

@@ -262,6 +262,38 @@ async fn node_rows() {
     c.delete_volume(del).await.unwrap();
 }
 
+/// NodePublishVolume checks in the order its v1 error table implies: required fields
+/// (INVALID_ARGUMENT), then "Volume does not exist" (NOT_FOUND), then "Staging target path not
+/// set" (FAILED_PRECONDITION), on a plugin that requires staging.
+#[tokio::test]
+async fn publish_checks_required_fields_then_existence_then_staging() {
+    let (b, mut c, mut n) = setup(Options::new("v1")).await;
+    let a = create(&mut c, "a", mount(Mode::SingleNodeWriter)).await;
+    let target = b.path("t").display().to_string();
+    let publish = |id: &str, cap: Option<csi::VolumeCapability>| csi::NodePublishVolumeRequest {
+        volume_id: id.into(),
+        target_path: target.clone(),
+        volume_capability: cap,
+        ..Default::default()
+    };
+    let cap = || Some(mount(Mode::SingleNodeWriter));
+    assert_code(
+        n.node_publish_volume(publish("vol-nope", None)).await,
+        Code::InvalidArgument,
+        "volume_capability",
+    );
+    assert_code(
+        n.node_publish_volume(publish("vol-nope", cap())).await,
+        Code::NotFound,
+        "vol-nope",
+    );
+    assert_code(
+        n.node_publish_volume(publish(&a, cap())).await,
+        Code::FailedPrecondition,
+        "staging_target_path",
+    );
+}
+
 #[tokio::test]
 async fn single_node_single_writer_publishes_once() {
     let (b, mut c, mut n) = setup(Options::new("v1").arg("--require-staging=false")).await;

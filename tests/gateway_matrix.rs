@@ -7,7 +7,7 @@ mod support;
 use std::collections::HashMap;
 
 use csi_gateway::dialect::Dialect;
-use support::front::{Front, Volume};
+use support::front::{Front, Node, Volume};
 use support::gateway::Gateway;
 use support::{Backend, Options};
 use tonic::Code;
@@ -336,6 +336,50 @@ async fn unpublish_of_a_deleted_volume_is_ok_for_v1_clients_of_v0x_plugins() {
     }
 }
 
+/// v1 ControllerUnpublishVolume: a volume or node the plugin cannot find, when the volume "can
+/// be safely regarded as ControllerUnpublished from the node", SHOULD be OK. v0.x plugins (and
+/// the draft's VOLUME_DOES_NOT_EXIST / NODE_DOES_NOT_EXIST) answer NOT_FOUND: a v1 client gets
+/// OK. The reference v1 plugin answers OK itself; older clients keep the older answer.
+#[tokio::test]
+async fn controller_unpublish_of_a_deleted_volume_or_unknown_node_is_ok_for_v1_clients() {
+    for (front, upstream) in cells() {
+        let c = cell(front, upstream, &["--require-staging=false"], &[]).await;
+        let cell = &c.name;
+        let secrets = HashMap::new();
+        let node = c.f.node_id().await.unwrap();
+        let kept = c.f.create("vol-k", 1 << 20, &secrets).await.unwrap();
+        let gone = c.f.create("vol-g", 1 << 20, &secrets).await.unwrap();
+        c.f.delete(&gone, &secrets).await.unwrap();
+        let stranger = Node::Id("no-such-node".into());
+        for (what, v, n) in [
+            ("deleted volume", &gone, &node),
+            ("unknown node", &kept, &stranger),
+        ] {
+            let out = c.f.controller_unpublish(v, n).await;
+            if front == Dialect::V1 || upstream == Dialect::V1 {
+                out.unwrap_or_else(|e| panic!("{cell}: {what}: {e:?}"));
+            } else {
+                let e = out.expect_err(cell);
+                assert!(
+                    e.is(Code::NotFound, "_DOES_NOT_EXIST"),
+                    "{cell}: {what}: {e:?}"
+                );
+            }
+        }
+        // Other failures are kept: a missing volume_id is still INVALID_ARGUMENT.
+        let mut nameless = kept.clone();
+        nameless.id.clear();
+        let e =
+            c.f.controller_unpublish(&nameless, &node)
+                .await
+                .expect_err(cell);
+        assert!(
+            e.is(Code::InvalidArgument, "MISSING_REQUIRED_FIELD"),
+            "{cell}: {e:?}"
+        );
+    }
+}
+
 /// v0.1 and v0.2 clients' suites need a non-empty NodeGetCapabilities list: `[UNKNOWN]` when
 /// nothing their revision has is left; v0.3 and v1 clients are told the plain truth.
 #[tokio::test]
@@ -483,6 +527,54 @@ async fn draft_clients_get_missing_required_field_from_every_plugin() {
             );
         }
     }
+}
+
+/// A field any revision marks REQUIRED is checked by the gateway on a translated call, so the
+/// draft client gets `MISSING_REQUIRED_FIELD` where the gRPC plugin's INVALID_ARGUMENT would
+/// reach it as `GeneralError UNDEFINED`: ControllerPublishVolume's `node_id` (OPTIONAL in the
+/// draft only) and a capability's `access_mode`, also for a volume that does not exist. A v1
+/// client of a draft plugin gets INVALID_ARGUMENT for the `node_id` its own revision requires.
+#[tokio::test]
+async fn fields_any_revision_requires_are_checked_for_draft_clients() {
+    for upstream in [Dialect::V1, Dialect::V0_3, Dialect::V0_1] {
+        let c = cell(
+            Dialect::V0_1Oneof,
+            upstream,
+            &["--require-staging=false"],
+            &[],
+        )
+        .await;
+        let cell = &c.name;
+        let v = c.f.create("vol-q", 1 << 20, &HashMap::new()).await.unwrap();
+        let target = c.backend.path("target");
+        for vol in [v.clone(), ghost(&v)] {
+            let e =
+                c.f.controller_publish_without_node(&vol)
+                    .await
+                    .expect_err(cell);
+            let json = e.draft.as_deref().unwrap_or_default();
+            assert!(json.contains("MISSING_REQUIRED_FIELD"), "{cell}: {e:?}");
+            assert!(json.contains("node_id"), "{cell}: {e:?}");
+            let e =
+                c.f.node_publish_without_access_mode(&vol, &target)
+                    .await
+                    .expect_err(cell);
+            let json = e.draft.as_deref().unwrap_or_default();
+            assert!(json.contains("MISSING_REQUIRED_FIELD"), "{cell}: {e:?}");
+            assert!(
+                json.contains("volume_capability.access_mode"),
+                "{cell}: {e:?}"
+            );
+        }
+    }
+    let c = cell(Dialect::V1, Dialect::V0_1Oneof, &[], &[]).await;
+    let v = c.f.create("vol-q", 1 << 20, &HashMap::new()).await.unwrap();
+    let e =
+        c.f.controller_publish_without_node(&v)
+            .await
+            .expect_err(&c.name);
+    assert_eq!(e.code, Code::InvalidArgument, "{}: {e:?}", c.name);
+    assert!(e.message.contains("node_id"), "{}: {e:?}", c.name);
 }
 
 /// The reference backend puts the alpha GET_SNAPSHOT behind `--alpha-get-snapshot`: a v1

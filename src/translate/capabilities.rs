@@ -4,8 +4,8 @@
 //! it: upstream value → hub value (dropped when the hub row has no value for the upstream's
 //! revision) → front value (dropped when the front's revision has none). So a client is never
 //! told it can do something its path can't: e.g. a v1 client of a v0.1 plugin never sees
-//! snapshots, a v0.1 client never sees STAGE_UNSTAGE_VOLUME (the gateway refuses NodePublish
-//! while staging is required until staging emulation lands).
+//! snapshots, and a v0.1 or draft client never sees STAGE_UNSTAGE_VOLUME: its revision cannot
+//! stage, so when the plugin requires staging the gateway stages for it ([`crate::staging`]).
 
 use crate::dialect::Dialect;
 

@@ -170,7 +170,7 @@ pub fn render() -> String {
     }
     out.push_str("\nOn the plugin side no setting is needed: a `csi.v0` plugin that answers `NodeGetInfo` with UNIMPLEMENTED is v0.2.\n\n");
 
-    out.push_str("## Required fields\n\nChecked by the gateway on every translated call, before anything else it or the plugin would check (so a missing field is INVALID_ARGUMENT, never a precondition such as FAILED_PRECONDITION \"staging target path not set\"); a draft client gets `GeneralError MISSING_REQUIRED_FIELD`, must not retry. Every listed field is REQUIRED in every revision that has the RPC.\n\n| RPC | required, in order |\n| --- | --- |\n");
+    out.push_str("## Required fields\n\nChecked by the gateway on every translated call, before anything else it or the plugin would check (so a missing field is INVALID_ARGUMENT, never a precondition such as FAILED_PRECONDITION \"staging target path not set\"); a draft client gets `GeneralError MISSING_REQUIRED_FIELD`, must not retry. Every listed field is REQUIRED in at least one revision that has the RPC (a translated call always has a gRPC-status revision on one side, whose plugin would refuse it or whose client broke its own rules); `volume_capabilities[].x` means every entry's `x`.\n\n| RPC | required, in order |\n| --- | --- |\n");
     for (m, fields) in errors::REQUIRED {
         let _ = writeln!(out, "| {} | {} |", m.name(), fields.join(", "));
     }

@@ -16,7 +16,7 @@ use tonic::{Code, Status};
 
 use crate::dialect::proto::v0_1_oneof::{error, Error};
 use crate::dialect::Dialect;
-use crate::hub::{Method, Request as Req};
+use crate::hub::{v1, Method, Request as Req, Response as Resp};
 
 /// A draft RPC, as far as its errors are concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -508,24 +508,33 @@ pub fn specific_error(rpc: DraftRpc, value: i32, d: String) -> error::Value {
     }
 }
 
-/// REQUIRED request fields, in the order a plugin checks them: every revision that has the RPC
-/// requires them (v1 and the draft alike, so a translated request is refused exactly as the
-/// plugin of either side would refuse it). Since v0.1.0 a missing one is INVALID_ARGUMENT, and
-/// the v1 error tables list their conditions (NOT_FOUND, FAILED_PRECONDITION such as
-/// "staging target path not set") for requests that have them, so the gateway checks these
-/// first, before any precondition of its own. A draft client gets `GeneralError
-/// MISSING_REQUIRED_FIELD` (must not retry) instead. ControllerPublishVolume's `node_id` is
-/// not listed: the draft made it OPTIONAL.
+/// REQUIRED request fields, in the order a plugin checks them: every field that any revision
+/// having the RPC marks REQUIRED, nested ones included (`volume_capability.access_mode`;
+/// `volume_capabilities[].x` is every entry's `x`). Since v0.1.0 a missing one is
+/// INVALID_ARGUMENT, and the v1 error tables list their conditions (NOT_FOUND,
+/// FAILED_PRECONDITION such as "staging target path not set") for requests that have them, so
+/// the gateway checks these first, before any precondition of its own. A draft client gets
+/// `GeneralError MISSING_REQUIRED_FIELD` (must not retry) instead of the `UNDEFINED` that the
+/// plugin's INVALID_ARGUMENT would become.
+///
+/// Checked only on translated calls, and each of those has a gRPC-status revision on one side:
+/// a field one side leaves OPTIONAL (the draft's ControllerPublishVolume `node_id`) is refused
+/// because the other side's plugin would refuse it, or because the client broke its own rules.
 #[rustfmt::skip]
 pub static REQUIRED: &[(Method, &[&str])] = &[
-    (Method::CreateVolume, &["name", "volume_capabilities"]),
+    (Method::CreateVolume, &["name", "volume_capabilities",
+        "volume_capabilities[].access_mode", "volume_capabilities[].access_type"]),
     (Method::DeleteVolume, &["volume_id"]),
-    (Method::ControllerPublishVolume, &["volume_id", "volume_capability"]),
+    (Method::ControllerPublishVolume, &["volume_id", "node_id", "volume_capability",
+        "volume_capability.access_mode", "volume_capability.access_type"]),
     (Method::ControllerUnpublishVolume, &["volume_id"]),
-    (Method::ValidateVolumeCapabilities, &["volume_id", "volume_capabilities"]),
-    (Method::NodeStageVolume, &["volume_id", "staging_target_path", "volume_capability"]),
+    (Method::ValidateVolumeCapabilities, &["volume_id", "volume_capabilities",
+        "volume_capabilities[].access_mode", "volume_capabilities[].access_type"]),
+    (Method::NodeStageVolume, &["volume_id", "staging_target_path", "volume_capability",
+        "volume_capability.access_mode", "volume_capability.access_type"]),
     (Method::NodeUnstageVolume, &["volume_id", "staging_target_path"]),
-    (Method::NodePublishVolume, &["volume_id", "target_path", "volume_capability"]),
+    (Method::NodePublishVolume, &["volume_id", "target_path", "volume_capability",
+        "volume_capability.access_mode", "volume_capability.access_type"]),
     (Method::NodeUnpublishVolume, &["volume_id", "target_path"]),
     (Method::CreateSnapshot, &["source_volume_id", "name"]),
     (Method::DeleteSnapshot, &["snapshot_id"]),
@@ -534,12 +543,20 @@ pub static REQUIRED: &[(Method, &[&str])] = &[
 /// Whether `req` sets `field` (a name from [`REQUIRED`] or [`GENERAL_OVERRIDES`]); a field the
 /// request does not have is not set.
 pub fn field_set(req: &Req, field: &str) -> bool {
+    if let Some(part) = field.strip_prefix("volume_capability.") {
+        return capability_of(req).is_some_and(|c| capability_sets(c, part));
+    }
+    if let Some(part) = field.strip_prefix("volume_capabilities[].") {
+        return capabilities_of(req)
+            .iter()
+            .all(|c| capability_sets(c, part));
+    }
     match (req, field) {
         (Req::CreateVolume(r), "name") => !r.name.is_empty(),
         (Req::CreateVolume(r), "volume_capabilities") => !r.volume_capabilities.is_empty(),
         (Req::DeleteVolume(r), "volume_id") => !r.volume_id.is_empty(),
         (Req::ControllerPublishVolume(r), "volume_id") => !r.volume_id.is_empty(),
-        (Req::ControllerPublishVolume(r), "volume_capability") => r.volume_capability.is_some(),
+        (Req::ControllerPublishVolume(r), "node_id") => !r.node_id.is_empty(),
         (Req::ControllerUnpublishVolume(r), "volume_id") => !r.volume_id.is_empty(),
         (Req::ValidateVolumeCapabilities(r), "volume_id") => !r.volume_id.is_empty(),
         (Req::ValidateVolumeCapabilities(r), "volume_capabilities") => {
@@ -547,18 +564,46 @@ pub fn field_set(req: &Req, field: &str) -> bool {
         }
         (Req::NodeStageVolume(r), "volume_id") => !r.volume_id.is_empty(),
         (Req::NodeStageVolume(r), "staging_target_path") => !r.staging_target_path.is_empty(),
-        (Req::NodeStageVolume(r), "volume_capability") => r.volume_capability.is_some(),
         (Req::NodeUnstageVolume(r), "volume_id") => !r.volume_id.is_empty(),
         (Req::NodeUnstageVolume(r), "staging_target_path") => !r.staging_target_path.is_empty(),
         (Req::NodePublishVolume(r), "volume_id") => !r.volume_id.is_empty(),
         (Req::NodePublishVolume(r), "target_path") => !r.target_path.is_empty(),
-        (Req::NodePublishVolume(r), "volume_capability") => r.volume_capability.is_some(),
         (Req::NodeUnpublishVolume(r), "volume_id") => !r.volume_id.is_empty(),
         (Req::NodeUnpublishVolume(r), "target_path") => !r.target_path.is_empty(),
         (Req::CreateSnapshot(r), "source_volume_id") => !r.source_volume_id.is_empty(),
         (Req::CreateSnapshot(r), "name") => !r.name.is_empty(),
         (Req::DeleteSnapshot(r), "snapshot_id") => !r.snapshot_id.is_empty(),
         (Req::ListVolumes(r), "starting_token") => !r.starting_token.is_empty(),
+        (_, "volume_capability") => capability_of(req).is_some(),
+        _ => false,
+    }
+}
+
+/// The request's single `volume_capability`, on the RPCs that have one.
+fn capability_of(req: &Req) -> Option<&v1::VolumeCapability> {
+    match req {
+        Req::ControllerPublishVolume(r) => r.volume_capability.as_ref(),
+        Req::NodeStageVolume(r) => r.volume_capability.as_ref(),
+        Req::NodePublishVolume(r) => r.volume_capability.as_ref(),
+        _ => None,
+    }
+}
+
+/// The request's `volume_capabilities` list, on the RPCs that have one.
+fn capabilities_of(req: &Req) -> &[v1::VolumeCapability] {
+    match req {
+        Req::CreateVolume(r) => &r.volume_capabilities,
+        Req::ValidateVolumeCapabilities(r) => &r.volume_capabilities,
+        _ => &[],
+    }
+}
+
+/// Every revision: `access_mode` "is a REQUIRED field"; of `access_type` "one of the following
+/// fields MUST be specified".
+fn capability_sets(c: &v1::VolumeCapability, part: &str) -> bool {
+    match part {
+        "access_mode" => c.access_mode.is_some(),
+        "access_type" => c.access_type.is_some(),
         _ => false,
     }
 }
@@ -661,15 +706,24 @@ pub struct CodeRow {
 }
 
 /// Status codes between gRPC-status revisions, per RPC and direction (the draft has its own
-/// tables above).
+/// tables above; a draft plugin's `Error` reaches these rows as its v0.1.0 code).
 #[rustfmt::skip]
 pub static CODES: &[CodeRow] = &[
-    // v0.x plugins answer NOT_FOUND for a volume that is gone; a v1 CO (kubelet) cannot repair
-    // that and retries its unmount forever. For v1 the volume is unpublished from the target:
-    // the gateway answers OK, unless the target is still a mount point (see `crate::target`).
+    // v1 kept NOT_FOUND in this RPC's error table and has no "SHOULD return OK" for it, but a
+    // v1 CO (kubelet) cannot repair NOT_FOUND and retries its unmount forever, and v1 moved the
+    // target to the plugin side, which the gateway takes for v0.x plugins: for the v1 client
+    // nothing is published at the target. Applied only while the target is not a mount point
+    // (see `crate::target`).
     CodeRow { method: Method::NodeUnpublishVolume, upstream: Side::PreV1, front: Side::Only(Dialect::V1),
         from: NotFound, to: None,
-        why: "v1: nothing is published at the target of a volume that is gone; a CO cannot act on NOT_FOUND (csi-test dropped the case, spec issue #433) — kept NOT_FOUND while the target is still mounted" },
+        why: "v1 NodeUnpublishVolume: \"This operation MUST be idempotent.\" — its error table still lists \"Volume does not exist\" as 5 NOT_FOUND, with no OK rule for a deleted volume (csi-test dropped the case, spec issue #433); OK only while the target is not a mount point" },
+    // v0.x plugins have one NOT_FOUND for "Volume does not exist" and "Node does not exist";
+    // v1 narrowed NOT_FOUND to "... and volume not assumed ControllerUnpublished from node",
+    // which a v0.x plugin cannot mean: it never had the notion, and its DeleteVolume refuses a
+    // volume in use (FAILED_PRECONDITION "Volume in use"), so a volume that is gone is detached.
+    CodeRow { method: Method::ControllerUnpublishVolume, upstream: Side::PreV1, front: Side::Only(Dialect::V1),
+        from: NotFound, to: None,
+        why: "v1 ControllerUnpublishVolume: \"If the volume corresponding to the `volume_id` or the node corresponding to `node_id` cannot be found by the Plugin and the volume can be safely regarded as ControllerUnpublished from the node, the plugin SHOULD return `0 OK`.\" (a v0.x NOT_FOUND is plain \"Volume does not exist\" / \"Node does not exist\")" },
 ];
 
 /// The [`CODES`] row for a `from` status on `method` between these two dialects.
@@ -682,6 +736,39 @@ pub fn code_row(
     CODES.iter().find(|r| {
         r.method == method && r.from == from && r.upstream.has(upstream) && r.front.has(front)
     })
+}
+
+/// A plugin's failed `method` as the `front` client must receive it, through [`CODES`].
+pub fn recode(
+    method: Method,
+    upstream: Dialect,
+    front: Dialect,
+    s: Status,
+) -> Result<Resp, Status> {
+    let Some(row) = code_row(method, upstream, front, s.code()) else {
+        return Err(s);
+    };
+    match row.to {
+        None => {
+            let ok = empty_reply(method).ok_or(s)?;
+            tracing::info!(method = method.name(), code = ?row.from, "plugin answer mapped to OK for the client's revision");
+            Ok(ok)
+        }
+        Some(code) => Err(Status::new(code, s.message().to_string())),
+    }
+}
+
+/// The OK reply of an RPC whose reply is empty, for [`CODES`] rows that turn an error into OK.
+pub fn empty_reply(method: Method) -> Option<Resp> {
+    match method {
+        Method::NodeUnpublishVolume => Some(Resp::NodeUnpublishVolume(
+            v1::NodeUnpublishVolumeResponse {},
+        )),
+        Method::ControllerUnpublishVolume => Some(Resp::ControllerUnpublishVolume(
+            v1::ControllerUnpublishVolumeResponse {},
+        )),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -285,11 +285,16 @@ fn published_node_ids_join_the_message() {
 #[test]
 fn required_fields_are_checked_in_table_order() {
     use crate::hub::v1;
+    use v1::volume_capability::{AccessMode, AccessType, MountVolume};
+    let whole = || v1::VolumeCapability {
+        access_type: Some(AccessType::Mount(MountVolume::default())),
+        access_mode: Some(AccessMode { mode: 1 }),
+    };
     let publish = |id: &str, target: &str, cap: bool| {
         Req::NodePublishVolume(v1::NodePublishVolumeRequest {
             volume_id: id.into(),
             target_path: target.into(),
-            volume_capability: cap.then(Default::default),
+            volume_capability: cap.then(whole),
             ..Default::default()
         })
     };
@@ -303,6 +308,36 @@ fn required_fields_are_checked_in_table_order() {
         Some("volume_capability")
     );
     assert_eq!(missing_required(&publish("v", "/t", true)), None);
+    // Nested fields every revision requires, and one only the draft leaves OPTIONAL.
+    let mut bare = whole();
+    bare.access_mode = None;
+    let nested = Req::NodePublishVolume(v1::NodePublishVolumeRequest {
+        volume_id: "v".into(),
+        target_path: "/t".into(),
+        volume_capability: Some(bare),
+        ..Default::default()
+    });
+    assert_eq!(
+        missing_required(&nested),
+        Some("volume_capability.access_mode")
+    );
+    let mut typeless = whole();
+    typeless.access_type = None;
+    let create = Req::CreateVolume(v1::CreateVolumeRequest {
+        name: "n".into(),
+        volume_capabilities: vec![whole(), typeless],
+        ..Default::default()
+    });
+    assert_eq!(
+        missing_required(&create),
+        Some("volume_capabilities[].access_type")
+    );
+    let attach = Req::ControllerPublishVolume(v1::ControllerPublishVolumeRequest {
+        volume_id: "v".into(),
+        volume_capability: Some(whole()),
+        ..Default::default()
+    });
+    assert_eq!(missing_required(&attach), Some("node_id"));
     // Every listed field is one `field_set` knows: a typo would make it always missing.
     for (m, fields) in REQUIRED {
         let full = crate::translate::fixtures::request(*m);
@@ -365,4 +400,40 @@ fn code_rows_apply_per_rpc_and_direction() {
     )
     .is_none());
     assert!(code_row(Method::DeleteVolume, Dialect::V0_1, Dialect::V1, NotFound).is_none());
+}
+
+#[test]
+fn controller_unpublish_not_found_is_ok_only_for_v1_clients_of_older_plugins() {
+    use crate::hub::{Method, Response};
+    let m = Method::ControllerUnpublishVolume;
+    for up in [Dialect::V0_3, Dialect::V0_1, Dialect::V0_1Oneof] {
+        let r = recode(
+            m,
+            up,
+            Dialect::V1,
+            Status::not_found("node x does not exist"),
+        );
+        assert!(
+            matches!(r, Ok(Response::ControllerUnpublishVolume(_))),
+            "{up}"
+        );
+        // Other codes pass unchanged.
+        let e = recode(m, up, Dialect::V1, Status::aborted("pending")).unwrap_err();
+        assert_eq!((e.code(), e.message()), (Aborted, "pending"));
+    }
+    for (up, front) in [
+        (Dialect::V1, Dialect::V1),
+        (Dialect::V0_1, Dialect::V0_3),
+        (Dialect::V0_1Oneof, Dialect::V0_1),
+    ] {
+        let e = recode(m, up, front, Status::not_found("gone")).unwrap_err();
+        assert_eq!(e.code(), NotFound, "{up} -> {front}");
+    }
+}
+
+#[test]
+fn every_row_that_answers_ok_has_an_empty_reply() {
+    for r in CODES.iter().filter(|r| r.to.is_none()) {
+        assert!(empty_reply(r.method).is_some(), "{}", r.method.name());
+    }
 }

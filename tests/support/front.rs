@@ -42,6 +42,27 @@ impl From<tonic::Status> for Failure {
 
 pub type Outcome<T> = Result<T, Failure>;
 
+/// How a request's `volume_capability` is sent: whole, absent, or without `access_mode`.
+#[derive(Clone, Copy)]
+enum Cap {
+    Full,
+    Absent,
+    NoAccessMode,
+}
+
+impl Cap {
+    fn shape<C>(self, mut full: C, strip_access_mode: impl FnOnce(&mut C)) -> Option<C> {
+        match self {
+            Cap::Full => Some(full),
+            Cap::Absent => None,
+            Cap::NoAccessMode => {
+                strip_access_mode(&mut full);
+                Some(full)
+            }
+        }
+    }
+}
+
 /// A volume as the front sees it.
 #[derive(Clone, Debug)]
 pub struct Volume {
@@ -597,13 +618,26 @@ impl Front {
         v: &Volume,
         node: &Node,
     ) -> Outcome<HashMap<String, String>> {
+        self.controller_publish_to(v, Some(node)).await
+    }
+
+    /// ControllerPublishVolume without a node id (OPTIONAL only in the draft).
+    pub async fn controller_publish_without_node(&self, v: &Volume) -> Outcome<()> {
+        self.controller_publish_to(v, None).await.map(drop)
+    }
+
+    async fn controller_publish_to(
+        &self,
+        v: &Volume,
+        node: Option<&Node>,
+    ) -> Outcome<HashMap<String, String>> {
         let ch = self.ch.clone();
         Ok(match self.dialect {
             Dialect::V1 => {
                 v1::controller_client::ControllerClient::new(ch)
                     .controller_publish_volume(v1::ControllerPublishVolumeRequest {
                         volume_id: v.id.clone(),
-                        node_id: node.name(),
+                        node_id: node.map(Node::name).unwrap_or_default(),
                         volume_capability: Some(cap_v1()),
                         volume_context: v.context.clone(),
                         ..Default::default()
@@ -616,7 +650,7 @@ impl Front {
                 v0_3::controller_client::ControllerClient::new(ch)
                     .controller_publish_volume(v0_3::ControllerPublishVolumeRequest {
                         volume_id: v.id.clone(),
-                        node_id: node.name(),
+                        node_id: node.map(Node::name).unwrap_or_default(),
                         volume_capability: Some(cap_v03()),
                         volume_attributes: v.context.clone(),
                         ..Default::default()
@@ -630,7 +664,7 @@ impl Front {
                     .controller_publish_volume(v0_1::ControllerPublishVolumeRequest {
                         version: version_v01(),
                         volume_id: v.id.clone(),
-                        node_id: node.name(),
+                        node_id: node.map(Node::name).unwrap_or_default(),
                         volume_capability: Some(cap_v01()),
                         volume_attributes: v.context.clone(),
                         ..Default::default()
@@ -644,7 +678,7 @@ impl Front {
                     .controller_publish_volume(draft::ControllerPublishVolumeRequest {
                         version: version_draft(),
                         volume_handle: handle(v),
-                        node_id: draft_node(node),
+                        node_id: node.and_then(draft_node),
                         volume_capability: Some(cap_draft()),
                         ..Default::default()
                     })
@@ -774,13 +808,19 @@ impl Front {
         staging: Option<&Path>,
         target: &Path,
     ) -> Outcome<()> {
-        self.node_publish_with(v, publish, staging, target, true)
+        self.node_publish_with(v, publish, staging, target, Cap::Full)
             .await
     }
 
     /// NodePublishVolume without its REQUIRED `volume_capability`.
     pub async fn node_publish_without_capability(&self, v: &Volume, target: &Path) -> Outcome<()> {
-        self.node_publish_with(v, &HashMap::new(), None, target, false)
+        self.node_publish_with(v, &HashMap::new(), None, target, Cap::Absent)
+            .await
+    }
+
+    /// NodePublishVolume whose capability lacks its REQUIRED `access_mode`.
+    pub async fn node_publish_without_access_mode(&self, v: &Volume, target: &Path) -> Outcome<()> {
+        self.node_publish_with(v, &HashMap::new(), None, target, Cap::NoAccessMode)
             .await
     }
 
@@ -790,7 +830,7 @@ impl Front {
         publish: &HashMap<String, String>,
         staging: Option<&Path>,
         target: &Path,
-        capability: bool,
+        capability: Cap,
     ) -> Outcome<()> {
         let ch = self.ch.clone();
         let staging = staging.map(path).unwrap_or_default();
@@ -802,7 +842,7 @@ impl Front {
                         publish_context: publish.clone(),
                         staging_target_path: staging,
                         target_path: path(target),
-                        volume_capability: capability.then(cap_v1),
+                        volume_capability: capability.shape(cap_v1(), |c| c.access_mode = None),
                         volume_context: v.context.clone(),
                         ..Default::default()
                     })
@@ -815,7 +855,7 @@ impl Front {
                         publish_info: publish.clone(),
                         staging_target_path: staging,
                         target_path: path(target),
-                        volume_capability: capability.then(cap_v03),
+                        volume_capability: capability.shape(cap_v03(), |c| c.access_mode = None),
                         volume_attributes: v.context.clone(),
                         ..Default::default()
                     })
@@ -828,7 +868,7 @@ impl Front {
                         volume_id: v.id.clone(),
                         publish_volume_info: publish.clone(),
                         target_path: path(target),
-                        volume_capability: capability.then(cap_v01),
+                        volume_capability: capability.shape(cap_v01(), |c| c.access_mode = None),
                         volume_attributes: v.context.clone(),
                         ..Default::default()
                     })
@@ -843,7 +883,7 @@ impl Front {
                             values: publish.clone(),
                         }),
                         target_path: path(target),
-                        volume_capability: capability.then(cap_draft),
+                        volume_capability: capability.shape(cap_draft(), |c| c.access_mode = None),
                         ..Default::default()
                     })
                     .await?

@@ -161,6 +161,10 @@ impl Engine {
                 ),
             ));
         }
+        let _guard = self.locks.try_lock([lock::volume(id)])?;
+        // The error table's order: "Volume does not exist" (NOT_FOUND) before "Staging target
+        // path not set" (FAILED_PRECONDITION) — a CO fixes the first by other means.
+        let volume = self.volume(id)?;
         if self.cfg.require_staging && req.staging_path.is_empty() {
             // The spec's own row: "Staging target path not set" is FAILED_PRECONDITION.
             return Err(EngineError::precondition(
@@ -168,8 +172,6 @@ impl Engine {
                 "staging_target_path is not set, and this plugin requires NodeStageVolume (STAGE_UNSTAGE_VOLUME)",
             ));
         }
-        let _guard = self.locks.try_lock([lock::volume(id)])?;
-        let volume = self.volume(id)?;
         if !rules::supports(volume.kind, &req.capability) {
             return Err(EngineError::precondition(
                 Precondition::Other,
