@@ -770,3 +770,64 @@ async fn a_client_reset_cancels_the_upstream_call() {
         }
     }
 }
+
+/// RFC 9113 §6.10: while a reply header block of the plugin's is cut between HEADERS and its
+/// CONTINUATION, the gateway writes nothing of its own on the connection — not the PING ACK,
+/// not the WINDOW_UPDATEs for a translated call's request, not that call's reply.
+#[tokio::test]
+async fn nothing_comes_between_a_header_block_and_its_continuation() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let tap = Tap::start(&backend.socket, Hostile::SplitReplyBlocks).await;
+    let gw = Gateway::start(&tap.socket, "v0.1", &[]).await;
+    let mut p = Peer::connect(&gw.socket).await;
+    p.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+    p.expect(|f| f.kind == HEADERS && f.stream == 1).await;
+    // Inside the plugin's cut block now: a PING, and a translated call with a body.
+    p.send(&frame(PING, 0, 0, &[7; 8])).await;
+    let request = csi_gateway::dialect::proto::v0_3::GetPluginInfoRequest {};
+    p.call(
+        3,
+        &request_block(&[], "/csi.v0.Identity/GetPluginInfo", &[]),
+        &prost::Message::encode_to_vec(&request),
+    )
+    .await;
+    // Both calls end: a block that ends a stream ends it once its last frame came.
+    let mut ended = 0;
+    let mut ending = std::collections::HashSet::new();
+    while ended < 2 {
+        let f = p
+            .next()
+            .await
+            .unwrap_or_else(|| panic!("the calls never ended: {:?}", p.seen));
+        match f.kind {
+            DATA if f.flags & END_STREAM != 0 => ended += 1,
+            HEADERS if f.flags & END_STREAM != 0 => {
+                ending.insert(f.stream);
+            }
+            _ => {}
+        }
+        if (f.kind == HEADERS || f.kind == CONTINUATION)
+            && f.flags & END_HEADERS != 0
+            && ending.remove(&f.stream)
+        {
+            ended += 1;
+        }
+    }
+    let frames = &p.seen;
+    for (i, f) in frames.iter().enumerate() {
+        if (f.kind == HEADERS || f.kind == CONTINUATION) && f.flags & END_HEADERS == 0 {
+            let next = &frames[i + 1];
+            assert!(
+                next.kind == CONTINUATION && next.stream == f.stream,
+                "frame {i}: a header block interrupted by {next:?}: {frames:?}"
+            );
+        }
+    }
+    assert!(frames.iter().any(|f| f.kind == PING && f.flags & ACK != 0));
+    assert!(
+        frames
+            .iter()
+            .any(|f| f.kind == HEADERS && f.flags & END_HEADERS == 0),
+        "the tap cut a block"
+    );
+}

@@ -306,6 +306,9 @@ pub enum Hostile {
     /// A request whose raw header block names `GetPluginCapabilities` is taken, then the
     /// connection gets GOAWAY NO_ERROR naming that stream last, and closes soon after.
     GoawayAfterTrigger,
+    /// Every reply header block is sent as HEADERS, then 300 ms later its CONTINUATION: the
+    /// gateway must put nothing of its own between them (RFC 9113 §6.10).
+    SplitReplyBlocks,
 }
 
 pub struct Tap {
@@ -383,6 +386,13 @@ async fn tap_connection(
             }
             buf.extend_from_slice(&chunk[..n]);
             let whole = whole_frames(&buf, 0);
+            if matches!(hostile, Hostile::SplitReplyBlocks) {
+                if split_blocks(&buf[..whole], &back).await.is_err() {
+                    return;
+                }
+                buf.drain(..whole);
+                continue;
+            }
             if whole > 0 {
                 if back.lock().await.write_all(&buf[..whole]).await.is_err() {
                     return;
@@ -428,6 +438,7 @@ async fn tap_connection(
                     f.kind == HEADERS
                         && f.payload.windows(21).any(|w| w == b"GetPluginCapabilities")
                 }
+                Hostile::SplitReplyBlocks => false,
             };
             let last = log
                 .lock()
@@ -451,7 +462,7 @@ async fn tap_connection(
             closing = true;
             let (code, debug): (u32, &[u8]) = match hostile {
                 Hostile::GoawayOnPing => (ENHANCE_YOUR_CALM, b"too_many_pings"),
-                Hostile::GoawayAfterTrigger => (NO_ERROR, b"bye"),
+                _ => (NO_ERROR, b"bye"),
             };
             let mut p = last.to_be_bytes().to_vec();
             p.extend_from_slice(&code.to_be_bytes());
@@ -469,6 +480,36 @@ async fn tap_connection(
         }
     }
     replies.abort();
+}
+
+/// Writes `frames`, each HEADERS that ends its block as HEADERS and, after a pause, a
+/// CONTINUATION.
+async fn split_blocks(
+    mut frames: &[u8],
+    to: &tokio::sync::Mutex<tokio::net::unix::OwnedWriteHalf>,
+) -> std::io::Result<()> {
+    while frames.len() >= 9 {
+        let len = u32::from_be_bytes([0, frames[0], frames[1], frames[2]]) as usize;
+        let (f, rest) = frames.split_at(9 + len);
+        frames = rest;
+        let (kind, flags) = (f[3], f[4]);
+        if kind != HEADERS || flags & END_HEADERS == 0 || flags & 0x28 != 0 || len < 2 {
+            to.lock().await.write_all(f).await?;
+            continue;
+        }
+        let stream = u32::from_be_bytes(f[5..9].try_into().unwrap());
+        let (head, tail) = f[9..].split_at(len / 2);
+        to.lock()
+            .await
+            .write_all(&frame(HEADERS, flags & !END_HEADERS, stream, head))
+            .await?;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        to.lock()
+            .await
+            .write_all(&frame(CONTINUATION, END_HEADERS, stream, tail))
+            .await?;
+    }
+    Ok(())
 }
 
 /// Where the whole frames in `buf` (from `start`) end.
