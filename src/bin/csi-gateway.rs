@@ -1,5 +1,6 @@
 //! The `csi-gateway` command: `run` (the default) serves every CSI dialect on one socket;
-//! `check` identifies any CSI endpoint; `dialects` lists what this build knows.
+//! `check` identifies any CSI endpoint; `health` is the container health check; `dialects` lists
+//! what this build knows.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,6 +40,14 @@ enum Command {
         /// Skip detection and assume this dialect.
         #[arg(long)]
         dialect: Option<String>,
+        #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+    },
+    /// Ask a gateway's /healthz (exit 0 when healthy, 1 otherwise): the image's HEALTHCHECK,
+    /// which needs no shell or curl.
+    Health {
+        #[arg(long, default_value = "http://127.0.0.1:9808/healthz")]
+        url: String,
         #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
         timeout: Duration,
     },
@@ -131,6 +140,7 @@ fn main() -> ExitCode {
             client_names,
             client_uris,
         }) => gen_certs(&dir, &server_names, &client_names, &client_uris),
+        Some(Command::Health { url, timeout }) => health(&url, timeout),
         Some(Command::Dialects) => {
             print_dialects();
             Ok(ExitCode::SUCCESS)
@@ -235,6 +245,15 @@ fn check(endpoint: &str, dialect: Option<&str>, timeout: Duration) -> anyhow::Re
         }
         Err(s) => anyhow::bail!("{endpoint}: {:?}: {}", s.code(), s.message()),
     }
+}
+
+fn health(url: &str, timeout: Duration) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let body = runtime.block_on(csi_gateway::metrics::health_check::check(url, timeout))?;
+    println!("{body}");
+    Ok(ExitCode::SUCCESS)
 }
 
 fn gen_certs(

@@ -4,6 +4,7 @@
 //! `csi_gateway_` prefix. Every label value is bounded: method names come from the route table
 //! (an unrouted path is `unknown`), dialects and codes from fixed sets.
 
+pub mod health_check;
 pub mod http;
 
 use std::cell::RefCell;
