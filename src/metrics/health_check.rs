@@ -16,10 +16,11 @@ pub enum HealthError {
     Url(String),
     #[error("no answer from {url} within {timeout:?}")]
     Timeout { url: String, timeout: Duration },
-    #[error("{url}: {source}")]
-    Connect { url: String, source: std::io::Error },
-    #[error("{url}: {source}")]
-    Http { url: String, source: hyper::Error },
+    // `error`, not `source`: the message already says it, and anyhow's `{:#}` would repeat it.
+    #[error("{url}: {error}")]
+    Connect { url: String, error: std::io::Error },
+    #[error("{url}: {error}")]
+    Http { url: String, error: hyper::Error },
     #[error("{url} answered {status}: {body}")]
     Unhealthy {
         url: String,
@@ -44,15 +45,15 @@ pub async fn check(url: &str, timeout: Duration) -> Result<String, HealthError> 
 }
 
 async fn get(url: &str, addr: &str, uri: Uri) -> Result<String, HealthError> {
-    let http = |source| HealthError::Http {
+    let http = |error| HealthError::Http {
         url: url.into(),
-        source,
+        error,
     };
     let tcp = TcpStream::connect(addr)
         .await
-        .map_err(|source| HealthError::Connect {
+        .map_err(|error| HealthError::Connect {
             url: url.into(),
-            source,
+            error,
         })?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
         .await
