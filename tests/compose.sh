@@ -43,6 +43,8 @@ teardown() {
   exit "$status"
 }
 trap teardown EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 # Retries `$@` every second until it succeeds, or fails the test after $1 seconds.
 within() {
