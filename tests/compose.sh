@@ -103,6 +103,15 @@ rules_loaded() {
     jq -e '[.data.groups[].rules[] | select(.health == "ok") | .name] | index("CSIGatewayUpstreamDisconnected") != null'
 }
 within 30 "the alerting rules loaded and evaluated" rules_loaded
+# Every query of the Grafana dashboard runs on this Prometheus (Grafana's variables as "All").
+while IFS= read -r expr; do
+  expr=${expr//\$__rate_interval/1m}
+  expr=${expr//\$job/.*}
+  expr=${expr//\$instance/.*}
+  query "$expr" | jq -e '.status == "success"' >/dev/null || fail "dashboard query failed: $expr"
+done < <(jq -r '.panels[].targets[]?.expr' deploy/grafana/csi-gateway.json)
+query 'sum(csi_gateway_upstream_connected{job=~".*", instance=~".*"})' | jq -e '.data.result[0].value[1] == "2"' >/dev/null ||
+  fail "the dashboard's upstream panel does not show both gateways connected"
 
 step "the appliance killed: UNAVAILABLE"
 docker-compose kill appliance >/dev/null
