@@ -85,8 +85,10 @@ grep -q 'reference.csi-gateway.dev' <<<"$out" || fail "the plugin's name did not
 plugin=$(docker-compose exec -T appliance /csi-gateway check --endpoint unix:///plugin/csi.sock --timeout 5s) ||
   fail "the plugin's own socket does not answer: $plugin"
 grep -q '^dialect: *v0.1-oneof' <<<"$plugin" || fail "the plugin is not the draft dialect: $plugin"
-docker-compose logs --no-color appliance | grep -q 'bridge peer connected' ||
-  fail "the appliance logged no mTLS peer"
+# Captured first: `grep -q` leaving a pipe early would fail the pipeline (pipefail).
+appliance_log=$(docker-compose logs --no-color appliance)
+grep -q 'bridge peer connected.*identity=node.csi-gateway.local' <<<"$appliance_log" ||
+  fail "the appliance logged no mTLS peer with the node's identity"
 
 step "Prometheus scraped both gateways"
 query() {
