@@ -266,6 +266,14 @@ async fn translated(
             }),
     };
     report.upstream = Some(began.elapsed());
+    // Plugins echo their input in error messages: the client and the log get them without
+    // the request's secrets.
+    let outcome = outcome.map_err(|s| {
+        Status::new(
+            s.code(),
+            observe::scrub(report, &shared.redactor, s.message()),
+        )
+    });
     match outcome {
         Ok(response) => encode_reply(route, Ok(response))
             .or_else(|s| error_reply(Some(route), Origin::Gateway, s, report)),

@@ -98,18 +98,43 @@ pub fn finish(report: &Report, total: Duration, redactor: &Redactor) {
         translation,
         origin: report.origin(),
     });
-    log_line(report, method, total);
+    let error = report
+        .message
+        .as_deref()
+        .map(|m| scrub(report, redactor, m));
+    log_line(report, method, total, error.as_deref());
     if let (Some(route), true) = (report.route, bodies_enabled()) {
+        let draft = draft_upstream(report);
         let request = report
             .request
             .as_ref()
-            .map(|b| redactor.json(route.dialect, route.method.request, b));
+            .map(|b| redactor.json(route.dialect, route.method.request, b, draft));
         let response = report
             .response
             .as_ref()
-            .map(|b| redactor.json(route.dialect, route.method.response, b));
+            .map(|b| redactor.json(route.dialect, route.method.response, b, draft));
         tracing::debug!(target: "csi_gateway::rpc", method, request = request.as_deref(), response = response.as_deref(), "bodies");
     }
+}
+
+/// In front of a draft plugin, volume contexts are its VolumeHandle metadata.
+fn draft_upstream(report: &Report) -> bool {
+    report.upstream_dialect == Some(Dialect::V0_1Oneof)
+}
+
+/// `message` (an error, often the plugin's own words) without the secret values of the call's
+/// request: plugins echo their input.
+pub fn scrub(report: &Report, redactor: &Redactor, message: &str) -> String {
+    let (Some(route), Some(request)) = (report.route, report.request.as_ref()) else {
+        return message.to_string();
+    };
+    let secrets = redactor.secret_values(
+        route.dialect,
+        route.method.request,
+        request,
+        draft_upstream(report),
+    );
+    Redactor::scrub(message, &secrets)
 }
 
 fn volume_id_of(report: &Report) -> Option<String> {
@@ -117,12 +142,11 @@ fn volume_id_of(report: &Report) -> Option<String> {
     volume_id::volume_id(route.dialect, route.method.path, body)
 }
 
-fn log_line(report: &Report, method: &str, total: Duration) {
+fn log_line(report: &Report, method: &str, total: Duration, error: Option<&str>) {
     let front = report.route.map(|r| r.dialect.name());
     let upstream = report.upstream_dialect.map(Dialect::name);
     let code = metrics::code_name(report.code);
     let micros = total.as_micros() as u64;
-    let error = report.message.as_deref();
     let origin = report.origin().map(Origin::name);
     // Probes arrive every few seconds from every node: keep them out of the info log.
     let probe = report
