@@ -41,21 +41,30 @@ pub enum StartError {
     Hook(String),
 }
 
-/// The configured durable store: the embedded database in `state.dir`, or etcd.
-fn open_store(config: &Config) -> Result<Arc<dyn store::KeyValue>, StartError> {
-    Ok(match &config.state.backend {
+/// The configured durable store (the embedded database in `state.dir`, or etcd), every value
+/// in it checked before anything is served.
+async fn open_store(config: &Config) -> Result<Arc<store::Store>, StartError> {
+    let timeout = config.state.timeout;
+    let kv: Arc<dyn store::KeyValue> = match &config.state.backend {
         StoreBackend::Embedded => {
             let file = config.state_dir.join("state.redb");
             let kv = store::embedded::Embedded::open(&file)?;
             tracing::info!(state = %file.display(), "durable state: embedded database");
             Arc::new(kv)
         }
-        StoreBackend::Etcd { endpoints, prefix } => {
-            let kv = store::etcd::Etcd::open(endpoints, prefix)?;
-            tracing::info!(endpoints = ?endpoints, prefix = %prefix, "durable state: etcd");
+        StoreBackend::Etcd(e) => {
+            let kv = store::etcd::Etcd::open(e, timeout).await?;
+            tracing::info!(endpoints = ?e.endpoints, prefix = %e.prefix, tls = e.tls.is_some(), user = e.username.as_deref(), "durable state: etcd");
             Arc::new(kv)
         }
-    })
+    };
+    let store = store::Store::new(kv, timeout);
+    let entries = store.verify().await.map_err(|e| store::StoreError::Open {
+        path: store.name().to_string(),
+        message: e.to_string(),
+    })?;
+    tracing::info!(entries, "durable state checked");
+    Ok(Arc::new(store))
 }
 
 /// A running gateway.
@@ -74,11 +83,17 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let prometheus = metrics::install();
     let router = Router::new(&config.front_dialects)?.serving_v0_2(config.v0_2_front);
     // The store before anything binds or spawns: a wrong etcd address fails the start-up.
-    let kv = open_store(config)?;
+    let kv = open_store(config).await?;
     // Staging emulation shares the store, so its records are as durable as the handles.
     let crash = staging::CrashPoint::new(config.test_crash_at.clone()).map_err(StartError::Hook)?;
-    let emulation = staging::Emulation::new(kv.clone(), config.state.staging_dir.clone(), crash)?;
-    tracing::info!(staging_dir = %config.state.staging_dir.display(), references = emulation.references(), "staging emulation");
+    let emulation = staging::Emulation::new(
+        kv.clone(),
+        &config.state.node_id,
+        config.state.staging_dir.clone(),
+        crash,
+    )
+    .await?;
+    tracing::info!(staging_dir = %config.state.staging_dir.display(), node_id = %config.state.node_id, references = emulation.references(), "staging emulation");
     let embedded = match &config.upstream {
         UpstreamTarget::Embedded {
             dialect,
@@ -153,7 +168,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     let shared = Arc::new(Shared {
         router,
         upstream: upstream.clone(),
-        store: Some(Arc::new(store::Handles::new(kv))),
+        store: Some(Arc::new(store::Handles::new(kv.clone()))),
         staging: Some(emulation),
         redactor: Redactor::new(config.redact_keys.iter().cloned()),
         limits: config.limits.clone(),
@@ -173,6 +188,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
             prometheus,
             upstream: upstream.clone(),
             probe_timeout: config.probe_timeout,
+            store: kv.clone(),
         });
         tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "metrics and health endpoint");
         tokio::spawn(metrics::http::serve(listener, endpoint, stop.clone()));

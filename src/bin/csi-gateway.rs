@@ -107,7 +107,7 @@ struct RunArgs {
     /// Durable state backend: embedded or etcd.
     #[arg(long)]
     state_backend: Option<String>,
-    /// etcd endpoints, comma-separated http://host:port.
+    /// etcd endpoints, comma-separated http(s)://host:port.
     #[arg(long)]
     etcd_endpoints: Option<String>,
     /// Prefix of every key the gateway writes to etcd.
@@ -119,6 +119,12 @@ struct RunArgs {
     /// Where a draft plugin's VolumeHandle metadata lives: store (default) or inline (in the id).
     #[arg(long)]
     handle_encoding: Option<String>,
+    /// This node's name, keying its staging records (default: the host name).
+    #[arg(long)]
+    node_id: Option<String>,
+    /// Bound of every durable state operation, e.g. 5s.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    state_timeout: Option<std::time::Duration>,
     /// TEST HOOK, hidden: SIGKILL the gateway at this named staging-emulation step.
     #[arg(long, hide = true)]
     test_crash_at: Option<String>,
@@ -170,6 +176,8 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             etcd_prefix: args.etcd_prefix,
             staging_dir: args.staging_dir,
             handle_encoding: args.handle_encoding,
+            node_id: args.node_id,
+            timeout: args.state_timeout,
         },
         test_crash_at: args.test_crash_at,
     };

@@ -2,10 +2,13 @@
 //! and where emulated staging is mounted.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::Deserialize;
 
 use super::ConfigError;
+use crate::store::etcd;
+use crate::tls::{ClientSettings, Keepalive, Material};
 
 /// Durable gateway state, as written in the file.
 #[derive(Clone, Debug, Deserialize)]
@@ -16,9 +19,21 @@ pub struct StateFile {
     /// "embedded" (redb file in `dir`) or "etcd".
     #[serde(default = "default_backend")]
     pub backend: String,
-    /// `http://host:port` of etcd members (plaintext gRPC).
+    /// `http://host:port` (plaintext gRPC) or `https://host:port` (TLS, needs `etcd_tls`) of
+    /// etcd members.
     #[serde(default)]
     pub etcd_endpoints: Vec<String>,
+    /// Client certificate, key and CA for `https://` etcd endpoints.
+    pub etcd_tls: Option<EtcdTlsFile>,
+    /// etcd user (etcd's `auth enable`); its password is read from `etcd_password_file`.
+    pub etcd_username: Option<String>,
+    pub etcd_password_file: Option<PathBuf>,
+    /// Bounds every store operation: past it the call gets UNAVAILABLE naming the store.
+    #[serde(default = "default_timeout", with = "humantime_serde")]
+    pub timeout: Duration,
+    /// This node's name, keying its staging records (node gateways may share one etcd);
+    /// default: the host name.
+    pub node_id: Option<String>,
     /// Every key the gateway writes to etcd starts with this.
     #[serde(default = "default_etcd_prefix")]
     pub etcd_prefix: String,
@@ -28,6 +43,64 @@ pub struct StateFile {
     /// store, the default) or "inline" (inside the volume id; stateless, ≤ 128 bytes).
     #[serde(default = "default_handle_encoding")]
     pub handle_encoding: String,
+}
+
+/// `[state.etcd_tls]`: mutual TLS towards etcd.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EtcdTlsFile {
+    /// The gateway's client certificate chain and key (PEM).
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// CA bundle etcd's server certificate must chain to (PEM).
+    pub ca: PathBuf,
+    /// Name to verify in etcd's certificate; default: the endpoint's host.
+    pub server_name: Option<String>,
+    #[serde(default = "default_min_version")]
+    pub min_version: String,
+    #[serde(default = "default_reload", with = "humantime_serde")]
+    pub reload_interval: Duration,
+}
+
+fn default_min_version() -> String {
+    "1.2".into()
+}
+
+fn default_reload() -> Duration {
+    Duration::from_secs(2)
+}
+
+fn default_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+
+impl EtcdTlsFile {
+    fn validate(&self) -> Result<ClientSettings, ConfigError> {
+        let invalid = |field, message: String| ConfigError::Invalid { field, message };
+        if self.reload_interval.is_zero() {
+            return Err(invalid(
+                "state.etcd_tls.reload_interval",
+                "must be above zero".into(),
+            ));
+        }
+        Ok(ClientSettings {
+            material: Material {
+                cert: self.cert.clone(),
+                key: self.key.clone(),
+                ca: self.ca.clone(),
+            },
+            server_name: self.server_name.clone().filter(|n| !n.is_empty()),
+            min_version: self
+                .min_version
+                .parse()
+                .map_err(|e| invalid("state.etcd_tls.min_version", e))?,
+            reload_interval: self.reload_interval,
+            keepalive: Keepalive {
+                interval: Duration::from_secs(10),
+                timeout: Duration::from_secs(5),
+            },
+        })
+    }
 }
 
 fn default_handle_encoding() -> String {
@@ -47,10 +120,7 @@ fn default_etcd_prefix() -> String {
 pub enum StoreBackend {
     /// `<state.dir>/state.redb`.
     Embedded,
-    Etcd {
-        endpoints: Vec<String>,
-        prefix: String,
-    },
+    Etcd(etcd::Settings),
 }
 
 /// `[state]`, validated.
@@ -60,6 +130,10 @@ pub struct State {
     pub staging_dir: PathBuf,
     /// `handle_encoding = "inline"`.
     pub inline_handles: bool,
+    /// Bound of every store operation.
+    pub timeout: Duration,
+    /// Keys this node's staging records.
+    pub node_id: String,
 }
 
 /// Command-line overrides of `[state]`.
@@ -71,6 +145,8 @@ pub struct StateOverrides {
     pub etcd_prefix: Option<String>,
     pub staging_dir: Option<PathBuf>,
     pub handle_encoding: Option<String>,
+    pub node_id: Option<String>,
+    pub timeout: Option<Duration>,
 }
 
 impl StateFile {
@@ -95,6 +171,12 @@ impl StateFile {
         if let Some(h) = o.handle_encoding {
             self.handle_encoding = h;
         }
+        if let Some(n) = o.node_id {
+            self.node_id = Some(n);
+        }
+        if let Some(t) = o.timeout {
+            self.timeout = t;
+        }
     }
 
     pub fn validate(&self) -> Result<State, ConfigError> {
@@ -111,6 +193,42 @@ impl StateFile {
                 for e in &self.etcd_endpoints {
                     check_etcd_endpoint(e).map_err(|m| invalid("state.etcd_endpoints", m))?;
                 }
+                let tls = self
+                    .etcd_tls
+                    .as_ref()
+                    .map(EtcdTlsFile::validate)
+                    .transpose()?;
+                let https = self
+                    .etcd_endpoints
+                    .iter()
+                    .filter(|e| e.starts_with("https://"));
+                match (https.count(), &tls) {
+                    (0, Some(_)) => {
+                        return Err(invalid(
+                            "state.etcd_tls",
+                            "set, but no endpoint is https://".into(),
+                        ))
+                    }
+                    (n, None) if n > 0 => {
+                        return Err(invalid(
+                            "state.etcd_tls",
+                            "https:// endpoints need [state.etcd_tls] (cert, key, ca)".into(),
+                        ))
+                    }
+                    (n, Some(_)) if n != self.etcd_endpoints.len() => {
+                        return Err(invalid(
+                            "state.etcd_endpoints",
+                            "mixes http:// and https://".into(),
+                        ))
+                    }
+                    _ => {}
+                }
+                if self.etcd_username.is_some() != self.etcd_password_file.is_some() {
+                    return Err(invalid(
+                        "state.etcd_username",
+                        "etcd_username and etcd_password_file go together".into(),
+                    ));
+                }
                 let p = &self.etcd_prefix;
                 if p.is_empty() || p.chars().any(char::is_whitespace) {
                     return Err(invalid(
@@ -120,10 +238,14 @@ impl StateFile {
                         ),
                     ));
                 }
-                StoreBackend::Etcd {
+                StoreBackend::Etcd(etcd::Settings {
                     endpoints: self.etcd_endpoints.clone(),
                     prefix: p.clone(),
-                }
+                    tls,
+                    username: self.etcd_username.clone(),
+                    password_file: self.etcd_password_file.clone(),
+                    connect_timeout: self.timeout,
+                })
             }
             b => {
                 return Err(invalid(
@@ -155,25 +277,56 @@ impl StateFile {
                 ))
             }
         };
+        if self.timeout.is_zero() {
+            return Err(invalid("state.timeout", "must be above zero".into()));
+        }
+        let node_id = match &self.node_id {
+            Some(n) => n.clone(),
+            None => host_name().map_err(|e| {
+                invalid(
+                    "state.node_id",
+                    format!("not set, and the host name is unknown: {e}"),
+                )
+            })?,
+        };
+        if node_id.is_empty() || node_id.contains('/') || node_id.chars().any(char::is_whitespace) {
+            return Err(invalid(
+                "state.node_id",
+                format!("{node_id:?}: must be non-empty, without '/' or whitespace"),
+            ));
+        }
         Ok(State {
             backend,
             staging_dir,
             inline_handles,
+            timeout: self.timeout,
+            node_id,
         })
     }
 }
 
-/// `http://host:port`: plaintext only, since this build configures no TLS towards etcd.
+/// The machine's host name (`uname -n`).
+fn host_name() -> Result<String, String> {
+    let name = rustix::system::uname();
+    let name = name.nodename().to_string_lossy().into_owned();
+    if name.is_empty() {
+        return Err("empty".into());
+    }
+    Ok(name)
+}
+
+/// `http://host:port` or `https://host:port`.
 fn check_etcd_endpoint(e: &str) -> Result<(), String> {
-    let rest = e.strip_prefix("http://").ok_or_else(|| {
-        format!("{e:?}: must be http://host:port (TLS to etcd is not supported by this build)")
-    })?;
+    let rest = e
+        .strip_prefix("http://")
+        .or_else(|| e.strip_prefix("https://"))
+        .ok_or_else(|| format!("{e:?}: must be http://host:port or https://host:port"))?;
     let port = rest
         .rsplit_once(':')
         .map(|(host, port)| (host, port.trim_end_matches('/')));
     match port {
         Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(()),
-        _ => Err(format!("{e:?}: must be http://host:port")),
+        _ => Err(format!("{e:?}: must be http(s)://host:port")),
     }
 }
 
@@ -189,6 +342,11 @@ mod tests {
             etcd_prefix: default_etcd_prefix(),
             staging_dir: None,
             handle_encoding: default_handle_encoding(),
+            etcd_tls: None,
+            etcd_username: None,
+            etcd_password_file: None,
+            timeout: default_timeout(),
+            node_id: Some("node-1".into()),
         }
     }
 
@@ -214,12 +372,18 @@ mod tests {
         assert_eq!(s.backend, StoreBackend::Embedded);
         assert_eq!(s.staging_dir, PathBuf::from("/var/lib/gw/staging"));
         let s = file("etcd", &["http://127.0.0.1:2379"]).validate().unwrap();
-        assert!(
-            matches!(s.backend, StoreBackend::Etcd { ref prefix, .. } if prefix == "/csi-gateway/")
-        );
+        assert!(matches!(s.backend, StoreBackend::Etcd(ref e) if e.prefix == "/csi-gateway/"));
         for (f, field) in [
             (file("etcd", &[]), "state.etcd_endpoints"),
-            (file("etcd", &["https://a:2379"]), "state.etcd_endpoints"),
+            (file("etcd", &["https://a:2379"]), "state.etcd_tls"),
+            (file("etcd", &["ftp://a:2379"]), "state.etcd_endpoints"),
+            (
+                StateFile {
+                    node_id: Some("a/b".into()),
+                    ..file("embedded", &[])
+                },
+                "state.node_id",
+            ),
             (file("etcd", &["http://a"]), "state.etcd_endpoints"),
             (file("zookeeper", &[]), "state.backend"),
             (

@@ -1,7 +1,10 @@
 //! The operations endpoint: `/metrics` for Prometheus, `/healthz` for the Kubernetes
 //! livenessprobe (200 `ok` when the upstream answers Probe ready in time, 500 with the reason
 //! otherwise — over the gateway's existing upstream connection, never a new dial per probe), and
-//! `/readyz` (200 once the upstream is connected and its dialect known).
+//! `/readyz` (200 once the upstream is connected and its dialect known). Both also fail while
+//! the durable state store is broken: `/healthz` makes a small write to it, `/readyz` reports
+//! its last failure until a write succeeds again — a store that fails every call must get the
+//! gateway restarted, not look healthy.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -24,6 +27,7 @@ pub struct Endpoint {
     pub prometheus: PrometheusHandle,
     pub upstream: Arc<Upstream>,
     pub probe_timeout: Duration,
+    pub store: Arc<crate::store::Store>,
 }
 
 /// Serves until `shutdown` turns true.
@@ -58,9 +62,10 @@ async fn route(endpoint: &Endpoint, req: Request<Incoming>) -> Response<Full<Byt
             Ok(()) => text(StatusCode::OK, "ok".into()),
             Err(reason) => text(StatusCode::INTERNAL_SERVER_ERROR, reason),
         },
-        "/readyz" => match endpoint.upstream.live() {
-            Ok(_) => text(StatusCode::OK, "ready".into()),
-            Err(s) => text(StatusCode::SERVICE_UNAVAILABLE, s.message().to_string()),
+        "/readyz" => match (endpoint.upstream.live(), endpoint.store.failure()) {
+            (Err(s), _) => text(StatusCode::SERVICE_UNAVAILABLE, s.message().to_string()),
+            (Ok(_), Some(failure)) => text(StatusCode::SERVICE_UNAVAILABLE, failure),
+            (Ok(_), None) => text(StatusCode::OK, "ready".into()),
         },
         _ => text(
             StatusCode::NOT_FOUND,
@@ -69,8 +74,24 @@ async fn route(endpoint: &Endpoint, req: Request<Incoming>) -> Response<Full<Byt
     }
 }
 
-/// Probe through the hub, so the answer means the same whatever the upstream's dialect.
+/// The store commits, and the upstream answers Probe.
 async fn healthy(endpoint: &Endpoint) -> Result<(), String> {
+    match tokio::time::timeout(endpoint.probe_timeout, endpoint.store.check()).await {
+        Err(_) => {
+            return Err(format!(
+                "state store {} did not commit within {:?}",
+                endpoint.store.name(),
+                endpoint.probe_timeout
+            ))
+        }
+        Ok(Err(e)) => return Err(e),
+        Ok(Ok(())) => {}
+    }
+    probe(endpoint).await
+}
+
+/// Probe through the hub, so the answer means the same whatever the upstream's dialect.
+async fn probe(endpoint: &Endpoint) -> Result<(), String> {
     let live = endpoint
         .upstream
         .live()

@@ -19,8 +19,14 @@
 //! once the plugin is connected after a start, [`Emulation::sweep`] unstages every volume whose
 //! record has no target left.
 //!
-//! The records live in the gateway's store. They describe this node's mounts: gateways on
-//! different nodes sharing one etcd need distinct `state.etcd_prefix` values.
+//! Only calls the plugin can accept leave a record: a NodePublishVolume missing what CSI
+//! requires (volume id, target path, capability) is refused before anything is written, and a
+//! call the plugin refuses outright (a code saying it did nothing, e.g. NOT_FOUND or
+//! INVALID_ARGUMENT) takes back the target it recorded — unstaging if it was the last — so
+//! neither records nor staging directories accumulate from refused calls.
+//!
+//! The records live in the gateway's store, keyed by node id (`state.node_id`): node gateways
+//! sharing one etcd keep their mounts apart.
 
 mod crash;
 mod record;
@@ -32,7 +38,7 @@ use std::sync::{Arc, Mutex};
 use crate::dialect::Dialect;
 use crate::grpc::Status;
 use crate::hub::{v1, Request as Req, Response as Resp};
-use crate::store::{KeyValue, StoreError};
+use crate::store::{Store, StoreError};
 use crate::translate::{self, HandleStore, RawUpstream, UpstreamSession};
 
 pub use crash::CrashPoint;
@@ -48,10 +54,15 @@ pub struct Emulation {
 }
 
 impl Emulation {
-    /// `dir` holds the staging paths (created on demand).
-    pub fn new(kv: Arc<dyn KeyValue>, dir: PathBuf, crash: CrashPoint) -> Result<Self, StoreError> {
+    /// `dir` holds the staging paths (created on demand); `node_id` keys this node's records.
+    pub async fn new(
+        store: Arc<Store>,
+        node_id: &str,
+        dir: PathBuf,
+        crash: CrashPoint,
+    ) -> Result<Self, StoreError> {
         Ok(Emulation {
-            records: record::Records::open(kv)?,
+            records: record::Records::open(store, node_id).await?,
             dir,
             crash,
             locks: Mutex::new(HashMap::new()),
@@ -84,7 +95,7 @@ impl Emulation {
         if !live.session.requires_staging {
             return;
         }
-        let orphans = match self.records.orphans() {
+        let orphans = match self.records.orphans().await {
             Ok(o) => o,
             Err(e) => {
                 return tracing::warn!(error = %e.message(), "staging sweep: cannot list records")
@@ -93,7 +104,7 @@ impl Emulation {
         for id in orphans {
             let _serial = self.lock(&id).await;
             // Re-read under the lock: a publish may have claimed the volume since the scan.
-            let rec = match self.records.load(&id) {
+            let rec = match self.records.load(&id).await {
                 Ok(Some(rec)) if rec.targets.is_empty() => rec,
                 Ok(_) => continue,
                 Err(e) => {
@@ -131,7 +142,7 @@ impl Emulation {
         translate::call_upstream(session, upstream, store, unstage).await?;
         tracing::info!(volume_id = %id, staging_path = %rec.staging_path, "emulated NodeUnstageVolume");
         self.crash.at("unpublish:unstaged");
-        self.records.remove(id)?;
+        self.records.remove(id).await?;
         // The directory is the gateway's; an error here only leaves an empty directory.
         let _ = std::fs::remove_dir(&rec.staging_path);
         Ok(())
@@ -145,16 +156,21 @@ impl Emulation {
         mut req: v1::NodePublishVolumeRequest,
     ) -> Result<Resp, Status> {
         let path = staging_path(&self.dir, &req.volume_id)?;
+        required(&req)?;
         let _serial = self.lock(&req.volume_id).await;
         let id = req.volume_id.clone();
-        let mut rec = self.records.load(&id)?.unwrap_or_else(|| Record {
+        let loaded = self.records.load(&id).await?;
+        let created = loaded.is_none();
+        let mut rec = loaded.unwrap_or_else(|| Record {
             staging_path: path.display().to_string(),
             ..Record::default()
         });
-        if rec.targets.insert(req.target_path.clone()) {
-            self.records.save(&id, &rec, 1)?;
+        let added = rec.targets.insert(req.target_path.clone());
+        if added {
+            self.records.save(&id, &rec, 1).await?;
         }
         self.crash.at("publish:recorded");
+        let target = req.target_path.clone();
         if !rec.staged {
             // The record's path, not `path`: a staging made before a change of
             // `state.staging_dir` stays where it is.
@@ -169,17 +185,75 @@ impl Emulation {
                 secrets: req.secrets.clone(),
                 volume_context: req.volume_context.clone(),
             });
-            translate::call_upstream(session, upstream, store, stage).await?;
+            if let Err(s) = translate::call_upstream(session, upstream, store, stage).await {
+                if added && refused(&s) {
+                    self.take_back(&id, rec, &target, created).await;
+                }
+                return Err(s);
+            }
             tracing::info!(volume_id = %id, staging_path = %rec.staging_path, "emulated NodeStageVolume");
             self.crash.at("publish:staged");
             rec.staged = true;
-            self.records.save(&id, &rec, 0)?;
+            self.records.save(&id, &rec, 0).await?;
         }
         req.staging_target_path = rec.staging_path.clone();
-        let resp =
-            translate::call_upstream(session, upstream, store, Req::NodePublishVolume(req)).await?;
-        self.crash.at("publish:published");
-        Ok(resp)
+        let publish = Req::NodePublishVolume(req);
+        match translate::call_upstream(session, upstream, store, publish).await {
+            Ok(resp) => {
+                self.crash.at("publish:published");
+                Ok(resp)
+            }
+            Err(s) => {
+                if added && refused(&s) {
+                    self.withdraw(session, upstream, store, &id, rec, &target)
+                        .await;
+                }
+                Err(s)
+            }
+        }
+    }
+
+    /// The plugin refused the NodeStageVolume of a target this call recorded: the target
+    /// leaves the record, and a record this call created goes with its directory.
+    async fn take_back(&self, id: &str, mut rec: Record, target: &str, created: bool) {
+        rec.targets.remove(target);
+        let outcome = if rec.targets.is_empty() && created {
+            let removed = self.records.remove(id).await;
+            if removed.is_ok() {
+                self.records.adjust(-1);
+                let _ = std::fs::remove_dir(&rec.staging_path);
+            }
+            removed
+        } else {
+            self.records.save(id, &rec, -1).await
+        };
+        if let Err(e) = outcome {
+            tracing::warn!(volume_id = %id, error = %e.message(), "staging emulation: a refused publish stays recorded until its unpublish");
+        }
+    }
+
+    /// The plugin refused the NodePublishVolume of a target this call recorded: the target
+    /// leaves the record, and with the last one the volume is unstaged.
+    async fn withdraw(
+        &self,
+        session: &UpstreamSession,
+        upstream: &dyn RawUpstream,
+        store: Option<&dyn HandleStore>,
+        id: &str,
+        mut rec: Record,
+        target: &str,
+    ) {
+        rec.targets.remove(target);
+        if rec.targets.is_empty() {
+            rec.staged = false;
+        }
+        let mut outcome = self.records.save(id, &rec, -1).await;
+        if outcome.is_ok() && rec.targets.is_empty() {
+            outcome = self.unstage(session, upstream, store, id, &rec).await;
+        }
+        if let Err(e) = outcome {
+            tracing::warn!(volume_id = %id, error = %e.message(), "staging emulation: undoing a refused publish; the next unpublish or the start-up sweep finishes it");
+        }
     }
 
     async fn unpublish(
@@ -192,7 +266,7 @@ impl Emulation {
         let _serial = self.lock(&req.volume_id).await;
         let id = req.volume_id.clone();
         let target = req.target_path.clone();
-        let Some(mut rec) = self.records.load(&id)? else {
+        let Some(mut rec) = self.records.load(&id).await? else {
             // Not a volume this gateway staged: an ordinary unpublish.
             return translate::call_upstream(
                 session,
@@ -212,7 +286,7 @@ impl Emulation {
             if rec.targets.is_empty() {
                 rec.staged = false;
             }
-            self.records.save(&id, &rec, -1)?;
+            self.records.save(&id, &rec, -1).await?;
         }
         self.crash.at("unpublish:unrecorded");
         if rec.targets.is_empty() {
@@ -220,6 +294,39 @@ impl Emulation {
         }
         Ok(resp)
     }
+}
+
+/// What CSI requires of a NodePublishVolume, checked before anything is recorded.
+fn required(req: &v1::NodePublishVolumeRequest) -> Result<(), Status> {
+    let missing = if req.target_path.is_empty() {
+        "target_path"
+    } else if req.volume_capability.is_none() {
+        "volume_capability"
+    } else {
+        return Ok(());
+    };
+    Err(Status::invalid_argument(format!(
+        "NodePublishVolume: {missing} is required"
+    )))
+}
+
+/// Whether the plugin's answer says it did nothing, so what this call recorded can be taken
+/// back. Timeouts, UNAVAILABLE, ABORTED, INTERNAL and the like leave the outcome open: the
+/// record stays for the client's retry or unpublish.
+fn refused(s: &Status) -> bool {
+    use tonic::Code::*;
+    matches!(
+        s.code(),
+        InvalidArgument
+            | NotFound
+            | AlreadyExists
+            | PermissionDenied
+            | Unauthenticated
+            | FailedPrecondition
+            | OutOfRange
+            | Unimplemented
+            | ResourceExhausted
+    )
 }
 
 /// Whether a call from a `front` client must be emulated: the client predates staging, the

@@ -1,7 +1,8 @@
-//! The durable per-volume record of staging emulation, under `staging/<volume id>`:
-//! `{staging_path, staged, targets}`. Its existence means "the volume may be staged at
-//! `staging_path`", so the last unpublish unstages even when a crash hid whether NodeStageVolume
-//! completed (unstaging what is not staged is OK in CSI).
+//! The durable per-volume record of staging emulation, under
+//! `node/<node id>/staging/<volume id>`: `{staging_path, staged, targets}`. Its existence means
+//! "the volume may be staged at `staging_path` on that node", so the last unpublish unstages
+//! even when a crash hid whether NodeStageVolume completed (unstaging what is not staged is OK
+//! in CSI). Keyed by node, so node gateways sharing one etcd each see only their own mounts.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -13,9 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::grpc::Status;
 use crate::metrics;
-use crate::store::{KeyValue, StoreError};
+use crate::store::{Store, StoreError};
 
-const PREFIX: &str = "staging/";
+/// Where records were kept before they were keyed by node: adopted by the node that opens them.
+const LEGACY_PREFIX: &str = "staging/";
 
 /// CSI v1 caps `volume_id` at 128 bytes; the encoded name must stay a valid file name (255).
 const MAX_VOLUME_ID: usize = 180;
@@ -40,36 +42,55 @@ pub fn staging_path(dir: &Path, volume_id: &str) -> Result<PathBuf, Status> {
     Ok(dir.join(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(volume_id)))
 }
 
-/// Records in a [`KeyValue`] store, plus the process-wide reference gauge.
+/// This node's records in the [`Store`], plus the process-wide reference gauge.
 pub struct Records {
-    kv: Arc<dyn KeyValue>,
-    /// Published targets across all records (`csi_gateway_staging_references`).
+    store: Arc<Store>,
+    /// `node/<node id>/staging/`.
+    prefix: String,
+    /// Published targets across this node's records (`csi_gateway_staging_references`).
     references: AtomicI64,
 }
 
-fn unavailable(op: &'static str, e: StoreError) -> Status {
-    metrics::store_operation(op, false);
-    Status::unavailable(format!("staging emulation state: {e}"))
+const WHAT: &str = "staging emulation state";
+
+fn decode(key: &str, value: &[u8]) -> Result<Record, StoreError> {
+    serde_json::from_slice(value).map_err(|e| StoreError::Corrupt {
+        key: key.to_string(),
+        message: e.to_string(),
+    })
 }
 
 impl Records {
-    /// Counts the references already recorded (a restart keeps the gauge truthful).
-    pub fn open(kv: Arc<dyn KeyValue>) -> Result<Records, StoreError> {
-        let mut total = 0;
-        for (key, value) in kv.scan(PREFIX)? {
-            let r: Record = serde_json::from_slice(&value).map_err(|e| StoreError::Corrupt {
-                key,
-                message: e.to_string(),
-            })?;
-            total += r.targets.len() as i64;
+    /// This node's records; adopts records written before they were keyed by node, and counts
+    /// the references already recorded (a restart keeps the gauge truthful).
+    pub async fn open(store: Arc<Store>, node_id: &str) -> Result<Records, StoreError> {
+        let prefix = format!("node/{node_id}/staging/");
+        for (key, value) in store.scan(LEGACY_PREFIX).await? {
+            let volume_id = &key[LEGACY_PREFIX.len()..];
+            decode(&key, &value)?;
+            store.put(&format!("{prefix}{volume_id}"), &value).await?;
+            store.delete(&key).await?;
+            tracing::info!(volume_id, node_id, "staging record adopted by this node");
         }
-        metrics::store_operation("scan", true);
+        let mut total = 0;
+        for (key, value) in store.scan(&prefix).await? {
+            total += decode(&key, &value)?.targets.len() as i64;
+        }
         let records = Records {
-            kv,
+            store,
+            prefix,
             references: AtomicI64::new(total),
         };
         records.publish_gauge();
         Ok(records)
+    }
+
+    fn key(&self, volume_id: &str) -> String {
+        format!("{}{volume_id}", self.prefix)
+    }
+
+    fn status(&self, e: StoreError) -> Status {
+        self.store.status(WHAT, e)
     }
 
     fn publish_gauge(&self) {
@@ -79,57 +100,46 @@ impl Records {
 
     /// Volumes whose record has no target left: a last unpublish was interrupted between
     /// dropping its target and deleting the record.
-    pub fn orphans(&self) -> Result<Vec<String>, Status> {
-        let entries = self.kv.scan(PREFIX).map_err(|e| unavailable("scan", e))?;
-        metrics::store_operation("scan", true);
+    pub async fn orphans(&self) -> Result<Vec<String>, Status> {
+        let entries = self
+            .store
+            .scan(&self.prefix)
+            .await
+            .map_err(|e| self.status(e))?;
         Ok(entries
             .into_iter()
-            .filter(|(_, v)| {
-                serde_json::from_slice::<Record>(v).is_ok_and(|r| r.targets.is_empty())
-            })
-            .map(|(k, _)| k[PREFIX.len()..].to_string())
+            .filter(|(k, v)| decode(k, v).is_ok_and(|r| r.targets.is_empty()))
+            .map(|(k, _)| k[self.prefix.len()..].to_string())
             .collect())
     }
 
-    pub fn load(&self, volume_id: &str) -> Result<Option<Record>, Status> {
-        let key = format!("{PREFIX}{volume_id}");
-        let Some(bytes) = self.kv.get(&key).map_err(|e| unavailable("get", e))? else {
-            metrics::store_operation("get", true);
+    pub async fn load(&self, volume_id: &str) -> Result<Option<Record>, Status> {
+        let key = self.key(volume_id);
+        let Some(bytes) = self.store.get(&key).await.map_err(|e| self.status(e))? else {
             return Ok(None);
         };
-        let record = serde_json::from_slice(&bytes).map_err(|e| {
-            unavailable(
-                "get",
-                StoreError::Corrupt {
-                    key,
-                    message: e.to_string(),
-                },
-            )
-        })?;
-        metrics::store_operation("get", true);
-        Ok(Some(record))
+        decode(&key, &bytes).map(Some).map_err(|e| self.status(e))
     }
 
     /// Writes `record` durably; `delta` is the change in its target count (for the gauge).
-    pub fn save(&self, volume_id: &str, record: &Record, delta: i64) -> Result<(), Status> {
+    pub async fn save(&self, volume_id: &str, record: &Record, delta: i64) -> Result<(), Status> {
         let value = serde_json::to_vec(record).expect("a record serializes");
-        self.kv
-            .put(&format!("{PREFIX}{volume_id}"), &value)
-            .map_err(|e| unavailable("put", e))?;
-        metrics::store_operation("put", true);
+        self.store
+            .put(&self.key(volume_id), &value)
+            .await
+            .map_err(|e| self.status(e))?;
         self.adjust(delta);
         Ok(())
     }
 
-    pub fn remove(&self, volume_id: &str) -> Result<(), Status> {
-        self.kv
-            .delete(&format!("{PREFIX}{volume_id}"))
-            .map_err(|e| unavailable("delete", e))?;
-        metrics::store_operation("delete", true);
-        Ok(())
+    pub async fn remove(&self, volume_id: &str) -> Result<(), Status> {
+        self.store
+            .delete(&self.key(volume_id))
+            .await
+            .map_err(|e| self.status(e))
     }
 
-    fn adjust(&self, delta: i64) {
+    pub fn adjust(&self, delta: i64) {
         if delta != 0 {
             self.references.fetch_add(delta, Ordering::Relaxed);
             self.publish_gauge();
@@ -146,8 +156,13 @@ impl Records {
 mod tests {
     use super::*;
 
-    #[test]
-    fn records_survive_a_reopen_and_count_references() {
+    fn store(path: &Path) -> Arc<Store> {
+        let kv = Arc::new(crate::store::embedded::Embedded::open(path).unwrap());
+        Arc::new(Store::new(kv, std::time::Duration::from_secs(5)))
+    }
+
+    #[tokio::test]
+    async fn records_survive_a_reopen_and_count_references_per_node() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.redb");
         let record = Record {
@@ -156,18 +171,26 @@ mod tests {
             targets: ["/t/1".to_string(), "/t/2".to_string()].into(),
         };
         {
-            let kv = Arc::new(crate::store::embedded::Embedded::open(&path).unwrap());
-            let r = Records::open(kv).unwrap();
-            assert_eq!(r.load("vol").unwrap(), None);
-            r.save("vol", &record, 2).unwrap();
-            assert_eq!(r.references(), 2);
+            let s = store(&path);
+            // A record from before records were keyed by node: adopted by the first opener.
+            let legacy = serde_json::to_vec(&record).unwrap();
+            s.put("staging/old", &legacy).await.unwrap();
+            let r = Records::open(s, "node-a").await.unwrap();
+            assert_eq!(r.references(), 2, "the adopted record counts");
+            assert_eq!(r.load("vol").await.unwrap(), None);
+            r.save("vol", &record, 2).await.unwrap();
+            assert_eq!(r.references(), 4);
         }
-        let kv = Arc::new(crate::store::embedded::Embedded::open(&path).unwrap());
-        let r = Records::open(kv).unwrap();
-        assert_eq!(r.references(), 2, "counted from the store at open");
-        assert_eq!(r.load("vol").unwrap(), Some(record));
-        r.remove("vol").unwrap();
-        assert_eq!(r.load("vol").unwrap(), None);
+        let r = Records::open(store(&path), "node-a").await.unwrap();
+        assert_eq!(r.references(), 4, "counted from the store at open");
+        assert_eq!(r.load("vol").await.unwrap(), Some(record.clone()));
+        assert_eq!(r.load("old").await.unwrap(), Some(record));
+        r.remove("vol").await.unwrap();
+        assert_eq!(r.load("vol").await.unwrap(), None);
+        drop(r);
+        // Another node sharing the store sees none of node-a's records.
+        let b = Records::open(store(&path), "node-b").await.unwrap();
+        assert_eq!((b.references(), b.load("old").await.unwrap()), (0, None));
     }
 
     #[test]

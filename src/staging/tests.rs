@@ -5,14 +5,17 @@ use std::sync::{Arc, Mutex};
 
 use super::*;
 use crate::store::embedded::Embedded;
+use crate::store::Store;
 use crate::translate::UnaryFuture;
 
 /// A v1 plugin that answers every call OK (an empty message decodes as any v1 reply), or fails
-/// the RPC named in `fail`, and remembers the RPC names it was called with.
+/// the RPC named in `fail` (UNAVAILABLE, or `code`), and remembers the RPC names it was called
+/// with.
 #[derive(Default)]
 struct Plugin {
     calls: Mutex<Vec<&'static str>>,
     fail: Mutex<Option<&'static str>>,
+    code: Mutex<Option<tonic::Code>>,
 }
 
 impl RawUpstream for Plugin {
@@ -20,9 +23,14 @@ impl RawUpstream for Plugin {
         let rpc = path.rsplit('/').next().unwrap();
         self.calls.lock().unwrap().push(rpc);
         let fail = *self.fail.lock().unwrap() == Some(rpc);
+        let code = self
+            .code
+            .lock()
+            .unwrap()
+            .unwrap_or(tonic::Code::Unavailable);
         Box::pin(async move {
             if fail {
-                Err(Status::unavailable("plugin down"))
+                Err(Status::new(code, "plugin says no"))
             } else {
                 Ok(Vec::new())
             }
@@ -43,10 +51,18 @@ struct Fixture {
     _dir: tempfile::TempDir,
 }
 
-fn fixture() -> Fixture {
+async fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let kv = Arc::new(Embedded::open(&dir.path().join("state.redb")).unwrap());
-    let emulation = Emulation::new(kv, dir.path().join("staging"), CrashPoint::default()).unwrap();
+    let store = Arc::new(Store::new(kv, std::time::Duration::from_secs(5)));
+    let emulation = Emulation::new(
+        store,
+        "node-1",
+        dir.path().join("staging"),
+        CrashPoint::default(),
+    )
+    .await
+    .unwrap();
     let mut session = UpstreamSession::new(Dialect::V1, None);
     session.requires_staging = true;
     Fixture {
@@ -61,6 +77,7 @@ fn publish(target: &str) -> Req {
     Req::NodePublishVolume(v1::NodePublishVolumeRequest {
         volume_id: "vol".into(),
         target_path: target.into(),
+        volume_capability: Some(Default::default()),
         ..Default::default()
     })
 }
@@ -85,14 +102,14 @@ impl Fixture {
         .await
     }
 
-    fn record(&self) -> Option<Record> {
-        self.emulation.records.load("vol").unwrap()
+    async fn record(&self) -> Option<Record> {
+        self.emulation.records.load("vol").await.unwrap()
     }
 }
 
 #[tokio::test]
 async fn stages_once_counts_targets_and_unstages_after_the_last() {
-    let f = fixture();
+    let f = fixture().await;
     f.call(Dialect::V0_1, publish("/t/1")).await.unwrap();
     assert_eq!(f.plugin.take(), ["NodeStageVolume", "NodePublishVolume"]);
     f.call(Dialect::V0_1, publish("/t/2")).await.unwrap();
@@ -109,7 +126,7 @@ async fn stages_once_counts_targets_and_unstages_after_the_last() {
         f.plugin.take(),
         ["NodeUnpublishVolume", "NodeUnstageVolume"]
     );
-    assert_eq!(f.record(), None);
+    assert_eq!(f.record().await, None);
     assert_eq!(f.emulation.references(), 0);
     // A retried last unpublish after the record is gone is an ordinary unpublish.
     f.call(Dialect::V0_1, unpublish("/t/2")).await.unwrap();
@@ -118,20 +135,20 @@ async fn stages_once_counts_targets_and_unstages_after_the_last() {
 
 #[tokio::test]
 async fn clients_that_know_staging_are_not_emulated() {
-    let f = fixture();
+    let f = fixture().await;
     let e = f.call(Dialect::V1, publish("/t/1")).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::FailedPrecondition);
     assert!(f.plugin.take().is_empty());
-    assert_eq!(f.record(), None);
+    assert_eq!(f.record().await, None);
 }
 
 #[tokio::test]
 async fn a_failed_stage_keeps_the_target_so_a_retry_or_unpublish_converges() {
-    let f = fixture();
+    let f = fixture().await;
     *f.plugin.fail.lock().unwrap() = Some("NodeStageVolume");
     let e = f.call(Dialect::V0_1, publish("/t/1")).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::Unavailable);
-    let rec = f.record().expect("written before the stage");
+    let rec = f.record().await.expect("written before the stage");
     assert!(!rec.staged && rec.targets.contains("/t/1"), "{rec:?}");
     *f.plugin.fail.lock().unwrap() = None;
     f.plugin.take();
@@ -141,7 +158,7 @@ async fn a_failed_stage_keeps_the_target_so_a_retry_or_unpublish_converges() {
         f.plugin.take(),
         ["NodeUnpublishVolume", "NodeUnstageVolume"]
     );
-    assert_eq!(f.record(), None);
+    assert_eq!(f.record().await, None);
 }
 
 /// The records a crash can leave, and what the client's retry then does.
@@ -180,7 +197,7 @@ async fn every_crash_state_converges_on_retry() {
         ),
     ];
     for (targets, staged, retry, expected) in cases {
-        let f = fixture();
+        let f = fixture().await;
         let rec = Record {
             staging_path: staging_path(&f.emulation.dir, "vol")
                 .unwrap()
@@ -192,6 +209,7 @@ async fn every_crash_state_converges_on_retry() {
         f.emulation
             .records
             .save("vol", &rec, targets.len() as i64)
+            .await
             .unwrap();
         f.call(Dialect::V0_1Oneof, retry.clone()).await.unwrap();
         assert_eq!(
@@ -200,4 +218,60 @@ async fn every_crash_state_converges_on_retry() {
             "from {rec:?} retrying {retry:?}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_publish_missing_what_csi_requires_records_nothing() {
+    let f = fixture().await;
+    let Req::NodePublishVolume(mut r) = publish("/t/1") else {
+        unreachable!()
+    };
+    r.volume_capability = None;
+    let e = f
+        .call(Dialect::V0_1, Req::NodePublishVolume(r))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    let e = f.call(Dialect::V0_1, publish("")).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    assert!(f.plugin.take().is_empty());
+    assert_eq!(f.record().await, None);
+    assert!(!f.emulation.dir.exists(), "no staging directory either");
+}
+
+#[tokio::test]
+async fn a_stage_or_publish_the_plugin_refuses_is_taken_back() {
+    // NOT_FOUND at the stage: record and directory go.
+    let f = fixture().await;
+    *f.plugin.fail.lock().unwrap() = Some("NodeStageVolume");
+    *f.plugin.code.lock().unwrap() = Some(tonic::Code::NotFound);
+    let e = f.call(Dialect::V0_1, publish("/t/1")).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::NotFound);
+    assert_eq!(f.record().await, None);
+    assert_eq!(f.emulation.references(), 0);
+    assert!(!staging_path(&f.emulation.dir, "vol").unwrap().exists());
+
+    // INVALID_ARGUMENT at the publish of the only target: unstaged, record gone.
+    let f = fixture().await;
+    *f.plugin.fail.lock().unwrap() = Some("NodePublishVolume");
+    *f.plugin.code.lock().unwrap() = Some(tonic::Code::InvalidArgument);
+    f.call(Dialect::V0_1, publish("/t/1")).await.unwrap_err();
+    assert_eq!(
+        f.plugin.take(),
+        ["NodeStageVolume", "NodePublishVolume", "NodeUnstageVolume"]
+    );
+    assert_eq!(f.record().await, None);
+    assert_eq!(f.emulation.references(), 0);
+
+    // Refused beside a published target: only the refused target leaves.
+    *f.plugin.fail.lock().unwrap() = None;
+    f.call(Dialect::V0_1, publish("/t/1")).await.unwrap();
+    *f.plugin.fail.lock().unwrap() = Some("NodePublishVolume");
+    f.call(Dialect::V0_1, publish("/t/2")).await.unwrap_err();
+    let rec = f.record().await.unwrap();
+    assert!(
+        rec.staged && rec.targets.len() == 1 && rec.targets.contains("/t/1"),
+        "{rec:?}"
+    );
+    assert_eq!(f.emulation.references(), 1);
 }

@@ -1,34 +1,161 @@
 //! The embedded store: one redb database file (ACID, copy-on-write, fsync on commit), so a
 //! write that returned survives a crash of the gateway at any later moment.
+//!
+//! Opening is strict, because an empty store silently loses every handle:
+//! - a missing file is created under a temporary name and renamed into place once redb has
+//!   written it, so a crash while creating never leaves a 0-byte `state.redb` behind;
+//! - an existing file that is empty, truncated or fails redb's page checksums is refused with
+//!   the file and the damage named (redb panics on some truncations; that is caught);
+//! - the directory is made 0700 and the file 0600: the store holds draft plugins' metadata.
+//!
+//! Every operation runs on tokio's blocking pool, so a slow disk stalls no runtime thread.
 
-use std::path::Path;
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use redb::{Database, TableDefinition};
 
-use super::{KeyValue, StoreError};
+use super::{KeyValue, KvFuture, StoreError};
 
 const TABLE: TableDefinition<&str, &[u8]> = TableDefinition::new("state");
 
 pub struct Embedded {
-    db: Database,
+    db: Arc<Database>,
+    name: String,
+}
+
+fn damaged(path: &Path, message: impl std::fmt::Display) -> StoreError {
+    StoreError::Open {
+        path: path.display().to_string(),
+        message: format!("the file is damaged: {message}; the gateway will not start on it (restore it from a backup, or move it away to start with an empty store, losing every handle it held)"),
+    }
 }
 
 impl Embedded {
-    /// Opens (or creates) the database at `path`; its directory is created if missing.
+    /// Opens the database at `path`, creating it (and its directory) if missing.
     pub fn open(path: &Path) -> Result<Embedded, StoreError> {
         let fail = |message: String| StoreError::Open {
             path: path.display().to_string(),
             message,
         };
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
+            private_dir(dir).map_err(|e| fail(format!("state directory: {e}")))?;
         }
-        let db = Database::create(path).map_err(|e| fail(e.to_string()))?;
+        let mut db = match fs::metadata(path) {
+            Ok(m) if m.len() == 0 => {
+                return Err(damaged(
+                    path,
+                    "it is empty (0 bytes), so every handle is gone",
+                ))
+            }
+            Ok(_) => open_existing(path)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => create(path)?,
+            Err(e) => return Err(fail(e.to_string())),
+        };
+        fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+            .map_err(|e| fail(format!("making it 0600: {e}")))?;
+        match db.check_integrity() {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(state = %path.display(), "redb found damage in the state file and repaired it to its last intact commit")
+            }
+            Err(e) => return Err(damaged(path, e)),
+        }
         // Create the table up front so readers never race its creation.
-        let tx = db.begin_write().map_err(|e| fail(e.to_string()))?;
-        tx.open_table(TABLE).map_err(|e| fail(e.to_string()))?;
-        tx.commit().map_err(|e| fail(e.to_string()))?;
-        Ok(Embedded { db })
+        let tx = db.begin_write().map_err(|e| damaged(path, e))?;
+        tx.open_table(TABLE).map_err(|e| damaged(path, e))?;
+        tx.commit().map_err(|e| damaged(path, e))?;
+        Ok(Embedded {
+            db: Arc::new(db),
+            name: format!("embedded database {}", path.display()),
+        })
+    }
+
+    /// Runs `f` on the blocking pool.
+    fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Database) -> Result<T, StoreError> + Send + 'static,
+    ) -> KvFuture<'static, T> {
+        let db = self.db.clone();
+        Box::pin(async move {
+            tokio::task::spawn_blocking(move || f(&db))
+                .await
+                .map_err(|e| StoreError::Io(format!("store task: {e}")))?
+        })
+    }
+}
+
+/// The state directory, created 0700; an existing one is narrowed to 0700 unless it is a
+/// shared sticky directory such as /tmp, which is not the gateway's to change.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    if !dir.exists() {
+        return fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir);
+    }
+    let mode = fs::metadata(dir)?.permissions().mode();
+    if mode & 0o1000 == 0 && mode & 0o077 != 0 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// A new database, written under a temporary name and renamed into place.
+fn create(path: &Path) -> Result<Database, StoreError> {
+    let fail = |e: &dyn std::fmt::Display| StoreError::Open {
+        path: path.display().to_string(),
+        message: format!("creating it: {e}"),
+    };
+    let mut tmp = PathBuf::from(path);
+    tmp.as_mut_os_string().push(".new");
+    // A leftover of a crash during an earlier creation holds nothing.
+    let _ = fs::remove_file(&tmp);
+    drop(Database::create(&tmp).map_err(|e| fail(&e))?);
+    fs::set_permissions(&tmp, fs::Permissions::from_mode(0o600)).map_err(|e| fail(&e))?;
+    fs::rename(&tmp, path).map_err(|e| fail(&e))?;
+    if let Some(dir) = path.parent() {
+        fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| fail(&e))?;
+    }
+    Database::open(path).map_err(|e| fail(&e))
+}
+
+/// redb asserts on some truncated files instead of returning an error: the panic is caught
+/// (and kept off stderr) and reported as damage.
+fn open_existing(path: &Path) -> Result<Database, StoreError> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let opened = std::panic::catch_unwind(|| Database::open(path));
+    std::panic::set_hook(hook);
+    match opened {
+        Ok(Ok(db)) => Ok(db),
+        Ok(Err(e)) => Err(damaged(path, describe(&e))),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(damaged(
+                path,
+                format!("it is shorter than its header says (truncated?): redb: {what}"),
+            ))
+        }
+    }
+}
+
+fn describe(e: &redb::DatabaseError) -> String {
+    match e {
+        redb::DatabaseError::Storage(redb::StorageError::Io(io))
+            if io.kind() == std::io::ErrorKind::UnexpectedEof =>
+        {
+            "it ends inside its header (truncated)".into()
+        }
+        e => e.to_string(),
     }
 }
 
@@ -37,38 +164,58 @@ fn io(e: impl std::fmt::Display) -> StoreError {
 }
 
 impl KeyValue for Embedded {
-    fn put(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
-        let tx = self.db.begin_write().map_err(io)?;
-        tx.open_table(TABLE)
-            .map_err(io)?
-            .insert(key, value)
-            .map_err(io)?;
-        tx.commit().map_err(io)
+    fn name(&self) -> &str {
+        &self.name
     }
 
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let tx = self.db.begin_read().map_err(io)?;
-        let table = tx.open_table(TABLE).map_err(io)?;
-        Ok(table.get(key).map_err(io)?.map(|v| v.value().to_vec()))
+    fn put<'a>(&'a self, key: &'a str, value: Vec<u8>) -> KvFuture<'a, ()> {
+        let key = key.to_string();
+        self.blocking(move |db| {
+            let tx = db.begin_write().map_err(io)?;
+            tx.open_table(TABLE)
+                .map_err(io)?
+                .insert(key.as_str(), value.as_slice())
+                .map_err(io)?;
+            tx.commit().map_err(io)
+        })
     }
 
-    fn delete(&self, key: &str) -> Result<(), StoreError> {
-        let tx = self.db.begin_write().map_err(io)?;
-        tx.open_table(TABLE).map_err(io)?.remove(key).map_err(io)?;
-        tx.commit().map_err(io)
+    fn get<'a>(&'a self, key: &'a str) -> KvFuture<'a, Option<Vec<u8>>> {
+        let key = key.to_string();
+        self.blocking(move |db| {
+            let tx = db.begin_read().map_err(io)?;
+            let table = tx.open_table(TABLE).map_err(io)?;
+            let value = table.get(key.as_str()).map_err(io)?;
+            Ok(value.map(|v| v.value().to_vec()))
+        })
     }
 
-    fn scan(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        let tx = self.db.begin_read().map_err(io)?;
-        let table = tx.open_table(TABLE).map_err(io)?;
-        let mut out = Vec::new();
-        for entry in table.range(prefix..).map_err(io)? {
-            let (k, v) = entry.map_err(io)?;
-            if !k.value().starts_with(prefix) {
-                break;
+    fn delete<'a>(&'a self, key: &'a str) -> KvFuture<'a, ()> {
+        let key = key.to_string();
+        self.blocking(move |db| {
+            let tx = db.begin_write().map_err(io)?;
+            tx.open_table(TABLE)
+                .map_err(io)?
+                .remove(key.as_str())
+                .map_err(io)?;
+            tx.commit().map_err(io)
+        })
+    }
+
+    fn scan<'a>(&'a self, prefix: &'a str) -> KvFuture<'a, Vec<(String, Vec<u8>)>> {
+        let prefix = prefix.to_string();
+        self.blocking(move |db| {
+            let tx = db.begin_read().map_err(io)?;
+            let table = tx.open_table(TABLE).map_err(io)?;
+            let mut out = Vec::new();
+            for entry in table.range(prefix.as_str()..).map_err(io)? {
+                let (k, v) = entry.map_err(io)?;
+                if !k.value().starts_with(prefix.as_str()) {
+                    break;
+                }
+                out.push((k.value().to_string(), v.value().to_vec()));
             }
-            out.push((k.value().to_string(), v.value().to_vec()));
-        }
-        Ok(out)
+            Ok(out)
+        })
     }
 }

@@ -2,23 +2,29 @@
 //! share their state. A `Put` returns once etcd's Raft quorum committed it, which is the
 //! durability the contract asks for.
 //!
-//! The client speaks gRPC over HTTP/2 *plaintext* to `etcd_endpoints` (loopback or a
-//! cluster-internal network; etcd's TLS and auth are not configured by this build). It uses a
-//! minimal subset of etcd's API (`proto-etcd/`, compiled by `build.rs`), because the
-//! `etcd-client` crate needs a system `protoc` to build.
+//! The client speaks gRPC to `etcd_endpoints`: plaintext `http://` (loopback or a trusted
+//! network), or `https://` with a client certificate ([`crate::tls::Dialer`], reloaded on
+//! change or SIGHUP like the bridge's). With a user name and password, it asks etcd's
+//! `Auth.Authenticate` for a token, sends it with every call, and asks again when etcd says
+//! the token expired. It uses a minimal subset of etcd's API (`proto-etcd/`, compiled by
+//! `build.rs`), because the `etcd-client` crate needs a system `protoc` to build.
 //!
-//! [`KeyValue`] is synchronous (redb's commits are), while tonic is async: the client runs on
-//! its own single-threaded runtime on a dedicated thread, and each operation is a message to
-//! it with a bounded wait. That works under any runtime flavour of the caller, including the
-//! gateway's current-thread mode, where blocking on the caller's own runtime would deadlock.
+//! Every operation is async on the caller's runtime: a hung member delays only the calls that
+//! use the store, each bounded by [`super::Store`]'s timeout. Members are tried in turn while
+//! they are unreachable, starting with the last one that answered.
 
-use std::sync::mpsc as sync_mpsc;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
-use tonic::transport::{Channel, Endpoint};
+use hyper_util::rt::TokioIo;
+use tonic::metadata::MetadataValue;
+use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::Code;
 
-use super::{KeyValue, StoreError};
+use super::{KeyValue, KvFuture, StoreError};
+use crate::tls::{ClientSettings, Dialer};
 
 /// The generated client and messages (`proto-etcd/`).
 #[allow(clippy::all, missing_docs, rustdoc::all)]
@@ -31,11 +37,49 @@ pub mod proto {
     }
 }
 
-use proto::etcdserverpb::{kv_client::KvClient, DeleteRangeRequest, PutRequest, RangeRequest};
+use proto::etcdserverpb::{
+    auth_client::AuthClient, kv_client::KvClient, AuthenticateRequest, DeleteRangeRequest,
+    PutRequest, RangeRequest,
+};
 
-/// How long one etcd operation may take before the store reports itself unavailable.
-const OPERATION_TIMEOUT: Duration = Duration::from_secs(5);
+/// How to reach etcd (`[state]`'s etcd settings, validated).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// `http://host:port` or `https://host:port`.
+    pub endpoints: Vec<String>,
+    pub prefix: String,
+    /// Client certificate, key and CA for `https://` endpoints.
+    pub tls: Option<ClientSettings>,
+    /// etcd user name; its password is read from `password_file`.
+    pub username: Option<String>,
+    pub password_file: Option<PathBuf>,
+    /// Bounds connecting to a member.
+    pub connect_timeout: Duration,
+}
 
+struct Member {
+    url: String,
+    kv: KvClient<Channel>,
+    auth: AuthClient<Channel>,
+}
+
+struct Credentials {
+    name: String,
+    password: String,
+}
+
+/// A [`KeyValue`] on etcd; every key is stored under `prefix`.
+pub struct Etcd {
+    members: Vec<Member>,
+    /// The member tried first: the last one that answered.
+    current: AtomicUsize,
+    prefix: String,
+    credentials: Option<Credentials>,
+    token: Mutex<Option<MetadataValue<tonic::metadata::Ascii>>>,
+    name: String,
+}
+
+#[derive(Clone)]
 enum Op {
     Put(Vec<u8>, Vec<u8>),
     Get(Vec<u8>),
@@ -43,119 +87,175 @@ enum Op {
     Scan(Vec<u8>),
 }
 
-type Reply = Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError>;
-
-struct Job {
-    op: Op,
-    reply: sync_mpsc::SyncSender<Reply>,
-}
-
-/// A [`KeyValue`] on etcd; every key is stored under `prefix`.
-pub struct Etcd {
-    jobs: mpsc::UnboundedSender<Job>,
-    prefix: String,
-    endpoints: String,
-}
+type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
 
 impl Etcd {
-    /// Connects to `endpoints` (`http://host:port`) and checks that the cluster answers, so a
-    /// wrong address fails the start-up rather than the first call.
-    pub fn open(endpoints: &[String], prefix: &str) -> Result<Etcd, StoreError> {
-        let list = endpoints.join(",");
+    /// Connects to the endpoints and checks that the cluster answers (and accepts the
+    /// credentials), so a wrong address, certificate or password fails the start-up rather
+    /// than the first call.
+    pub async fn open(settings: &Settings, timeout: Duration) -> Result<Etcd, StoreError> {
+        let list = settings.endpoints.join(",");
+        let name = format!("etcd {list}");
         let fail = |message: String| StoreError::Open {
-            path: format!("etcd {list}"),
+            path: name.clone(),
             message,
         };
-        let parsed = endpoints
-            .iter()
-            .map(|e| {
-                Endpoint::from_shared(e.clone())
-                    .map(|e| {
-                        e.connect_timeout(OPERATION_TIMEOUT)
-                            .timeout(OPERATION_TIMEOUT)
-                    })
-                    .map_err(|err| fail(format!("{e}: {err}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let (jobs, rx) = mpsc::unbounded_channel();
-        std::thread::Builder::new()
-            .name("etcd-client".into())
-            .spawn(move || serve(parsed, rx))
+        let dialer = settings
+            .tls
+            .as_ref()
+            .map(|t| Dialer::named("etcd client certificate", t))
+            .transpose()
             .map_err(|e| fail(e.to_string()))?;
-        let store = Etcd {
-            jobs,
-            prefix: prefix.to_string(),
-            endpoints: list.clone(),
+        let members = settings
+            .endpoints
+            .iter()
+            .map(|url| member(url, settings.connect_timeout, dialer.clone()))
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(fail)?;
+        let credentials = match (&settings.username, &settings.password_file) {
+            (Some(name), Some(file)) => Some(Credentials {
+                name: name.clone(),
+                password: read_password(file).map_err(fail)?,
+            }),
+            _ => None,
         };
-        store
-            .run(Op::Get(store.key("handle/")))
-            .map_err(|e| fail(format!("not reachable: {e}")))?;
-        Ok(store)
+        let store = Etcd {
+            members,
+            current: AtomicUsize::new(0),
+            prefix: settings.prefix.clone(),
+            credentials,
+            token: Mutex::new(None),
+            name: name.clone(),
+        };
+        match tokio::time::timeout(timeout, store.run(Op::Get(store.key("health")))).await {
+            Ok(Ok(_)) => Ok(store),
+            Ok(Err(e)) => Err(fail(format!("not usable: {e}"))),
+            Err(_) => Err(fail(format!("no answer within {timeout:?}"))),
+        }
     }
 
     fn key(&self, key: &str) -> Vec<u8> {
         format!("{}{key}", self.prefix).into_bytes()
     }
 
-    /// Sends one operation to the client thread and waits (bounded) for its outcome.
-    fn run(&self, op: Op) -> Reply {
-        let (reply, rx) = sync_mpsc::sync_channel(1);
-        let gone = || StoreError::Io(format!("etcd {}: client stopped", self.endpoints));
-        self.jobs.send(Job { op, reply }).map_err(|_| gone())?;
-        let wait = || rx.recv_timeout(OPERATION_TIMEOUT * 2);
-        // Blocking a worker of a multi-threaded runtime stalls its other tasks; tell tokio so
-        // it moves them elsewhere. A current-thread runtime has no elsewhere: it just waits.
-        let outcome = match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(wait),
-            _ => wait(),
+    /// One operation, on each member in turn while they are unreachable.
+    async fn run(&self, op: Op) -> Result<Pairs, StoreError> {
+        let n = self.members.len();
+        let first = self.current.load(Ordering::Relaxed);
+        let mut unreachable = Vec::new();
+        for i in 0..n {
+            let at = (first + i) % n;
+            let m = &self.members[at];
+            match self.on_member(m, op.clone()).await {
+                Ok(out) => {
+                    self.current.store(at, Ordering::Relaxed);
+                    return Ok(out);
+                }
+                Err(s) if s.code() == Code::Unavailable => {
+                    unreachable.push(format!("{}: {}", m.url, s.message()))
+                }
+                Err(s) => return Err(rpc(&m.url, s)),
+            }
+        }
+        Err(StoreError::Io(format!(
+            "no member reachable: {}",
+            unreachable.join("; ")
+        )))
+    }
+
+    /// One operation on one member, authenticating first when credentials are configured and
+    /// again once if etcd no longer knows the token.
+    async fn on_member(&self, m: &Member, op: Op) -> Result<Pairs, tonic::Status> {
+        let token = self.token(m, false).await?;
+        match perform(m, op.clone(), token).await {
+            Err(s) if self.credentials.is_some() && expired(&s) => {
+                let token = self.token(m, true).await?;
+                perform(m, op, token).await
+            }
+            other => other,
+        }
+    }
+
+    async fn token(
+        &self,
+        m: &Member,
+        renew: bool,
+    ) -> Result<Option<MetadataValue<tonic::metadata::Ascii>>, tonic::Status> {
+        let Some(c) = &self.credentials else {
+            return Ok(None);
         };
-        outcome.map_err(|_| {
-            StoreError::Io(format!(
-                "etcd {}: no answer within {:?}",
-                self.endpoints,
-                OPERATION_TIMEOUT * 2
-            ))
-        })?
+        if !renew {
+            if let Some(t) = self.token.lock().expect("etcd token").clone() {
+                return Ok(Some(t));
+            }
+        }
+        let reply = m
+            .auth
+            .clone()
+            .authenticate(AuthenticateRequest {
+                name: c.name.clone(),
+                password: c.password.clone(),
+            })
+            .await?
+            .into_inner();
+        let token = MetadataValue::try_from(reply.token)
+            .map_err(|_| tonic::Status::internal("etcd returned a token that is not ASCII"))?;
+        *self.token.lock().expect("etcd token") = Some(token.clone());
+        Ok(Some(token))
     }
 }
 
-/// The client thread: one runtime, one balanced channel over every endpoint.
-fn serve(endpoints: Vec<Endpoint>, mut jobs: mpsc::UnboundedReceiver<Job>) {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            while let Some(job) = jobs.blocking_recv() {
-                let _ = job
-                    .reply
-                    .send(Err(StoreError::Io(format!("etcd runtime: {e}"))));
-            }
-            return;
-        }
-    };
-    runtime.block_on(async move {
-        let channel = Channel::balance_list(endpoints.into_iter());
-        let client = KvClient::new(channel);
-        while let Some(job) = jobs.recv().await {
-            let mut client = client.clone();
-            tokio::spawn(async move {
-                let outcome = tokio::time::timeout(OPERATION_TIMEOUT, perform(&mut client, job.op))
-                    .await
-                    .unwrap_or_else(|_| {
-                        Err(StoreError::Io(format!(
-                            "etcd: no answer within {OPERATION_TIMEOUT:?}"
-                        )))
-                    });
-                let _ = job.reply.send(outcome);
+/// A channel to one member: plaintext, or TLS through `dialer` for `https://`.
+fn member(
+    url: &str,
+    connect_timeout: Duration,
+    dialer: Option<Arc<Dialer>>,
+) -> Result<Member, String> {
+    let endpoint = Endpoint::from_shared(url.to_string())
+        .map_err(|e| format!("{url}: {e}"))?
+        .connect_timeout(connect_timeout);
+    let channel = match (url.starts_with("https://"), dialer) {
+        (false, _) => endpoint.connect_lazy(),
+        (true, Some(dialer)) => {
+            let connector = tower::service_fn(move |uri: Uri| {
+                let dialer = dialer.clone();
+                async move {
+                    let addr = uri
+                        .authority()
+                        .map(|a| a.to_string())
+                        .ok_or_else(|| std::io::Error::other("endpoint without host:port"))?;
+                    dialer
+                        .dial(&addr, connect_timeout)
+                        .await
+                        .map(TokioIo::new)
+                        .map_err(std::io::Error::other)
+                }
             });
+            endpoint.connect_with_connector_lazy(connector)
         }
-    });
+        (true, None) => return Err(format!("{url}: https:// needs state.etcd_tls")),
+    };
+    Ok(Member {
+        url: url.to_string(),
+        kv: KvClient::new(channel.clone()),
+        auth: AuthClient::new(channel),
+    })
 }
 
-fn rpc(e: tonic::Status) -> StoreError {
-    StoreError::Io(format!("etcd: {:?}: {}", e.code(), e.message()))
+/// The password, without the trailing newline an editor or `echo` leaves.
+fn read_password(file: &std::path::Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("password file {}: {e}", file.display()))?;
+    Ok(text.trim_end_matches(['\n', '\r']).to_string())
+}
+
+/// etcd's answer to a token it no longer knows (expired, or the member restarted).
+fn expired(s: &tonic::Status) -> bool {
+    s.message().contains("invalid auth token")
+}
+
+fn rpc(url: &str, e: tonic::Status) -> StoreError {
+    StoreError::Io(format!("{url}: {:?}: {}", e.code(), e.message()))
 }
 
 /// The end of the range of every key starting with `prefix` (etcd's "prefix plus one").
@@ -171,7 +271,23 @@ fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     vec![0]
 }
 
-async fn perform(client: &mut KvClient<Channel>, op: Op) -> Reply {
+fn request<T>(
+    message: T,
+    token: Option<MetadataValue<tonic::metadata::Ascii>>,
+) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(message);
+    if let Some(t) = token {
+        r.metadata_mut().insert("token", t);
+    }
+    r
+}
+
+async fn perform(
+    m: &Member,
+    op: Op,
+    token: Option<MetadataValue<tonic::metadata::Ascii>>,
+) -> Result<Pairs, tonic::Status> {
+    let mut kv = m.kv.clone();
     match op {
         Op::Put(key, value) => {
             let req = PutRequest {
@@ -179,61 +295,79 @@ async fn perform(client: &mut KvClient<Channel>, op: Op) -> Reply {
                 value,
                 ..Default::default()
             };
-            client.put(req).await.map_err(rpc)?;
+            kv.put(request(req, token)).await?;
             Ok(Vec::new())
         }
-        Op::Get(key) => range(client, key, Vec::new()).await,
+        Op::Get(key) => range(&mut kv, key, Vec::new(), token).await,
         Op::Scan(prefix) => {
             let end = prefix_end(&prefix);
-            range(client, prefix, end).await
+            range(&mut kv, prefix, end, token).await
         }
         Op::Delete(key) => {
             let req = DeleteRangeRequest {
                 key,
                 ..Default::default()
             };
-            client.delete_range(req).await.map_err(rpc)?;
+            kv.delete_range(request(req, token)).await?;
             Ok(Vec::new())
         }
     }
 }
 
 /// A linearizable read (etcd's default): it sees every write acknowledged before it began.
-async fn range(client: &mut KvClient<Channel>, key: Vec<u8>, range_end: Vec<u8>) -> Reply {
+async fn range(
+    kv: &mut KvClient<Channel>,
+    key: Vec<u8>,
+    range_end: Vec<u8>,
+    token: Option<MetadataValue<tonic::metadata::Ascii>>,
+) -> Result<Pairs, tonic::Status> {
     let req = RangeRequest {
         key,
         range_end,
         ..Default::default()
     };
-    let resp = client.range(req).await.map_err(rpc)?.into_inner();
+    let resp = kv.range(request(req, token)).await?.into_inner();
     Ok(resp.kvs.into_iter().map(|kv| (kv.key, kv.value)).collect())
 }
 
 impl KeyValue for Etcd {
-    fn put(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
-        self.run(Op::Put(self.key(key), value.to_vec())).map(drop)
+    fn name(&self) -> &str {
+        &self.name
     }
 
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.run(Op::Get(self.key(key)))?.pop().map(|(_, v)| v))
+    fn put<'a>(&'a self, key: &'a str, value: Vec<u8>) -> KvFuture<'a, ()> {
+        Box::pin(async move { self.run(Op::Put(self.key(key), value)).await.map(drop) })
     }
 
-    fn delete(&self, key: &str) -> Result<(), StoreError> {
-        self.run(Op::Delete(self.key(key))).map(drop)
+    fn get<'a>(&'a self, key: &'a str) -> KvFuture<'a, Option<Vec<u8>>> {
+        Box::pin(async move {
+            Ok(self
+                .run(Op::Get(self.key(key)))
+                .await?
+                .pop()
+                .map(|(_, v)| v))
+        })
     }
 
-    fn scan(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        let strip = self.prefix.len();
-        self.run(Op::Scan(self.key(prefix)))?
-            .into_iter()
-            .map(|(k, v)| {
-                let k = String::from_utf8(k).map_err(|e| StoreError::Corrupt {
-                    key: String::from_utf8_lossy(e.as_bytes()).into_owned(),
-                    message: "a key that is not UTF-8".into(),
-                })?;
-                Ok((k[strip..].to_string(), v))
-            })
-            .collect()
+    fn delete<'a>(&'a self, key: &'a str) -> KvFuture<'a, ()> {
+        Box::pin(async move { self.run(Op::Delete(self.key(key))).await.map(drop) })
+    }
+
+    fn scan<'a>(&'a self, prefix: &'a str) -> KvFuture<'a, Vec<(String, Vec<u8>)>> {
+        Box::pin(async move {
+            let strip = self.prefix.len();
+            self.run(Op::Scan(self.key(prefix)))
+                .await?
+                .into_iter()
+                .map(|(k, v)| {
+                    let k = String::from_utf8(k).map_err(|e| StoreError::Corrupt {
+                        key: String::from_utf8_lossy(e.as_bytes()).into_owned(),
+                        message: "a key that is not UTF-8".into(),
+                    })?;
+                    Ok((k[strip..].to_string(), v))
+                })
+                .collect()
+        })
     }
 }
 

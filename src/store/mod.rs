@@ -6,45 +6,191 @@
 //! state directory — never beside the front socket, since the spec forbids other files next to
 //! `CSI_ENDPOINT` — and [`etcd`], shared by gateway replicas.
 //!
-//! Keys: `handle/<volume id>` (VolumeHandle metadata, [`Handles`]) and `staging/<volume id>`
-//! (staging emulation, [`crate::staging`]).
+//! [`Store`] is what the rest of the gateway uses. It never blocks the caller's thread (redb
+//! runs on tokio's blocking pool, etcd is async), bounds every operation by `state.timeout` so
+//! a hung store fails its calls with UNAVAILABLE naming it while every other call goes on,
+//! seals each value with a checksum ([`envelope`]), and remembers its last failure for the
+//! health endpoints.
+//!
+//! Keys: `handle/<volume id>` (VolumeHandle metadata, [`Handles`]),
+//! `node/<node id>/staging/<volume id>` (staging emulation, [`crate::staging`]) and `health`
+//! (the health endpoint's write probe).
 
 pub mod embedded;
+pub mod envelope;
 pub mod etcd;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use crate::grpc::Status;
-use crate::translate::HandleStore;
+use crate::translate::{HandleStore, StoreFuture};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("state store {path}: {message}")]
     Open { path: String, message: String },
-    #[error("state store: {0}")]
+    #[error("{0}")]
     Io(String),
-    #[error("state store holds an undecodable value under {key}: {message}")]
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("the value under {key} is damaged: {message}")]
     Corrupt { key: String, message: String },
 }
 
+/// A boxed future of a [`KeyValue`] operation.
+pub type KvFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
 /// Durable key-value storage. A write has reached the disk (or etcd's quorum) when it returns.
+/// No operation blocks the calling thread.
 pub trait KeyValue: Send + Sync {
-    fn put(&self, key: &str, value: &[u8]) -> Result<(), StoreError>;
-    fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
-    fn delete(&self, key: &str) -> Result<(), StoreError>;
+    /// What the store is, for messages: `embedded database /path` or `etcd http://…`.
+    fn name(&self) -> &str;
+    fn put<'a>(&'a self, key: &'a str, value: Vec<u8>) -> KvFuture<'a, ()>;
+    fn get<'a>(&'a self, key: &'a str) -> KvFuture<'a, Option<Vec<u8>>>;
+    fn delete<'a>(&'a self, key: &'a str) -> KvFuture<'a, ()>;
     /// Every entry whose key starts with `prefix`, in key order (for start-up bookkeeping).
-    fn scan(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError>;
+    fn scan<'a>(&'a self, prefix: &'a str) -> KvFuture<'a, Vec<(String, Vec<u8>)>>;
 }
 
-/// VolumeHandle metadata kept in a [`KeyValue`] store under `handle/<volume id>`.
-pub struct Handles {
+/// The gateway's view of a [`KeyValue`]: bounded operations, checksummed values, metrics and
+/// the last failure.
+pub struct Store {
     kv: Arc<dyn KeyValue>,
+    timeout: Duration,
+    /// The last failure of the store itself (not of a damaged value), until a write succeeds.
+    failure: Mutex<Option<String>>,
+}
+
+const HEALTH_KEY: &str = "health";
+
+impl Store {
+    pub fn new(kv: Arc<dyn KeyValue>, timeout: Duration) -> Store {
+        Store {
+            kv,
+            timeout,
+            failure: Mutex::new(None),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        self.kv.name()
+    }
+
+    /// One operation, bounded by the timeout, counted, and noted for the health endpoints.
+    async fn run<T>(&self, op: &'static str, f: KvFuture<'_, T>) -> Result<T, StoreError> {
+        let out = tokio::time::timeout(self.timeout, f)
+            .await
+            .unwrap_or(Err(StoreError::Timeout(self.timeout)));
+        crate::metrics::store_operation(op, out.is_ok());
+        let mut failure = self.failure.lock().expect("store failure");
+        match &out {
+            Err(e @ (StoreError::Io(_) | StoreError::Timeout(_) | StoreError::Open { .. })) => {
+                *failure = Some(format!("{op}: {e}"))
+            }
+            // Only a write proves the store can commit again.
+            Ok(_) if op == "put" || op == "delete" => *failure = None,
+            _ => {}
+        }
+        out
+    }
+
+    pub async fn put(&self, key: &str, payload: &[u8]) -> Result<(), StoreError> {
+        let sealed = envelope::seal(key, payload);
+        self.run("put", self.kv.put(key, sealed)).await
+    }
+
+    pub async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let Some(stored) = self.run("get", self.kv.get(key)).await? else {
+            return Ok(None);
+        };
+        unseal(key, &stored).map(Some)
+    }
+
+    pub async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        self.run("delete", self.kv.delete(key)).await
+    }
+
+    /// Every entry under `prefix`, each checked.
+    pub async fn scan(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
+        self.run("scan", self.kv.scan(prefix))
+            .await?
+            .into_iter()
+            .map(|(k, v)| unseal(&k, &v).map(|p| (k, p)))
+            .collect()
+    }
+
+    /// At start-up: every value is checked, so a damaged store stops the gateway before it
+    /// serves. Values written before checksums existed (plain JSON) are sealed in place.
+    pub async fn verify(&self) -> Result<usize, StoreError> {
+        let entries = self.run("scan", self.kv.scan("")).await?;
+        let count = entries.len();
+        for (key, value) in entries {
+            match envelope::open(&key, &value) {
+                Ok(_) => {}
+                Err(envelope::Damage::Unsealed)
+                    if serde_json::from_slice::<serde_json::Value>(&value).is_ok() =>
+                {
+                    self.put(&key, &value).await?;
+                }
+                Err(d) => {
+                    return Err(StoreError::Corrupt {
+                        key,
+                        message: d.to_string(),
+                    })
+                }
+            }
+        }
+        Ok(count)
+    }
+
+    /// For `/healthz`: a small write, since a store that still reads may no longer commit.
+    pub async fn check(&self) -> Result<(), String> {
+        self.put(HEALTH_KEY, b"")
+            .await
+            .map_err(|e| format!("state store {}: {e}", self.name()))
+    }
+
+    /// For `/readyz`: the last failure of the store, until a write succeeds again.
+    pub fn failure(&self) -> Option<String> {
+        self.failure
+            .lock()
+            .expect("store failure")
+            .as_ref()
+            .map(|f| format!("state store {}: {f}", self.name()))
+    }
+
+    /// A failure as the status a call gets: UNAVAILABLE naming the store (the call may succeed
+    /// once it is back), or DATA_LOSS for a damaged value (it will not).
+    pub fn status(&self, what: &str, e: StoreError) -> Status {
+        let message = format!("{what}: state store {}: {e}", self.name());
+        match e {
+            StoreError::Corrupt { .. } => Status::data_loss(message),
+            _ => Status::unavailable(message),
+        }
+    }
+}
+
+fn unseal(key: &str, stored: &[u8]) -> Result<Vec<u8>, StoreError> {
+    envelope::open(key, stored)
+        .map(<[u8]>::to_vec)
+        .map_err(|d| StoreError::Corrupt {
+            key: key.to_string(),
+            message: d.to_string(),
+        })
+}
+
+/// VolumeHandle metadata kept in a [`Store`] under `handle/<volume id>`.
+pub struct Handles {
+    store: Arc<Store>,
 }
 
 impl Handles {
-    pub fn new(kv: Arc<dyn KeyValue>) -> Handles {
-        Handles { kv }
+    pub fn new(store: Arc<Store>) -> Handles {
+        Handles { store }
     }
 }
 
@@ -52,48 +198,63 @@ fn key(volume_id: &str) -> String {
     format!("handle/{volume_id}")
 }
 
-/// A store failure reaches the caller as UNAVAILABLE: the call may succeed once the store is back.
-fn unavailable(op: &'static str, e: StoreError) -> Status {
-    crate::metrics::store_operation(op, false);
-    Status::unavailable(format!("durable handle store: {e}"))
-}
+const WHAT: &str = "durable handle store";
 
-impl HandleStore for Handles {
-    fn put(&self, volume_id: &str, metadata: &HashMap<String, String>) -> Result<(), Status> {
+impl Handles {
+    async fn put_async(
+        &self,
+        volume_id: &str,
+        metadata: &HashMap<String, String>,
+    ) -> Result<(), Status> {
         let sorted: BTreeMap<&String, &String> = metadata.iter().collect();
         let value = serde_json::to_vec(&sorted).expect("a string map serializes");
-        self.kv
+        self.store
             .put(&key(volume_id), &value)
-            .map_err(|e| unavailable("put", e))?;
-        crate::metrics::store_operation("put", true);
-        Ok(())
+            .await
+            .map_err(|e| self.store.status(WHAT, e))
     }
 
-    fn get(&self, volume_id: &str) -> Result<Option<HashMap<String, String>>, Status> {
+    async fn get_async(&self, volume_id: &str) -> Result<Option<HashMap<String, String>>, Status> {
         let k = key(volume_id);
-        let Some(bytes) = self.kv.get(&k).map_err(|e| unavailable("get", e))? else {
-            crate::metrics::store_operation("get", true);
+        let Some(bytes) = self
+            .store
+            .get(&k)
+            .await
+            .map_err(|e| self.store.status(WHAT, e))?
+        else {
             return Ok(None);
         };
         let map = serde_json::from_slice(&bytes).map_err(|e| {
-            unavailable(
-                "get",
-                StoreError::Corrupt {
-                    key: k,
-                    message: e.to_string(),
-                },
-            )
+            let e = StoreError::Corrupt {
+                key: k,
+                message: e.to_string(),
+            };
+            self.store.status(WHAT, e)
         })?;
-        crate::metrics::store_operation("get", true);
         Ok(Some(map))
     }
+}
 
-    fn remove(&self, volume_id: &str) -> Result<(), Status> {
-        self.kv
-            .delete(&key(volume_id))
-            .map_err(|e| unavailable("delete", e))?;
-        crate::metrics::store_operation("delete", true);
-        Ok(())
+impl HandleStore for Handles {
+    fn put<'a>(
+        &'a self,
+        volume_id: &'a str,
+        metadata: &'a HashMap<String, String>,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(self.put_async(volume_id, metadata))
+    }
+
+    fn get<'a>(&'a self, volume_id: &'a str) -> StoreFuture<'a, Option<HashMap<String, String>>> {
+        Box::pin(self.get_async(volume_id))
+    }
+
+    fn remove<'a>(&'a self, volume_id: &'a str) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            self.store
+                .delete(&key(volume_id))
+                .await
+                .map_err(|e| self.store.status(WHAT, e))
+        })
     }
 }
 
@@ -101,21 +262,48 @@ impl HandleStore for Handles {
 mod tests {
     use super::*;
 
-    #[test]
-    fn handles_round_trip_through_a_real_database() {
+    fn store(path: &std::path::Path) -> Arc<Store> {
+        let kv = embedded::Embedded::open(path).unwrap();
+        Arc::new(Store::new(Arc::new(kv), Duration::from_secs(5)))
+    }
+
+    #[tokio::test]
+    async fn handles_round_trip_through_a_real_database() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.redb");
         let meta: HashMap<String, String> = [("path".to_string(), "/data/v1".to_string())].into();
         {
-            let h = Handles::new(Arc::new(embedded::Embedded::open(&path).unwrap()));
-            assert_eq!(h.get("vol-1").unwrap(), None);
-            h.put("vol-1", &meta).unwrap();
+            let h = Handles::new(store(&path));
+            assert_eq!(h.get("vol-1").await.unwrap(), None);
+            h.put("vol-1", &meta).await.unwrap();
         }
         // Reopened: what was put before is still there.
-        let h = Handles::new(Arc::new(embedded::Embedded::open(&path).unwrap()));
-        assert_eq!(h.get("vol-1").unwrap(), Some(meta));
-        h.remove("vol-1").unwrap();
-        assert_eq!(h.get("vol-1").unwrap(), None);
-        h.remove("vol-1").unwrap(); // removing twice is fine
+        let h = Handles::new(store(&path));
+        assert_eq!(h.get("vol-1").await.unwrap(), Some(meta));
+        h.remove("vol-1").await.unwrap();
+        assert_eq!(h.get("vol-1").await.unwrap(), None);
+        h.remove("vol-1").await.unwrap(); // removing twice is fine
+    }
+
+    #[tokio::test]
+    async fn a_damaged_value_is_data_loss_and_a_plain_json_one_is_sealed_at_verify() {
+        let dir = tempfile::tempdir().unwrap();
+        let kv = Arc::new(embedded::Embedded::open(&dir.path().join("state.redb")).unwrap());
+        let s = Store::new(kv.clone(), Duration::from_secs(5));
+        kv.put("handle/old", b"{\"a\":\"1\"}".to_vec())
+            .await
+            .unwrap();
+        assert_eq!(s.verify().await.unwrap(), 1);
+        let h = Handles::new(Arc::new(s));
+        assert_eq!(
+            h.get("old").await.unwrap(),
+            Some([("a".to_string(), "1".to_string())].into())
+        );
+        let mut sealed = kv.get("handle/old").await.unwrap().unwrap();
+        *sealed.last_mut().unwrap() ^= 1;
+        kv.put("handle/old", sealed).await.unwrap();
+        let e = h.get("old").await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::DataLoss, "{e:?}");
+        assert!(e.message().contains("handle/old"), "{e:?}");
     }
 }

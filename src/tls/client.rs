@@ -43,9 +43,14 @@ impl std::fmt::Debug for Dialer {
 impl Dialer {
     /// Loads the material (failing now if it is unusable) and starts watching it.
     pub fn new(settings: &ClientSettings) -> Result<Arc<Dialer>, TlsError> {
+        Dialer::named("upstream client certificate", settings)
+    }
+
+    /// [`Dialer::new`], for the peer `what` names in reload messages (e.g. etcd's client).
+    pub fn named(what: &'static str, settings: &ClientSettings) -> Result<Arc<Dialer>, TlsError> {
         let s = settings.clone();
         let config = Reloading::start(
-            "upstream client certificate",
+            what,
             settings.material.files(),
             settings.reload_interval,
             move || build(&s),

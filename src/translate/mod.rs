@@ -64,11 +64,19 @@ pub trait RawUpstream: Send + Sync {
     fn unary<'a>(&'a self, path: &'static str, body: Vec<u8>) -> UnaryFuture<'a>;
 }
 
-/// Durable VolumeHandle metadata for id-only calls to a draft upstream (real store comes later).
+/// A boxed future returned by [`HandleStore`].
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, Status>> + Send + 'a>>;
+
+/// Durable VolumeHandle metadata for calls to a draft upstream ([`crate::store::Handles`]).
+/// Asynchronous: a slow store delays only the calls that need it.
 pub trait HandleStore: Send + Sync {
-    fn put(&self, volume_id: &str, metadata: &HashMap<String, String>) -> Result<(), Status>;
-    fn get(&self, volume_id: &str) -> Result<Option<HashMap<String, String>>, Status>;
-    fn remove(&self, volume_id: &str) -> Result<(), Status>;
+    fn put<'a>(
+        &'a self,
+        volume_id: &'a str,
+        metadata: &'a HashMap<String, String>,
+    ) -> StoreFuture<'a, ()>;
+    fn get<'a>(&'a self, volume_id: &'a str) -> StoreFuture<'a, Option<HashMap<String, String>>>;
+    fn remove<'a>(&'a self, volume_id: &'a str) -> StoreFuture<'a, ()>;
 }
 
 /// What the transport learned about the upstream at connect (detection/negotiation).

@@ -14,7 +14,8 @@ use crate::hub::{v1, Method, Request as Req, Response as Resp};
 
 pub(crate) const OLD: [Dialect; 3] = [Dialect::V0_3, Dialect::V0_1, Dialect::V0_1Oneof];
 
-/// The hub request → `dialect` upstream path and bytes (draft id-only calls get "ctx" metadata).
+/// The hub request → `dialect` upstream path and bytes (draft calls naming a volume get "ctx"
+/// metadata, as `upstream.rs` would find it in the handle store).
 pub(crate) fn up_req(dialect: Dialect, req: Req) -> Result<(&'static str, Vec<u8>), Status> {
     let v = Some(Version::new(0, 1, 0));
     match dialect {
@@ -24,7 +25,10 @@ pub(crate) fn up_req(dialect: Dialect, req: Req) -> Result<(&'static str, Vec<u8
             let md = match req.method() {
                 Method::DeleteVolume
                 | Method::ControllerUnpublishVolume
-                | Method::NodeUnpublishVolume => m("ctx"),
+                | Method::NodeUnpublishVolume
+                | Method::ControllerPublishVolume
+                | Method::NodePublishVolume
+                | Method::ValidateVolumeCapabilities => m("ctx"),
                 _ => HashMap::new(),
             };
             v0_1_oneof::upstream_request(req, v, md)

@@ -8,9 +8,10 @@
 //!   UNIMPLEMENTED means it does not). Nothing else is ever synthesized.
 //! - `NodeGetInfo` (v0.3) → `NodeGetId` (v0.2) when a `csi.v0` plugin answers UNIMPLEMENTED; the
 //!   session remembers it.
-//! - draft plugins need `VolumeHandle.metadata` on id-only calls: read from the [`HandleStore`],
-//!   written before the `CreateVolume`/`ListVolumes` reply that reveals it leaves the gateway,
-//!   removed after a successful delete.
+//! - draft plugins need their `VolumeHandle.metadata` back on every call naming a volume: read
+//!   from the [`HandleStore`], written only from the plugin's own `CreateVolume`/`ListVolumes`
+//!   reply (before that reply leaves the gateway), removed after a successful delete. Nothing a
+//!   client sends is stored.
 //! - a pre-staging front (v0.1, draft) cannot stage: while the plugin requires staging, the
 //!   gateway emulates it around this function ([`crate::staging`]); a `NodePublishVolume`
 //!   without a staging path that reaches this function is FAILED_PRECONDITION.
@@ -145,32 +146,45 @@ async fn call_v0_1(
     }
 }
 
-/// The id of the volume an id-only call names, for calls a draft plugin needs metadata on.
-fn id_only_volume(req: &Req) -> Option<&str> {
+/// The volume a call names, and the context its client sent (`None`: an id-only call).
+fn named_volume(req: &Req) -> Option<(&str, Option<&HashMap<String, String>>)> {
     match req {
-        Req::DeleteVolume(r) => Some(&r.volume_id),
-        Req::ControllerUnpublishVolume(r) => Some(&r.volume_id),
-        Req::NodeUnpublishVolume(r) => Some(&r.volume_id),
+        Req::DeleteVolume(r) => Some((&r.volume_id, None)),
+        Req::ControllerUnpublishVolume(r) => Some((&r.volume_id, None)),
+        Req::NodeUnpublishVolume(r) => Some((&r.volume_id, None)),
+        Req::ControllerPublishVolume(r) => Some((&r.volume_id, Some(&r.volume_context))),
+        Req::NodePublishVolume(r) => Some((&r.volume_id, Some(&r.volume_context))),
+        Req::ValidateVolumeCapabilities(r) => Some((&r.volume_id, Some(&r.volume_context))),
         _ => None,
     }
 }
 
-/// The `VolumeHandle.metadata` for an id-only call. No store: refused (never silently lossy).
-/// A store without an entry: the volume is unknown to the gateway (e.g. a retried delete after
-/// the entry was removed) and is sent with empty metadata — the plugin answers for it.
-fn metadata_for(
+/// The `VolumeHandle.metadata` to send for a call naming volume `id`: the plugin's own, as
+/// its CreateVolume or ListVolumes reply gave it, whatever the client sent — orchestrators add
+/// keys of their own to `volume_context` (pod info, service-account tokens), and the plugin
+/// checks the metadata it issued. A volume the store does not know (created before the
+/// gateway, or already deleted) goes with the client's context, or empty on id-only calls: the
+/// plugin answers for it. No store: refused (never silently lossy).
+async fn metadata_for(
     store: Option<&dyn HandleStore>,
     req: &Req,
     id: &str,
+    context: Option<&HashMap<String, String>>,
 ) -> Result<HashMap<String, String>, Status> {
-    let store = store.ok_or_else(|| {
-        Status::failed_precondition(format!(
-            "{STORE_REQUIRED} to send {} of volume {id:?} to a CSI v0.1-oneof plugin \
-             (its VolumeHandle metadata is not in the request)",
-            req.method().name()
-        ))
-    })?;
-    Ok(store.get(id)?.unwrap_or_default())
+    let Some(store) = store else {
+        return match context {
+            Some(c) => Ok(c.clone()),
+            None => Err(Status::failed_precondition(format!(
+                "{STORE_REQUIRED} to send {} of volume {id:?} to a CSI v0.1-oneof plugin \
+                 (its VolumeHandle metadata is not in the request)",
+                req.method().name()
+            ))),
+        };
+    };
+    Ok(match store.get(id).await? {
+        Some(stored) => stored,
+        None => context.cloned().unwrap_or_default(),
+    })
 }
 
 /// `handle_encoding = "inline"`: turns an inline volume id in `request` back into the plugin's
@@ -243,34 +257,21 @@ async fn call_draft(
     } else {
         None
     };
-    let metadata = match (inline, id_only_volume(&request)) {
+    let metadata = match (inline, named_volume(&request)) {
         (Some(meta), _) => meta,
-        (None, Some(id)) => metadata_for(store, &request, id)?,
+        (None, Some((id, context))) => metadata_for(store, &request, id, context).await?,
         (None, None) => HashMap::new(),
     };
+    let sent: Vec<String> = metadata.values().cloned().collect();
+    // Nothing a client sent is ever stored: the store holds only what the plugin answered.
     let (path, body) = v0_1_oneof::upstream_request(request.clone(), ver, metadata)?;
-    // Calls that carry the context: remember it for later id-only calls (e.g. the node-side
-    // gateway's NodeUnpublishVolume after NodePublishVolume).
-    if let (
-        Some(store),
-        Req::ControllerPublishVolume(v1::ControllerPublishVolumeRequest {
-            volume_id,
-            volume_context,
-            ..
-        })
-        | Req::NodePublishVolume(v1::NodePublishVolumeRequest {
-            volume_id,
-            volume_context,
-            ..
-        }),
-    ) = (store, &request)
-    {
-        if !volume_context.is_empty() {
-            store.put(volume_id, volume_context)?;
-        }
-    }
-    let bytes = upstream.unary(path, body).await?;
-    let mut resp = v0_1_oneof::upstream_reply(&request, &bytes)?;
+    // The plugin's errors may echo the metadata it was sent: never passed on.
+    let hide = |s: Status| {
+        let message = crate::observe::Redactor::scrub(s.message(), &sent);
+        Status::new(s.code(), message)
+    };
+    let bytes = upstream.unary(path, body).await.map_err(hide)?;
+    let mut resp = v0_1_oneof::upstream_reply(&request, &bytes).map_err(hide)?;
     if session.inline_handles {
         wrap_inline(&mut resp)?;
         return Ok(resp);
@@ -280,17 +281,20 @@ async fn call_draft(
             // Written before the reply that reveals the metadata leaves the gateway.
             (Method::CreateVolume, Resp::CreateVolume(r)) => {
                 if let Some(v) = &r.volume {
-                    store.put(&v.volume_id, &v.volume_context)?;
+                    store.put(&v.volume_id, &v.volume_context).await?;
                 }
             }
+            // Written only where it differs, so listing is not a write per volume.
             (Method::ListVolumes, Resp::ListVolumes(r)) => {
                 for v in r.entries.iter().filter_map(|e| e.volume.as_ref()) {
-                    store.put(&v.volume_id, &v.volume_context)?;
+                    if store.get(&v.volume_id).await?.as_ref() != Some(&v.volume_context) {
+                        store.put(&v.volume_id, &v.volume_context).await?;
+                    }
                 }
             }
             (Method::DeleteVolume, _) => {
                 if let Req::DeleteVolume(r) = &request {
-                    store.remove(&r.volume_id)?;
+                    store.remove(&r.volume_id).await?;
                 }
             }
             _ => {}

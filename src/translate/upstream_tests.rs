@@ -53,20 +53,39 @@ struct Store {
     map: Mutex<HashMap<String, HashMap<String, String>>>,
     fail_put: bool,
 }
+impl Store {
+    fn entry(&self, id: &str) -> Option<HashMap<String, String>> {
+        self.map.lock().unwrap().get(id).cloned()
+    }
+    fn insert(&self, id: &str, md: HashMap<String, String>) {
+        self.map.lock().unwrap().insert(id.into(), md);
+    }
+}
 impl HandleStore for Store {
-    fn put(&self, id: &str, md: &HashMap<String, String>) -> Result<(), Status> {
-        if self.fail_put {
-            return Err(Status::unavailable("store down"));
-        }
-        self.map.lock().unwrap().insert(id.into(), md.clone());
-        Ok(())
+    fn put<'a>(
+        &'a self,
+        id: &'a str,
+        md: &'a HashMap<String, String>,
+    ) -> crate::translate::StoreFuture<'a, ()> {
+        Box::pin(async move {
+            if self.fail_put {
+                return Err(Status::unavailable("store down"));
+            }
+            self.insert(id, md.clone());
+            Ok(())
+        })
     }
-    fn get(&self, id: &str) -> Result<Option<HashMap<String, String>>, Status> {
-        Ok(self.map.lock().unwrap().get(id).cloned())
+    fn get<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> crate::translate::StoreFuture<'a, Option<HashMap<String, String>>> {
+        Box::pin(async move { Ok(self.entry(id)) })
     }
-    fn remove(&self, id: &str) -> Result<(), Status> {
-        self.map.lock().unwrap().remove(id);
-        Ok(())
+    fn remove<'a>(&'a self, id: &'a str) -> crate::translate::StoreFuture<'a, ()> {
+        Box::pin(async move {
+            self.map.lock().unwrap().remove(id);
+            Ok(())
+        })
     }
 }
 
@@ -356,7 +375,7 @@ fn draft_create_volume_stores_metadata_before_replying() {
     .unwrap();
     let Resp::CreateVolume(r) = got else { panic!() };
     assert_eq!(r.volume.unwrap().volume_context, m("md"));
-    assert_eq!(store.get("vol-9").unwrap(), Some(m("md")));
+    assert_eq!(store.entry("vol-9"), Some(m("md")));
     // If the metadata cannot be stored, the reply that reveals it never leaves.
     let failing = Store {
         fail_put: true,
@@ -384,7 +403,7 @@ fn delete_handle(up: &Fake) -> Option<po::VolumeHandle> {
 #[test]
 fn draft_id_only_calls_read_the_store() {
     let store = Store::default();
-    store.put("vol-1", &m("md")).unwrap();
+    store.insert("vol-1", m("md"));
     let ok = po::DeleteVolumeResponse {
         reply: Some(po::delete_volume_response::Reply::Result(Default::default())),
     }
@@ -400,7 +419,7 @@ fn draft_id_only_calls_read_the_store() {
         })
     );
     assert_eq!(
-        store.get("vol-1").unwrap(),
+        store.entry("vol-1"),
         None,
         "removed after a successful delete"
     );
@@ -440,38 +459,105 @@ fn draft_id_only_calls_read_the_store() {
     }
 }
 
+/// The handle a draft plugin received, for each call that names a volume.
+fn sent_handle(method: Method, body: &[u8]) -> po::VolumeHandle {
+    match method {
+        Method::ControllerPublishVolume => {
+            po::ControllerPublishVolumeRequest::decode(body)
+                .unwrap()
+                .volume_handle
+        }
+        Method::NodePublishVolume => {
+            po::NodePublishVolumeRequest::decode(body)
+                .unwrap()
+                .volume_handle
+        }
+        Method::ValidateVolumeCapabilities => {
+            po::ValidateVolumeCapabilitiesRequest::decode(body)
+                .unwrap()
+                .volume_info
+                .unwrap()
+                .handle
+        }
+        Method::NodeUnpublishVolume => {
+            po::NodeUnpublishVolumeRequest::decode(body)
+                .unwrap()
+                .volume_handle
+        }
+        other => panic!("{other}"),
+    }
+    .unwrap()
+}
+
 #[test]
-fn draft_publish_remembers_the_context_for_unpublish() {
-    let store = Store::default();
-    let ok = po::NodePublishVolumeResponse {
-        reply: Some(po::node_publish_volume_response::Reply::Result(
-            Default::default(),
-        )),
+fn draft_calls_carry_the_plugins_metadata_and_never_store_the_clients() {
+    for method in [
+        Method::ControllerPublishVolume,
+        Method::NodePublishVolume,
+        Method::ValidateVolumeCapabilities,
+    ] {
+        // The plugin refuses (as for an id it does not know): nothing may be written anyway.
+        let up = Fake::new(|_, _| Err(Status::not_found("no such volume")));
+        let store = Store::default();
+        let with_context = fixtures::carried(Dialect::V0_1Oneof, fixtures::request(method));
+        let first = call(
+            &session(Dialect::V0_1Oneof),
+            &up,
+            Some(&store),
+            with_context.clone(),
+        );
+        assert_eq!(first.unwrap_err().code(), Code::NotFound, "{method}");
+        assert!(
+            store.map.lock().unwrap().is_empty(),
+            "{method}: a client's context was stored"
+        );
+        // Unknown to the store: the client's context goes as the metadata.
+        assert_eq!(
+            sent_handle(method, &up.body(0)).metadata,
+            m("ctx"),
+            "{method}"
+        );
+        // Known: the plugin's own metadata, whatever the client added (pod info, tokens).
+        store.insert("vol-1", m("md"));
+        let _ = call(
+            &session(Dialect::V0_1Oneof),
+            &up,
+            Some(&store),
+            with_context,
+        );
+        assert_eq!(
+            sent_handle(method, &up.body(1)).metadata,
+            m("md"),
+            "{method}"
+        );
+        assert_eq!(
+            store.entry("vol-1"),
+            Some(m("md")),
+            "{method}: left as the plugin gave it"
+        );
+        // Sent with no context at all: still the plugin's metadata, not an empty map.
+        let bare = match fixtures::carried(Dialect::V0_1Oneof, fixtures::request(method)) {
+            Req::ControllerPublishVolume(mut r) => {
+                r.volume_context.clear();
+                Req::ControllerPublishVolume(r)
+            }
+            Req::NodePublishVolume(mut r) => {
+                r.volume_context.clear();
+                Req::NodePublishVolume(r)
+            }
+            Req::ValidateVolumeCapabilities(mut r) => {
+                r.volume_context.clear();
+                Req::ValidateVolumeCapabilities(r)
+            }
+            other => other,
+        };
+        let _ = call(&session(Dialect::V0_1Oneof), &up, Some(&store), bare);
+        assert_eq!(
+            sent_handle(method, &up.body(2)).metadata,
+            m("md"),
+            "{method}"
+        );
     }
-    .encode_to_vec();
-    let up = Fake::new(move |_, _| Ok(ok.clone()));
-    let publish = fixtures::carried(
-        Dialect::V0_1Oneof,
-        fixtures::request(Method::NodePublishVolume),
-    );
-    call(&session(Dialect::V0_1Oneof), &up, Some(&store), publish).unwrap();
-    assert_eq!(store.get("vol-1").unwrap(), Some(m("ctx")));
-    let ok = po::NodeUnpublishVolumeResponse {
-        reply: Some(po::node_unpublish_volume_response::Reply::Result(
-            Default::default(),
-        )),
-    }
-    .encode_to_vec();
-    let up = Fake::new(move |_, _| Ok(ok.clone()));
-    call(
-        &session(Dialect::V0_1Oneof),
-        &up,
-        Some(&store),
-        fixtures::request(Method::NodeUnpublishVolume),
-    )
-    .unwrap();
-    let sent = po::NodeUnpublishVolumeRequest::decode(up.body(0).as_slice()).unwrap();
-    assert_eq!(sent.volume_handle.unwrap().metadata, m("ctx"));
 }
 
 #[test]

@@ -11,8 +11,9 @@ macro_rules! path {
 pub(crate) const PROBE_NODE: &str = path!("Node", "ProbeNode");
 
 /// A hub request → the draft upstream path and body. `metadata` is the `VolumeHandle.metadata`
-/// for calls whose hub request carries only the volume id (read from the handle store by
-/// `upstream.rs`). `Probe` and `GetPluginCapabilities` are orchestrated by `upstream.rs`.
+/// of every call that names a volume (chosen by `upstream.rs`: the plugin's own, from the
+/// handle store, before anything a client sent). `Probe` and `GetPluginCapabilities` are
+/// orchestrated by `upstream.rs`.
 pub(crate) fn upstream_request(
     req: Req,
     v: Option<Version>,
@@ -58,7 +59,7 @@ pub(crate) fn upstream_request(
             path!("Controller", "ControllerPublishVolume"),
             d::ControllerPublishVolumeRequest {
                 version,
-                volume_handle: handle(r.volume_id, r.volume_context),
+                volume_handle: handle(r.volume_id, metadata),
                 node_id: ids::node_id_from_string(&r.node_id)?,
                 volume_capability: r.volume_capability.map(cap_from_hub).transpose()?,
                 readonly: r.readonly,
@@ -90,7 +91,7 @@ pub(crate) fn upstream_request(
                     version,
                     volume_info: Some(d::VolumeInfo {
                         capacity_bytes: 0,
-                        handle: handle(r.volume_id, r.volume_context),
+                        handle: handle(r.volume_id, metadata),
                     }),
                     volume_capabilities: caps_from_hub(r.volume_capabilities)?,
                 }
@@ -150,7 +151,7 @@ pub(crate) fn upstream_request(
                 path!("Node", "NodePublishVolume"),
                 d::NodePublishVolumeRequest {
                     version,
-                    volume_handle: handle(r.volume_id, r.volume_context),
+                    volume_handle: handle(r.volume_id, metadata),
                     publish_volume_info: (!r.publish_context.is_empty()).then_some(
                         d::PublishVolumeInfo {
                             values: r.publish_context,

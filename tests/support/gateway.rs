@@ -104,6 +104,10 @@ impl Gateway {
         fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
     }
