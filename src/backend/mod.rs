@@ -8,6 +8,7 @@
 //! - [`serve`](crate::backend::serve): the UNIX socket, the chosen dialect's services and clean shutdown;
 //!   [`rpclog`](crate::backend::rpclog) logs one line per RPC.
 
+pub mod echo;
 pub mod engine;
 pub mod listen;
 pub mod rpclog;

@@ -49,6 +49,8 @@ pub struct Options {
     pub engine: engine::Config,
     /// Mutual TLS for a `tcp://host:port` endpoint (required there; plaintext TCP is refused).
     pub tls: Option<crate::tls::server::ServerSettings>,
+    /// TEST HOOK: RPCs refused with an error quoting the request ([`super::echo`]).
+    pub echo_errors: Vec<String>,
 }
 
 /// `unix:///abs/path`, `unix:/abs/path` or a bare path → the socket path.
@@ -153,6 +155,9 @@ pub async fn serve(opts: Options, shutdown: impl Future<Output = ()>) -> Result<
     let mut server = tokio::spawn(
         tonic::transport::Server::builder()
             .layer(super::rpclog::RpcLog)
+            .layer(super::echo::Echo {
+                rpcs: Arc::new(opts.echo_errors.clone()),
+            })
             .add_routes(routes(opts.dialect, engine, opts.driver_name))
             .serve_with_incoming_shutdown(incoming, async {
                 let _ = stopped.await;

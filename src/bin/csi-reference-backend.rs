@@ -94,6 +94,11 @@ struct Cli {
     /// snapshot's data and before committing it.
     #[arg(long, hide = true, value_parser = humantime_ms)]
     fault_delay: Option<Duration>,
+
+    /// Test hook: refuse these RPCs (comma-separated names, e.g. NodePublishVolume) with an
+    /// error quoting every readable string of the request, as plugins that echo input do.
+    #[arg(long, hide = true, value_delimiter = ',')]
+    test_echo_errors: Vec<String>,
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {
@@ -142,6 +147,7 @@ fn main() -> ExitCode {
     };
     let opts = Options {
         tls,
+        echo_errors: cli.test_echo_errors,
         endpoint: cli.endpoint,
         dialect: cli.dialect,
         driver_name: cli.driver_name,
