@@ -262,3 +262,276 @@ async fn the_state_directory_and_file_are_private() {
     assert_eq!(mode(&gateway.state_dir), 0o700);
     assert_eq!(mode(&file), 0o600);
 }
+
+/// Starts the gateway on `state_dir` and returns how it exited (bounded: a gateway that keeps
+/// running fails the test).
+fn start_expecting_exit(state_dir: &Path, upstream: &Path) -> std::process::Output {
+    let sock = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(support::gateway::binary())
+        .arg("run")
+        .arg(format!(
+            "--listen=unix://{}",
+            sock.path().join("gw.sock").display()
+        ))
+        .arg(format!("--upstream=unix://{}", upstream.display()))
+        .arg(format!("--state-dir={}", state_dir.display()))
+        .arg("--metrics-listen=")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + support::PROCESS_TIMEOUT;
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the gateway started on a damaged state file");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// Every position of `needle` in `haystack`.
+fn positions(haystack: &[u8], needle: &[u8]) -> Vec<usize> {
+    haystack
+        .windows(needle.len())
+        .enumerate()
+        .filter(|(_, w)| *w == needle)
+        .map(|(i, _)| i)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_damaged_state_file_stops_the_start_with_the_file_and_the_damage_named() {
+    let backend = Backend::start(Options::new("v0.1-oneof")).await;
+    let mut gateway = Gateway::start(&backend.socket, "v0.1", &[]).await;
+    let f = Front::new(Dialect::V1, gateway.channel().await);
+    let v = f.create("vol-d", 1 << 20, &HashMap::new()).await.unwrap();
+    gateway.terminate();
+    let file = gateway.state_dir.join("state.redb");
+    let intact = std::fs::read(&file).unwrap();
+    let metadata = format!("volumes/{}", v.id);
+    let mut flipped = intact.clone();
+    let at = positions(&intact, metadata.as_bytes());
+    assert!(!at.is_empty(), "the metadata is in the file");
+    for i in at {
+        flipped[i + metadata.len() - 1] ^= 0x01;
+    }
+    for (damage, bytes, expected) in [
+        ("0 bytes", Vec::new(), "empty (0 bytes)"),
+        (
+            "truncated",
+            intact[..intact.len() / 2].to_vec(),
+            "truncated",
+        ),
+        (
+            "truncated in the header",
+            intact[..100].to_vec(),
+            "truncated",
+        ),
+        ("a flipped byte in a value", flipped, "damaged"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        std::fs::write(state.join("state.redb"), &bytes).unwrap();
+        let out = start_expecting_exit(&state, &backend.socket);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{damage}: {stderr}");
+        assert!(
+            stderr.contains(&state.join("state.redb").display().to_string())
+                && stderr.contains(expected)
+                && !stderr.contains("panicked"),
+            "{damage}: {stderr}"
+        );
+    }
+    // The intact file still starts, and its handle still resolves.
+    gateway.start_again().await;
+    Front::new(Dialect::V1, gateway.channel().await)
+        .delete(&id_only(&v), &HashMap::new())
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_value_changed_in_etcd_is_refused_and_never_sent_to_the_plugin() {
+    use csi_gateway::store::etcd::proto::etcdserverpb::{
+        kv_client::KvClient, PutRequest, RangeRequest,
+    };
+    let etcd = support::etcd::Etcd::start().await;
+    let backend = Backend::start(Options::new("v0.1-oneof")).await;
+    let gateway = Gateway::start(
+        &backend.socket,
+        "v0.1",
+        &[
+            "--state-backend=etcd",
+            &format!("--etcd-endpoints={}", etcd.endpoint),
+        ],
+    )
+    .await;
+    let f = Front::new(Dialect::V1, gateway.channel().await);
+    let v = f.create("vol-t", 1 << 20, &HashMap::new()).await.unwrap();
+    let mut kv = KvClient::connect(etcd.endpoint.clone()).await.unwrap();
+    let key = format!("/csi-gateway/handle/{}", v.id).into_bytes();
+    let stored = kv
+        .range(RangeRequest {
+            key: key.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .kvs;
+    let mut value = stored[0].value.clone();
+    *value.last_mut().unwrap() ^= 0x01;
+    kv.put(PutRequest {
+        key,
+        value,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let e = f.delete(&id_only(&v), &HashMap::new()).await.unwrap_err();
+    assert_eq!(e.code, tonic::Code::DataLoss, "{e:?}");
+    assert!(
+        e.message.contains(&format!("handle/{}", v.id)) && e.message.contains("etcd"),
+        "{e:?}"
+    );
+    assert!(
+        !backend.log_text().contains("DeleteVolume"),
+        "the damaged metadata reached the plugin"
+    );
+}
+
+fn get(url: &str) -> (u16, String) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(20)))
+        .build()
+        .into();
+    let mut r = agent.get(url).call().unwrap();
+    let body = r.body_mut().read_to_string().unwrap_or_default();
+    (r.status().as_u16(), body)
+}
+
+fn prlimit(pid: u32, fsize: &str) {
+    let out = std::process::Command::new("prlimit")
+        .args(["--pid", &pid.to_string(), &format!("--fsize={fsize}")])
+        .output()
+        .expect("prlimit (util-linux) runs");
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[tokio::test]
+async fn health_endpoints_fail_while_the_store_cannot_write() {
+    let backend = Backend::start(Options::new("v0.1-oneof")).await;
+    let metrics = format!("127.0.0.1:{}", support::free_port());
+    // SIGXFSZ ignored, so a write past the file size limit fails with EFBIG — a disk error —
+    // instead of killing the gateway.
+    let mut gateway = Gateway::start_through(
+        &["sh", "-c", "trap '' XFSZ; exec \"$0\" \"$@\""],
+        &backend.socket,
+        "v0.1",
+        &[&format!("--metrics-listen={metrics}")],
+    )
+    .await;
+    let f = Front::new(Dialect::V1, gateway.channel().await);
+    let before = f.create("vol-h1", 1 << 20, &HashMap::new()).await.unwrap();
+    assert_eq!(get(&format!("http://{metrics}/healthz")).0, 200);
+    assert_eq!(get(&format!("http://{metrics}/readyz")).0, 200);
+
+    prlimit(gateway.pid(), "4096:");
+    let e = f
+        .create("vol-h2", 1 << 20, &HashMap::new())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, tonic::Code::Unavailable, "{e:?}");
+    assert!(e.message.contains("state store embedded database"), "{e:?}");
+    let (code, body) = get(&format!("http://{metrics}/healthz"));
+    assert_eq!(code, 500, "{body}");
+    assert!(body.contains("state store"), "{body}");
+    let (code, body) = get(&format!("http://{metrics}/readyz"));
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("state store"), "{body}");
+
+    // The restart the failing probe asks for brings back a working store with its handles.
+    prlimit(gateway.pid(), "unlimited:");
+    gateway.kill_and_restart().await;
+    assert_eq!(get(&format!("http://{metrics}/healthz")).0, 200);
+    let f = Front::new(Dialect::V1, gateway.channel().await);
+    f.delete(&id_only(&before), &HashMap::new()).await.unwrap();
+}
+
+fn signal(pid: u32, sig: rustix::process::Signal) {
+    let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
+    rustix::process::kill_process(pid, sig).unwrap();
+}
+
+#[tokio::test]
+async fn a_hung_etcd_delays_only_the_calls_that_need_it() {
+    let etcd = support::etcd::Etcd::start().await;
+    let backend = Backend::start(Options::new("v0.1-oneof")).await;
+    let gateway = Gateway::start(
+        &backend.socket,
+        "v0.1",
+        &[
+            "--state-backend=etcd",
+            &format!("--etcd-endpoints={}", etcd.endpoint),
+            "--state-timeout=1s",
+        ],
+    )
+    .await;
+    let f = Front::new(Dialect::V1, gateway.channel().await);
+    let mut volumes = Vec::new();
+    for i in 0..4 {
+        volumes.push(
+            f.create(&format!("vol-hang-{i}"), 1 << 20, &HashMap::new())
+                .await
+                .unwrap(),
+        );
+    }
+    // Hung, not dead: the process stops answering but its sockets stay open.
+    signal(etcd.pid(), rustix::process::Signal::STOP);
+    let started = std::time::Instant::now();
+    let deletes = volumes.iter().map(|v| {
+        let f = Front::new(Dialect::V1, f.channel());
+        let v = id_only(v);
+        async move {
+            let e = f.delete(&v, &HashMap::new()).await.unwrap_err();
+            (e, started.elapsed())
+        }
+    });
+    let probes = async {
+        // Probe needs no store: it answers in its usual time throughout.
+        let mut slowest = Duration::ZERO;
+        for _ in 0..10 {
+            let t = std::time::Instant::now();
+            assert!(f.probe().await.unwrap());
+            slowest = slowest.max(t.elapsed());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        slowest
+    };
+    let (failures, slowest_probe) = tokio::join!(futures_util::future::join_all(deletes), probes);
+    signal(etcd.pid(), rustix::process::Signal::CONT);
+    assert!(
+        slowest_probe < Duration::from_millis(500),
+        "Probe took {slowest_probe:?}"
+    );
+    for (e, after) in failures {
+        assert_eq!(e.code, tonic::Code::Unavailable, "{e:?}");
+        assert!(
+            e.message.contains("etcd") && e.message.contains("1s"),
+            "{e:?}"
+        );
+        // Each waits for its own timeout, side by side, not one after another.
+        assert!(
+            after < Duration::from_secs(3),
+            "a store call failed only after {after:?}"
+        );
+    }
+    // Once etcd answers again, so do the calls.
+    for v in &volumes {
+        f.delete(&id_only(v), &HashMap::new()).await.unwrap();
+    }
+}

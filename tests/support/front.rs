@@ -218,6 +218,10 @@ impl Front {
     }
 
     /// Whether the front's dialect has staging (NodeStageVolume).
+    pub fn channel(&self) -> Channel {
+        self.ch.clone()
+    }
+
     pub fn stages(&self) -> bool {
         matches!(self.dialect, Dialect::V1 | Dialect::V0_3)
     }

@@ -19,6 +19,8 @@ pub struct Gateway {
     pub socket: PathBuf,
     pub state_dir: PathBuf,
     args: Vec<String>,
+    /// A command the gateway is started through (`sh -c '…; exec "$0" "$@"'`), if any.
+    wrapper: Vec<String>,
     child: Option<Child>,
     log: PathBuf,
     root: tempfile::TempDir,
@@ -29,6 +31,17 @@ impl Gateway {
     /// v0.1-oneof), with `extra` flags (`--name=value`) appended; returns once the upstream is
     /// detected.
     pub async fn start(upstream: &Path, legacy: &str, extra: &[&str]) -> Gateway {
+        Gateway::start_through(&[], upstream, legacy, extra).await
+    }
+
+    /// [`Gateway::start`] through `wrapper`, which must end by exec'ing its arguments (so the
+    /// child's pid is the gateway's).
+    pub async fn start_through(
+        wrapper: &[&str],
+        upstream: &Path,
+        legacy: &str,
+        extra: &[&str],
+    ) -> Gateway {
         let root = tempfile::tempdir().expect("tempdir");
         let socket = root.path().join("sock").join("csi.sock");
         let state_dir = root.path().join("state");
@@ -49,6 +62,7 @@ impl Gateway {
             socket,
             state_dir,
             args,
+            wrapper: wrapper.iter().map(|s| s.to_string()).collect(),
             child: None,
             log: root.path().join("gateway.log"),
             root,
@@ -63,7 +77,15 @@ impl Gateway {
             .append(true)
             .open(&self.log)
             .unwrap();
-        let child = Command::new(binary())
+        let mut command = match self.wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(binary());
+                c
+            }
+            None => Command::new(binary()),
+        };
+        let child = command
             .args(&self.args)
             .env_remove("CSI_ENDPOINT")
             .env_remove("RUST_LOG")
