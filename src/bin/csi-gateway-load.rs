@@ -55,6 +55,41 @@ enum Command {
         #[arg(long, value_enum, default_value = "builtin")]
         generator: Generator,
     },
+    /// SIGKILL the gateway at random moments while concurrent clients run volume lifecycles
+    /// through it (a draft plugin's handles, and staging emulation), then check that no volume,
+    /// staging or store entry was lost or left behind. Exits 1 on any violation.
+    Crashloop {
+        /// Kills.
+        #[arg(long, default_value = "300")]
+        iterations: usize,
+        /// Concurrent clients per gateway.
+        #[arg(long, default_value = "4")]
+        clients: usize,
+        #[arg(long, value_enum, default_value = "embedded")]
+        store: Store,
+        /// The gateway and plugin binaries; default: beside this tool.
+        #[arg(long)]
+        gateway: Option<PathBuf>,
+        #[arg(long)]
+        backend: Option<PathBuf>,
+        /// etcd for `--store etcd` (Debian's etcd-server).
+        #[arg(long, default_value = "/usr/bin/etcd")]
+        etcd: PathBuf,
+        #[arg(long, default_value = "1")]
+        seed: u64,
+        /// Longest random pause between two kills.
+        #[arg(long, default_value = "250ms", value_parser = humantime::parse_duration)]
+        max_pause: Duration,
+        /// A step still failing after this long is a violation.
+        #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+        step_timeout: Duration,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Store {
+    Embedded,
+    Etcd,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -101,6 +136,45 @@ fn main() -> anyhow::Result<()> {
                 generator,
             };
             generator_runtime(connections)?.block_on(run(targets, concurrency, plan))?;
+        }
+        Command::Crashloop {
+            iterations,
+            clients,
+            store,
+            gateway,
+            backend,
+            etcd,
+            seed,
+            max_pause,
+            step_timeout,
+        } => {
+            let beside = |name: &str| -> anyhow::Result<PathBuf> {
+                Ok(std::env::current_exe()?.with_file_name(name))
+            };
+            let settings = load::crashloop::Settings {
+                gateway: gateway.map_or_else(|| beside("csi-gateway"), Ok)?,
+                backend: backend.map_or_else(|| beside("csi-reference-backend"), Ok)?,
+                etcd: matches!(store, Store::Etcd).then_some(etcd),
+                iterations,
+                clients,
+                seed,
+                step_timeout,
+                max_pause,
+            };
+            let store = match store {
+                Store::Embedded => "embedded",
+                Store::Etcd => "etcd",
+            };
+            println!(
+                "crash loop: {iterations} SIGKILLs, {clients} clients per gateway, {store} store, seed {seed}"
+            );
+            let report = tokio::runtime::Runtime::new()?
+                .block_on(load::crashloop::run(&settings))
+                .map_err(anyhow::Error::msg)?;
+            println!("{report}");
+            if !report.violations.is_empty() {
+                std::process::exit(1);
+            }
         }
     }
     Ok(())

@@ -3,8 +3,11 @@
 //! direct path and the gateway path can be measured in the same run and compared as a ratio.
 //! The generator is this crate's own HTTP/2 client (`generate`) or h2load (`h2load`), which
 //! shares no code with the gateway. A plain tonic pass-through proxy (`tonic_proxy`) is the
-//! reference point measured beside socat.
+//! reference point measured beside socat. The crash loop (`crashloop`) SIGKILLs the gateway at
+//! random moments under concurrent clients and checks that its durable state lost and leaked
+//! nothing.
 
+pub mod crashloop;
 pub mod fixed;
 pub mod generate;
 pub mod h2load;
