@@ -82,7 +82,7 @@ fn readable_strings(bytes: &[u8]) -> Vec<String> {
 mod tests {
     #[test]
     fn readable_strings_are_the_printable_runs() {
-        let msg = b"\x0a\x05vol-1\x12\x05token\x1a\x08SECRET-1\x20\x01";
+        let msg = b"\x0a\x05vol-1\x12\x05token\x1a\x08SECRET-1\x10\x01";
         assert_eq!(super::readable_strings(msg), ["vol-1", "token", "SECRET-1"]);
     }
 }
