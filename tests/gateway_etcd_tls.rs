@@ -13,7 +13,7 @@ use std::path::Path;
 
 use csi_gateway::dialect::Dialect;
 use support::etcd::Etcd;
-use support::front::{Front, Volume};
+use support::front::Front;
 use support::gateway::Gateway;
 use support::{Backend, Options};
 
@@ -62,13 +62,6 @@ fn config(dir: &Path, certs: &Path, etcd: &Etcd, password_file: &Path) -> std::p
     )
     .unwrap();
     file
-}
-
-fn id_only(v: &Volume) -> Volume {
-    Volume {
-        context: HashMap::new(),
-        ..v.clone()
-    }
 }
 
 /// Runs the gateway with `config` and expects it to refuse to start; returns its stderr.
@@ -126,7 +119,7 @@ async fn handles_live_in_an_etcd_that_wants_client_certificates_and_a_password()
     // A restart reads it back over TLS: the id-only delete finds the plugin's metadata.
     gateway.kill_and_restart().await;
     Front::new(Dialect::V1, gateway.channel().await)
-        .delete(&id_only(&v), &HashMap::new())
+        .delete(&v.id_only(), &HashMap::new())
         .await
         .unwrap();
     assert!(
@@ -150,22 +143,6 @@ async fn handles_live_in_an_etcd_that_wants_client_certificates_and_a_password()
     }
     let err = refused_start(&config, &backend.socket);
     assert!(err.contains("etcd"), "{err}");
-}
-
-/// `csi_gateway_staging_references` from a gateway's /metrics.
-fn references(metrics: &str) -> f64 {
-    let body = ureq::get(&format!("http://{metrics}/metrics"))
-        .call()
-        .unwrap()
-        .body_mut()
-        .read_to_string()
-        .unwrap();
-    body.lines()
-        .find_map(|l| l.strip_prefix("csi_gateway_staging_references "))
-        .unwrap_or_else(|| panic!("no staging gauge in:\n{body}"))
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 #[tokio::test]
@@ -197,7 +174,7 @@ async fn node_gateways_sharing_etcd_keep_their_staging_records_apart() {
     f.node_publish(&v, &HashMap::new(), None, &target)
         .await
         .unwrap();
-    assert_eq!(references(&metrics_a), 1.0);
+    assert_eq!(support::staging_references(&metrics_a), 1.0);
     let keys = etcd.etcdctl(&["get", "--prefix", "--keys-only", "/csi-gateway/node/"]);
     assert!(
         keys.contains(&format!("/csi-gateway/node/node-a/staging/{}", v.id)),
@@ -209,7 +186,7 @@ async fn node_gateways_sharing_etcd_keep_their_staging_records_apart() {
     let flags_b: Vec<&str> = flags_b.iter().map(String::as_str).collect();
     let b = Gateway::start(&plugin_b.socket, "v0.1", &flags_b).await;
     assert_eq!(
-        references(&metrics_b),
+        support::staging_references(&metrics_b),
         0.0,
         "node A's target counted on node B"
     );
@@ -226,5 +203,5 @@ async fn node_gateways_sharing_etcd_keep_their_staging_records_apart() {
     // Node A's record is intact: its last unpublish unstages as usual.
     f.node_unpublish(&v, &target).await.unwrap();
     assert!(plugin_a.log_text().contains("NodeUnstageVolume"));
-    assert_eq!(references(&metrics_a), 0.0);
+    assert_eq!(support::staging_references(&metrics_a), 0.0);
 }

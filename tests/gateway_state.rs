@@ -211,22 +211,6 @@ fn mounted(p: &Path) -> bool {
     }
 }
 
-/// `csi_gateway_staging_references` from the gateway's /metrics.
-fn references(metrics: &str) -> f64 {
-    let body = ureq::get(&format!("http://{metrics}/metrics"))
-        .call()
-        .unwrap()
-        .body_mut()
-        .read_to_string()
-        .unwrap();
-    body.lines()
-        .find_map(|l| l.strip_prefix("csi_gateway_staging_references "))
-        .unwrap_or_else(|| panic!("no staging gauge in:\n{body}"))
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 fn free_addr() -> String {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().to_string()
@@ -283,19 +267,23 @@ async fn staging_lifecycle(dialect: Dialect, store: &[String]) {
         "{dialect}: staged once"
     );
     assert_eq!(
-        references(&metrics),
+        support::staging_references(&metrics),
         2.0,
         "{dialect}: a retry is counted once"
     );
     // A restart counts the references back from the store.
     gateway.kill_and_restart().await;
-    assert_eq!(references(&metrics), 2.0, "{dialect}: after a restart");
+    assert_eq!(
+        support::staging_references(&metrics),
+        2.0,
+        "{dialect}: after a restart"
+    );
     let f = Front::new(dialect, gateway.channel().await);
 
     f.node_unpublish(&v, &t1).await.unwrap();
     assert!(mounted(&staging), "{dialect}: t2 still holds the staging");
     assert_eq!(served(&backend, "NodeUnstageVolume"), 0, "{dialect}");
-    assert_eq!(references(&metrics), 1.0, "{dialect}");
+    assert_eq!(support::staging_references(&metrics), 1.0, "{dialect}");
     f.node_unpublish(&v, &t2).await.unwrap();
     assert_eq!(served(&backend, "NodeUnstageVolume"), 1, "{dialect}");
     assert!(!mounted(&staging) && !mounted(&t2), "{dialect}");
@@ -303,7 +291,7 @@ async fn staging_lifecycle(dialect: Dialect, store: &[String]) {
         !staging.exists(),
         "{dialect}: the staging directory is removed"
     );
-    assert_eq!(references(&metrics), 0.0, "{dialect}");
+    assert_eq!(support::staging_references(&metrics), 0.0, "{dialect}");
 }
 
 /// Each crash step, in the order one volume's lifecycle meets it.

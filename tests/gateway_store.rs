@@ -54,13 +54,6 @@ fn kubernetes_context(v: &Volume) -> Volume {
     }
 }
 
-fn id_only(v: &Volume) -> Volume {
-    Volume {
-        context: HashMap::new(),
-        ..v.clone()
-    }
-}
-
 #[tokio::test]
 async fn a_clients_volume_context_never_replaces_the_plugins_metadata() {
     let backend = Backend::start(Options::new("v0.1-oneof")).await;
@@ -75,8 +68,8 @@ async fn a_clients_volume_context_never_replaces_the_plugins_metadata() {
         .await
         .unwrap();
     // Id-only calls still resolve to the plugin's metadata: nothing the client sent replaced it.
-    f.node_unpublish(&id_only(&v), &target).await.unwrap();
-    f.controller_unpublish(&id_only(&v), &node).await.unwrap();
+    f.node_unpublish(&v.id_only(), &target).await.unwrap();
+    f.controller_unpublish(&v.id_only(), &node).await.unwrap();
     let again = f
         .create("vol-k8s-2", 1 << 20, &HashMap::new())
         .await
@@ -84,7 +77,7 @@ async fn a_clients_volume_context_never_replaces_the_plugins_metadata() {
     f.controller_publish(&kubernetes_context(&again), &node)
         .await
         .unwrap();
-    f.delete(&id_only(&v), &HashMap::new()).await.unwrap();
+    f.delete(&v.id_only(), &HashMap::new()).await.unwrap();
     let entries = stored(&mut gateway).await;
     assert_eq!(
         keys(&entries),
@@ -108,7 +101,7 @@ async fn calls_sent_without_a_context_carry_the_stored_metadata() {
         .await
         .unwrap();
     let node = f.node_id().await.unwrap();
-    let bare = id_only(&v);
+    let bare = v.id_only();
     // The draft plugin accepts each of these only with exactly its metadata.
     let publish = f.controller_publish(&bare, &node).await.unwrap();
     let validated = v1::controller_client::ControllerClient::new(gateway.channel().await)
@@ -153,16 +146,23 @@ fn v01_publish(volume_id: &str, target: &Path, capability: bool) -> v0_1::NodePu
     }
 }
 
-#[tokio::test]
-async fn staging_records_only_publishes_the_plugin_can_accept() {
+/// A v1 plugin that requires staging, behind a gateway serving v0.1 (staging emulated); the
+/// staging directory is the plugin's `staging`.
+async fn staging_emulated() -> (Backend, std::path::PathBuf, Gateway) {
     let backend = Backend::start(Options::new("v1").arg("--require-staging=true")).await;
     let staging_dir = backend.path("staging");
-    let mut gateway = Gateway::start(
+    let gateway = Gateway::start(
         &backend.socket,
         "v0.1",
         &[&format!("--staging-dir={}", staging_dir.display())],
     )
     .await;
+    (backend, staging_dir, gateway)
+}
+
+#[tokio::test]
+async fn staging_records_only_publishes_the_plugin_can_accept() {
+    let (backend, staging_dir, mut gateway) = staging_emulated().await;
     let f = Front::new(Dialect::V0_1, gateway.channel().await);
     let v = f.create("vol-m", 1 << 20, &HashMap::new()).await.unwrap();
     let mut node = v0_1::node_client::NodeClient::new(gateway.channel().await);
@@ -223,14 +223,7 @@ async fn refused_publishes_of_unknown_volumes_leave_the_store_as_it_was() {
     assert!(entries.is_empty(), "{:?}", keys(&entries));
 
     // Staging emulation: 200 NodePublish of unknown ids through a v0.1 client.
-    let backend = Backend::start(Options::new("v1").arg("--require-staging=true")).await;
-    let staging_dir = backend.path("staging");
-    let mut gateway = Gateway::start(
-        &backend.socket,
-        "v0.1",
-        &[&format!("--staging-dir={}", staging_dir.display())],
-    )
-    .await;
+    let (backend, staging_dir, mut gateway) = staging_emulated().await;
     let mut node = v0_1::node_client::NodeClient::new(gateway.channel().await);
     for i in 0..200 {
         let e = node
@@ -348,7 +341,7 @@ async fn a_damaged_state_file_stops_the_start_with_the_file_and_the_damage_named
     // The intact file still starts, and its handle still resolves.
     gateway.start_again().await;
     Front::new(Dialect::V1, gateway.channel().await)
-        .delete(&id_only(&v), &HashMap::new())
+        .delete(&v.id_only(), &HashMap::new())
         .await
         .unwrap();
 }
@@ -391,7 +384,7 @@ async fn a_value_changed_in_etcd_is_refused_and_never_sent_to_the_plugin() {
     })
     .await
     .unwrap();
-    let e = f.delete(&id_only(&v), &HashMap::new()).await.unwrap_err();
+    let e = f.delete(&v.id_only(), &HashMap::new()).await.unwrap_err();
     assert_eq!(e.code, tonic::Code::DataLoss, "{e:?}");
     assert!(
         e.message.contains(&format!("handle/{}", v.id)) && e.message.contains("etcd"),
@@ -459,7 +452,7 @@ async fn health_endpoints_fail_while_the_store_cannot_write() {
     gateway.kill_and_restart().await;
     assert_eq!(get(&format!("http://{metrics}/healthz")).0, 200);
     let f = Front::new(Dialect::V1, gateway.channel().await);
-    f.delete(&id_only(&before), &HashMap::new()).await.unwrap();
+    f.delete(&before.id_only(), &HashMap::new()).await.unwrap();
 }
 
 fn signal(pid: u32, sig: rustix::process::Signal) {
@@ -495,7 +488,7 @@ async fn a_hung_etcd_delays_only_the_calls_that_need_it() {
     let started = std::time::Instant::now();
     let deletes = volumes.iter().map(|v| {
         let f = Front::new(Dialect::V1, f.channel());
-        let v = id_only(v);
+        let v = v.id_only();
         async move {
             let e = f.delete(&v, &HashMap::new()).await.unwrap_err();
             (e, started.elapsed())
@@ -532,6 +525,6 @@ async fn a_hung_etcd_delays_only_the_calls_that_need_it() {
     }
     // Once etcd answers again, so do the calls.
     for v in &volumes {
-        f.delete(&id_only(v), &HashMap::new()).await.unwrap();
+        f.delete(&v.id_only(), &HashMap::new()).await.unwrap();
     }
 }

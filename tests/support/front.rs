@@ -72,6 +72,16 @@ pub struct Volume {
     pub capacity: u64,
 }
 
+impl Volume {
+    /// The same volume as a client that knows only its id sends it (no context).
+    pub fn id_only(&self) -> Volume {
+        Volume {
+            context: HashMap::new(),
+            ..self.clone()
+        }
+    }
+}
+
 /// A node id as the front sees it: a string, or the draft's `NodeID` values.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Node {

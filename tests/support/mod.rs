@@ -336,6 +336,22 @@ pub async fn eventually(limit: Duration, what: &str, mut cond: impl FnMut() -> b
     }
 }
 
+/// `csi_gateway_staging_references` from the /metrics of a gateway listening on `metrics`.
+pub fn staging_references(metrics: &str) -> f64 {
+    let body = ureq::get(&format!("http://{metrics}/metrics"))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    body.lines()
+        .find_map(|l| l.strip_prefix("csi_gateway_staging_references "))
+        .unwrap_or_else(|| panic!("no staging gauge in:\n{body}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 /// Asserts a gRPC failure's code and that its message mentions `needle` (e.g. the field name).
 #[track_caller]
 pub fn assert_code<T: std::fmt::Debug>(
