@@ -11,6 +11,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::{Config, StoreBackend, UpstreamTarget};
 use crate::endpoint::Endpoint;
+use crate::front::services::{ReflectionError, Services};
 use crate::front::{listener, router::PackageClash, socket, Router, Shared};
 use crate::metrics;
 use crate::observe::Redactor;
@@ -22,6 +23,8 @@ use crate::upstream::{self, Upstream};
 pub enum StartError {
     #[error(transparent)]
     Routes(#[from] PackageClash),
+    #[error(transparent)]
+    Reflection(#[from] ReflectionError),
     #[error("front socket: {0}")]
     Socket(#[from] socket::SocketError),
     #[error(transparent)]
@@ -150,6 +153,11 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         }
         _ => None,
     };
+    let services = Services::new(
+        &config.front_dialects,
+        upstream.clone(),
+        config.probe_timeout,
+    )?;
     let listener = socket::bind(path, config.socket_mode, config.socket_owner)?;
     tracing::info!(listen = %config.listen, dialects = ?router.dialects(), upstream = %upstream.endpoint(), "serving");
     let metrics_listener = match config.metrics_listen {
@@ -172,6 +180,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         staging: Some(emulation),
         redactor: Redactor::new(config.redact_keys.iter().cloned()),
         limits: config.limits.clone(),
+        services,
     });
     let (shutdown, stop) = watch::channel(false);
     let appliance = appliance.map(|(tcp, acceptor)| {

@@ -21,7 +21,7 @@ use crate::upstream::{Connection, Live};
 use super::relay::{relay, reply_status};
 use super::reply::{error_reply, upstream_origin};
 use super::router::Route;
-use super::Shared;
+use super::{services, Shared};
 
 /// Serves one HTTP/2 stream to its end, on the front connection's `private` upstream
 /// connection when it has a working one, else on the shared one.
@@ -46,6 +46,12 @@ async fn serve(
     report: &mut Report,
 ) {
     let Some(route) = shared.router.route(&report.path) else {
+        if let Some(service) = shared.services.find(&report.path) {
+            report.service = true;
+            report.code = services::serve(service, request, respond).await;
+            report.origin = Some(services::origin(report.code));
+            return;
+        }
         let s = unknown_method(&report.path);
         return reply(
             respond,
@@ -141,6 +147,12 @@ pub async fn answer(
     report: &mut Report,
 ) -> Result<Vec<u8>, Status> {
     let Some(route) = report.route else {
+        if let Some(service) = shared.services.find(&report.path) {
+            report.service = true;
+            let message = message.inspect_err(|s| report.fail(Origin::Client, s))?;
+            let reply = services::answer(service, &report.path, message, deadline).await;
+            return reply.inspect_err(|s| report.fail(services::origin(s.code()), s));
+        }
         let s = unknown_method(&report.path);
         return error_reply(None, Origin::Client, s, report);
     };

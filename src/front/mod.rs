@@ -7,6 +7,7 @@ pub mod listener;
 pub mod relay;
 pub mod reply;
 pub mod router;
+pub mod services;
 pub mod socket;
 
 use std::sync::Arc;
@@ -30,4 +31,6 @@ pub struct Shared {
     pub redactor: Redactor,
     /// What one client connection may make the gateway do.
     pub limits: Limits,
+    /// The gateway's own services: reflection and health.
+    pub services: services::Services,
 }

@@ -19,8 +19,6 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::hub;
-use crate::translate;
 use crate::upstream::Upstream;
 
 pub struct Endpoint {
@@ -87,39 +85,7 @@ async fn healthy(endpoint: &Endpoint) -> Result<(), String> {
         Ok(Err(e)) => return Err(e),
         Ok(Ok(())) => {}
     }
-    probe(endpoint).await
-}
-
-/// Probe through the hub, so the answer means the same whatever the upstream's dialect.
-async fn probe(endpoint: &Endpoint) -> Result<(), String> {
-    let live = endpoint
-        .upstream
-        .live()
-        .map_err(|s| s.message().to_string())?;
-    let probe = translate::call_upstream(
-        &live.session,
-        &live.conn,
-        None,
-        hub::Request::Probe(Default::default()),
-    );
-    match tokio::time::timeout(endpoint.probe_timeout, probe).await {
-        Err(_) => Err(format!(
-            "upstream {} did not answer Probe within {:?}",
-            live.conn.endpoint(),
-            endpoint.probe_timeout
-        )),
-        Ok(Err(s)) => Err(format!(
-            "upstream {} Probe failed: {:?}: {}",
-            live.conn.endpoint(),
-            s.code(),
-            s.message()
-        )),
-        // An absent `ready` means ready (v1 spec).
-        Ok(Ok(hub::Response::Probe(p))) if p.ready == Some(false) => {
-            Err(format!("upstream {} is not ready", live.conn.endpoint()))
-        }
-        Ok(Ok(_)) => Ok(()),
-    }
+    endpoint.upstream.probe(endpoint.probe_timeout).await
 }
 
 fn text(status: StatusCode, body: String) -> Response<Full<Bytes>> {

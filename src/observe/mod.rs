@@ -31,6 +31,8 @@ pub struct Report {
     pub translated: bool,
     /// Whose failure the call is, once it failed (see [`Report::origin`]).
     pub origin: Option<Origin>,
+    /// A call to one of the gateway's own services (reflection, health), not to the plugin.
+    pub service: bool,
     /// The request and reply messages in the front's dialect, when captured.
     pub request: Option<Bytes>,
     pub response: Option<Bytes>,
@@ -48,6 +50,7 @@ impl Report {
             upstream: None,
             translated: false,
             origin: None,
+            service: false,
             request: None,
             response: None,
         }
@@ -83,7 +86,11 @@ pub fn request_wanted() -> bool {
 
 /// Logs and counts a finished call.
 pub fn finish(report: &Report, total: Duration, redactor: &Redactor) {
-    let method = report.route.map_or("unknown", |r| r.method.path);
+    let method = match report.route {
+        Some(r) => r.method.path,
+        None if report.service => crate::front::services::method_name(&report.path),
+        None => "unknown",
+    };
     let driver = report.driver.as_deref().unwrap_or(metrics::UNKNOWN_DRIVER);
     let translation = match (report.route, report.upstream_dialect, report.translated) {
         (Some(r), Some(u), true) => Some((r.dialect.name(), u.name())),

@@ -103,6 +103,34 @@ impl Upstream {
         let _ = tokio::time::timeout(timeout, ready).await;
         self.live()
     }
+    /// Whether the plugin answers Probe ready within `timeout` (over the existing connection,
+    /// through the hub, so the answer means the same whatever the dialect); else the reason.
+    pub async fn probe(&self, timeout: Duration) -> Result<(), String> {
+        let live = self.live().map_err(|s| s.message().to_string())?;
+        let probe = translate::call_upstream(
+            &live.session,
+            &live.conn,
+            None,
+            hub::Request::Probe(Default::default()),
+        );
+        match tokio::time::timeout(timeout, probe).await {
+            Err(_) => Err(format!(
+                "upstream {} did not answer Probe within {timeout:?}",
+                live.conn.endpoint()
+            )),
+            Ok(Err(s)) => Err(format!(
+                "upstream {} Probe failed: {:?}: {}",
+                live.conn.endpoint(),
+                s.code(),
+                s.message()
+            )),
+            // An absent `ready` means ready (v1 spec).
+            Ok(Ok(hub::Response::Probe(p))) if p.ready == Some(false) => {
+                Err(format!("upstream {} is not ready", live.conn.endpoint()))
+            }
+            Ok(Ok(_)) => Ok(()),
+        }
+    }
 }
 
 async fn supervise(settings: Settings, state: watch::Sender<State>) {

@@ -1,0 +1,377 @@
+//! The gateway's own gRPC services beside the CSI ones, so that generic gRPC tools work on the
+//! socket with no proto files: server reflection (`grpc.reflection.v1` and `v1alpha`) over the
+//! descriptors of exactly the dialects the front serves, and `grpc.health.v1.Health` reflecting
+//! the upstream's Probe. The services are tonic's (`tonic-reflection`) or tonic-generated
+//! (`tonic-health`'s trait, implemented here), served through a small bridge from the front's
+//! `h2` streams, and from the splice's whole-request calls.
+
+use std::collections::{HashMap, HashSet};
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::future::BoxFuture;
+use futures_util::Stream;
+use h2::server::SendResponse;
+use h2::RecvStream;
+use http::{HeaderValue, Request, Response};
+use http_body_util::BodyExt;
+use hyper::body::{Body as _, Frame};
+use tonic::body::Body;
+use tonic_health::pb::health_server::{Health, HealthServer};
+use tonic_health::pb::{
+    health_check_response::ServingStatus, HealthCheckRequest, HealthCheckResponse,
+};
+use tower::ServiceExt;
+
+use crate::dialect::Dialect;
+use crate::grpc::{body::h2_status, frame, status, Code, Status, CONTENT_TYPE, MAX_MESSAGE_BYTES};
+use crate::metrics::Origin;
+use crate::upstream::Upstream;
+
+/// The methods of the gateway's services, for the metrics' `method_name` label.
+const METHODS: [&str; 4] = [
+    "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+    "/grpc.health.v1.Health/Check",
+    "/grpc.health.v1.Health/Watch",
+];
+
+/// `path` as a metrics label: one of the gateway services' methods, or `unknown`.
+pub fn method_name(path: &str) -> &'static str {
+    METHODS
+        .into_iter()
+        .find(|m| *m == path)
+        .unwrap_or("unknown")
+}
+
+/// How often a health Watch asks the upstream again.
+const WATCH_INTERVAL: Duration = Duration::from_secs(2);
+
+/// One of the gateway's services, called as tonic calls its services.
+type Handler =
+    Arc<dyn Fn(Request<Body>) -> BoxFuture<'static, Response<Body>> + Send + Sync + 'static>;
+
+#[derive(Debug, thiserror::Error)]
+#[error("server reflection: {0}")]
+pub struct ReflectionError(#[from] tonic_reflection::server::Error);
+
+/// The gateway's services by gRPC service name.
+pub struct Services {
+    by_name: HashMap<&'static str, Handler>,
+}
+
+impl Services {
+    /// Reflection over `dialects` (the front's) and health for their services, answered from
+    /// `upstream`'s Probe within `probe_timeout`.
+    pub fn new(
+        dialects: &[Dialect],
+        upstream: Arc<Upstream>,
+        probe_timeout: Duration,
+    ) -> Result<Services, ReflectionError> {
+        let sets = || {
+            let mut b = tonic_reflection::server::Builder::configure()
+                .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+                .register_encoded_file_descriptor_set(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET)
+                .register_encoded_file_descriptor_set(
+                    tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET,
+                );
+            for d in dialects {
+                b = b.register_encoded_file_descriptor_set(d.file_descriptor_set());
+            }
+            b
+        };
+        let services = dialects
+            .iter()
+            .flat_map(|d| d.methods().iter().map(move |m| (d.package(), m.service)))
+            .map(|(package, service)| format!("{package}.{service}"))
+            .chain(std::iter::once(String::new()))
+            .collect();
+        let health = HealthServer::new(UpstreamHealth {
+            upstream,
+            probe_timeout,
+            services,
+        });
+        let mut by_name: HashMap<&'static str, Handler> = HashMap::new();
+        by_name.insert(
+            "grpc.reflection.v1.ServerReflection",
+            handler(sets().build_v1()?),
+        );
+        by_name.insert(
+            "grpc.reflection.v1alpha.ServerReflection",
+            handler(sets().build_v1alpha()?),
+        );
+        by_name.insert("grpc.health.v1.Health", handler(health));
+        Ok(Services { by_name })
+    }
+
+    /// The service that answers `path` (`/service/method`), if it is one of the gateway's.
+    pub fn find(&self, path: &str) -> Option<&Handler> {
+        let service = path.strip_prefix('/')?.split('/').next()?;
+        self.by_name.get(service)
+    }
+}
+
+/// Whose failure a gateway service's error is: a bad service name or request is the client's.
+pub fn origin(code: Code) -> Origin {
+    match code {
+        Code::NotFound | Code::InvalidArgument | Code::Unimplemented | Code::Cancelled => {
+            Origin::Client
+        }
+        _ => Origin::Gateway,
+    }
+}
+
+fn handler<S>(service: S) -> Handler
+where
+    S: tower::Service<Request<Body>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+{
+    Arc::new(move |request| {
+        let service = service.clone();
+        Box::pin(async move {
+            match service.oneshot(request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        })
+    })
+}
+
+/// Serves one stream of a terminated connection: requests streamed in, replies streamed out
+/// (reflection is a bidirectional stream, health Watch a server stream). Returns the final
+/// status code.
+pub async fn serve(
+    handler: &Handler,
+    request: Request<RecvStream>,
+    respond: &mut SendResponse<Bytes>,
+) -> Code {
+    let (parts, body) = request.into_parts();
+    let request = Request::from_parts(parts, Body::new(recv_body(body)));
+    let (parts, mut body) = handler(request).await.into_parts();
+    let code = status::from_headers(&parts.headers).map(|s| s.code());
+    let end = body.is_end_stream();
+    let Ok(mut send) = respond.send_response(Response::from_parts(parts, ()), end) else {
+        return Code::Cancelled;
+    };
+    if end {
+        return code.unwrap_or(Code::Ok);
+    }
+    loop {
+        let next = tokio::select! {
+            next = body.frame() => next,
+            // A client that goes away (a Watch it no longer wants) ends the call.
+            _ = std::future::poll_fn(|cx| send.poll_reset(cx)) => return Code::Cancelled,
+        };
+        let frame = match next {
+            Some(Ok(frame)) => frame,
+            Some(Err(_)) => {
+                send.send_reset(h2::Reason::INTERNAL_ERROR);
+                return Code::Internal;
+            }
+            None => {
+                let _ = send.send_data(Bytes::new(), true);
+                return code.unwrap_or(Code::Ok);
+            }
+        };
+        match frame.into_data() {
+            Ok(data) => {
+                if send.send_data(data, false).is_err() {
+                    return Code::Cancelled;
+                }
+            }
+            Err(frame) => {
+                let Ok(trailers) = frame.into_trailers() else {
+                    continue;
+                };
+                let code = status::from_headers(&trailers).map_or(Code::Unknown, |s| s.code());
+                let _ = send.send_trailers(trailers);
+                return code;
+            }
+        }
+    }
+}
+
+/// Answers a call whose request the splice read whole: the reply's first message, or its
+/// status. A stream's later messages cannot travel this way (the splice sends one message per
+/// call it answers): a health Watch answered here ends after its first status.
+pub async fn answer(
+    handler: &Handler,
+    path: &str,
+    message: Bytes,
+    timeout: Option<Duration>,
+) -> Result<Vec<u8>, Status> {
+    let mut request = Request::new(Body::new(http_body_util::Full::new(frame::encode(
+        &message,
+    ))));
+    *request.method_mut() = http::Method::POST;
+    *request.uri_mut() = path
+        .parse()
+        .map_err(|_| Status::invalid_argument(format!("bad gRPC path {path}")))?;
+    let headers = request.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static(CONTENT_TYPE),
+    );
+    headers.insert("te", HeaderValue::from_static("trailers"));
+    let reply = first_message(handler(request).await);
+    match timeout {
+        None => reply.await,
+        Some(d) => tokio::time::timeout(d, reply)
+            .await
+            .unwrap_or_else(|_| Err(Status::deadline_exceeded(format!("no reply within {d:?}")))),
+    }
+}
+
+/// The first whole message of a reply, or the status that ended it first.
+async fn first_message(response: Response<Body>) -> Result<Vec<u8>, Status> {
+    let (parts, mut body) = response.into_parts();
+    if let Some(s) = status::from_headers(&parts.headers).filter(|s| s.code() != Code::Ok) {
+        return Err(s);
+    }
+    let mut buf = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| Status::internal(format!("gateway service: {e}")))?;
+        match frame.into_data() {
+            Ok(data) => {
+                buf.extend_from_slice(&data);
+                if let Some(m) = frame::first_message(&buf) {
+                    return Ok(m.to_vec());
+                }
+                if buf.len() > MAX_MESSAGE_BYTES + 5 {
+                    return Err(Status::resource_exhausted("reply too large"));
+                }
+            }
+            Err(frame) => {
+                if let Some(s) = frame.trailers_ref().and_then(status::from_headers) {
+                    if s.code() != Code::Ok {
+                        return Err(s);
+                    }
+                }
+            }
+        }
+    }
+    Err(Status::internal("gateway service ended without a reply"))
+}
+
+/// The h2 request body as an HTTP body: data (returning flow-control credit as it is taken),
+/// then trailers.
+fn recv_body(
+    body: RecvStream,
+) -> http_body_util::StreamBody<impl Stream<Item = Result<Frame<Bytes>, Status>> + Send> {
+    let frames = futures_util::stream::unfold(Some((body, false)), |state| async move {
+        let (mut body, data_done) = state?;
+        if !data_done {
+            match body.data().await {
+                Some(Ok(data)) => {
+                    let _ = body.flow_control().release_capacity(data.len());
+                    return Some((Ok(Frame::data(data)), Some((body, false))));
+                }
+                Some(Err(e)) => return Some((Err(h2_status(&e, "reading the request")), None)),
+                None => {}
+            }
+        }
+        match body.trailers().await {
+            Ok(Some(trailers)) => Some((Ok(Frame::trailers(trailers)), None)),
+            Ok(None) => None,
+            Err(e) => Some((Err(h2_status(&e, "reading the request")), None)),
+        }
+    });
+    http_body_util::StreamBody::new(frames)
+}
+
+/// `grpc.health.v1.Health` for the service names the front serves (each CSI service of each
+/// dialect, and "" for the whole gateway): SERVING when the upstream answers Probe ready.
+struct UpstreamHealth {
+    upstream: Arc<Upstream>,
+    probe_timeout: Duration,
+    services: HashSet<String>,
+}
+
+impl UpstreamHealth {
+    async fn status(&self, service: &str) -> ServingStatus {
+        if !self.services.contains(service) {
+            return ServingStatus::ServiceUnknown;
+        }
+        match self.upstream.probe(self.probe_timeout).await {
+            Ok(()) => ServingStatus::Serving,
+            Err(reason) => {
+                tracing::debug!(%reason, "health: not serving");
+                ServingStatus::NotServing
+            }
+        }
+    }
+}
+
+fn reply(status: ServingStatus) -> HealthCheckResponse {
+    HealthCheckResponse {
+        status: status as i32,
+    }
+}
+
+type WatchStream = Pin<Box<dyn Stream<Item = Result<HealthCheckResponse, tonic::Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Health for UpstreamHealth {
+    async fn check(
+        &self,
+        request: tonic::Request<HealthCheckRequest>,
+    ) -> Result<tonic::Response<HealthCheckResponse>, tonic::Status> {
+        let service = &request.get_ref().service;
+        match self.status(service).await {
+            ServingStatus::ServiceUnknown => Err(tonic::Status::not_found(format!(
+                "unknown service {service:?}: this gateway serves {}",
+                served(&self.services)
+            ))),
+            s => Ok(tonic::Response::new(reply(s))),
+        }
+    }
+
+    type WatchStream = WatchStream;
+
+    /// The current status at once, then each change, probing every `WATCH_INTERVAL`.
+    async fn watch(
+        &self,
+        request: tonic::Request<HealthCheckRequest>,
+    ) -> Result<tonic::Response<WatchStream>, tonic::Status> {
+        let this = Arc::new(UpstreamHealth {
+            upstream: self.upstream.clone(),
+            probe_timeout: self.probe_timeout,
+            services: self.services.clone(),
+        });
+        let service: Arc<str> = request.into_inner().service.into();
+        let stream = futures_util::stream::unfold(None, move |last| {
+            let (this, service) = (this.clone(), service.clone());
+            async move {
+                let mut first = last.is_none();
+                loop {
+                    if !first {
+                        tokio::time::sleep(WATCH_INTERVAL).await;
+                    }
+                    first = false;
+                    let now = this.status(&service).await;
+                    if Some(now) != last {
+                        return Some((Ok(reply(now)), Some(now)));
+                    }
+                }
+            }
+        });
+        Ok(tonic::Response::new(Box::pin(stream)))
+    }
+}
+
+fn served(services: &HashSet<String>) -> String {
+    let mut names: Vec<&str> = services
+        .iter()
+        .filter(|s| !s.is_empty())
+        .map(String::as_str)
+        .collect();
+    names.sort();
+    format!("\"\" and {}", names.join(", "))
+}
