@@ -11,6 +11,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::{Config, StoreBackend, UpstreamTarget};
 use crate::endpoint::Endpoint;
+use crate::front::protect::Protection;
 use crate::front::services::{ReflectionError, Services};
 use crate::front::{listener, router::PackageClash, socket, Router, Shared};
 use crate::metrics;
@@ -84,7 +85,9 @@ pub struct Running {
 pub async fn start(config: &Config) -> Result<Running, StartError> {
     // First, so nothing recorded while starting up (the upstream's state) is lost.
     let prometheus = metrics::install();
-    let router = Router::new(&config.front_dialects)?.serving_v0_2(config.v0_2_front);
+    let router = Router::new(&config.front_dialects)?
+        .serving_v0_2(config.v0_2_front)
+        .decoding(&config.calls);
     // The store before anything binds or spawns: a wrong etcd address fails the start-up.
     let kv = open_store(config).await?;
     // Staging emulation shares the store, so its records are as durable as the handles.
@@ -181,6 +184,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         redactor: Redactor::new(config.redact_keys.iter().cloned()),
         limits: config.limits.clone(),
         services,
+        protection: Protection::new(config.calls.clone()),
     });
     let (shutdown, stop) = watch::channel(false);
     let appliance = appliance.map(|(tcp, acceptor)| {

@@ -54,6 +54,9 @@ pub struct File {
     pub state: StateFile,
     #[serde(default)]
     pub runtime: RuntimeFile,
+    /// Validation and protection per method.
+    #[serde(default)]
+    pub calls: crate::front::policy::Policy,
 }
 
 /// The async runtime the gateway runs on.
@@ -313,6 +316,8 @@ pub struct Config {
     /// 1: a single-threaded runtime; 0: one worker per core; n: n workers.
     pub worker_threads: usize,
     pub scheduling: Scheduling,
+    /// `[calls]`: validation and protection per method.
+    pub calls: crate::front::policy::Policy,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -558,6 +563,9 @@ impl File {
                 )
             })?),
         };
+        self.calls
+            .check()
+            .map_err(|e| invalid("calls", e.to_string()))?;
         Ok(Config {
             listen,
             socket_mode,
@@ -585,6 +593,7 @@ impl File {
             scheduling: self.runtime.scheduling,
             state,
             test_crash_at,
+            calls: self.calls,
         })
     }
 }

@@ -21,7 +21,7 @@ use crate::upstream::{Connection, Live};
 use super::relay::{relay, reply_status};
 use super::reply::{error_reply, upstream_origin};
 use super::router::Route;
-use super::{services, Shared};
+use super::{protect, services, Shared};
 
 /// Serves one HTTP/2 stream to its end, on the front connection's `private` upstream
 /// connection when it has a working one, else on the shared one.
@@ -113,7 +113,7 @@ async fn serve(
         .get("grpc-timeout")
         .and_then(|v| grpc::parse_timeout(v.as_bytes()));
     let message = read_message(&mut request.into_body()).await;
-    let call = translated(shared, &live, &conn, route, message, deadline, report);
+    let call = decoded(shared, &live, &conn, route, message, deadline, report);
     let Some(encoded) = unless_reset(respond, call).await else {
         return report.fail(
             Origin::Client,
@@ -171,29 +171,7 @@ pub async fn answer(
         };
         return error_reply(Some(route), Origin::Gateway, s, report);
     }
-    if route.relays_to(live.detected.dialect) {
-        let message = match message {
-            Ok(m) => m,
-            Err(s) => return error_reply(Some(route), Origin::Client, s, report),
-        };
-        report.request = Some(message.clone());
-        let began = Instant::now();
-        let reply = live.conn.unary(route.method.path, &message).await;
-        report.upstream = Some(began.elapsed());
-        return match reply {
-            Ok(b) => Ok(b.to_vec()),
-            // The upstream's own error status reaches the client as it sent it, as on a
-            // relayed call; the gateway's failure to carry the call is answered as everywhere.
-            Err(s) => match upstream_origin(&s) {
-                Origin::Upstream => {
-                    report.fail(Origin::Upstream, &s);
-                    Err(s)
-                }
-                origin => error_reply(Some(route), origin, s, report),
-            },
-        };
-    }
-    translated(shared, &live, &live.conn, route, message, deadline, report).await
+    decoded(shared, &live, &live.conn, route, message, deadline, report).await
 }
 
 /// The live upstream, noted in the report; without one, the call's answer in its front dialect
@@ -226,9 +204,9 @@ fn streaming_refused(route: Route, live: &Live) -> Status {
     ))
 }
 
-/// Decodes the front's request, calls the upstream through the hub, and encodes the outcome in
-/// the front's dialect. Returns the reply message, or the status to send as the reply.
-async fn translated(
+/// A call the gateway reads: admitted by the method's protection, given its default deadline when the client set none, then passed on as it is (its messages
+/// pass untouched) or translated. Returns the reply message, or the status to send as the reply.
+async fn decoded(
     shared: &Shared,
     live: &Live,
     conn: &Connection,
@@ -237,13 +215,79 @@ async fn translated(
     deadline: Option<Duration>,
     report: &mut Report,
 ) -> Result<Vec<u8>, Status> {
-    let (dialect, path) = (route.dialect, route.method.path);
-    report.translated = true;
     let message = match message {
         Ok(m) => m,
         Err(s) => return error_reply(Some(route), Origin::Client, s, report),
     };
     report.request = Some(message.clone());
+    let protection = &shared.protection;
+    let _permit = match protection.admit(route, &message) {
+        Ok(permit) => permit,
+        Err(s) => return error_reply(Some(route), Origin::Gateway, s, report),
+    };
+    let (deadline, by_default) = protection.deadline(route, deadline);
+    let encoded = if route.passes_to(live.detected.dialect) {
+        passed_on(conn, route, message, deadline, report).await
+    } else {
+        translated(shared, live, conn, route, message, deadline, report).await
+    };
+    if by_default && report.code == Code::DeadlineExceeded {
+        protect::count(route, protect::Reason::Deadline);
+    }
+    encoded
+}
+
+/// A call whose messages pass untouched, read by the gateway: passed on within `deadline`.
+async fn passed_on(
+    conn: &Connection,
+    route: Route,
+    message: Bytes,
+    deadline: Option<Duration>,
+    report: &mut Report,
+) -> Result<Vec<u8>, Status> {
+    let began = Instant::now();
+    let call = conn.unary(route.method.path, &message);
+    let reply = match deadline {
+        None => call.await,
+        Some(d) => tokio::time::timeout(d, call)
+            .await
+            .unwrap_or_else(|_| Err(deadline_exceeded(d, conn))),
+    };
+    report.upstream = Some(began.elapsed());
+    match reply {
+        Ok(b) => Ok(b.to_vec()),
+        // The upstream's own error status reaches the client as it sent it, as on a relayed
+        // call; the gateway's failure to carry the call is answered as everywhere.
+        Err(s) => match upstream_origin(&s) {
+            Origin::Upstream => {
+                report.fail(Origin::Upstream, &s);
+                Err(s)
+            }
+            origin => error_reply(Some(route), origin, s, report),
+        },
+    }
+}
+
+fn deadline_exceeded(d: Duration, conn: &Connection) -> Status {
+    Status::deadline_exceeded(format!(
+        "deadline of {d:?} exceeded waiting for upstream {}",
+        conn.endpoint()
+    ))
+}
+
+/// Decodes the front's request, calls the upstream through the hub, and encodes the outcome in
+/// the front's dialect. Returns the reply message, or the status to send as the reply.
+async fn translated(
+    shared: &Shared,
+    live: &Live,
+    conn: &Connection,
+    route: Route,
+    message: Bytes,
+    deadline: Option<Duration>,
+    report: &mut Report,
+) -> Result<Vec<u8>, Status> {
+    let (dialect, path) = (route.dialect, route.method.path);
+    report.translated = true;
     if let Some(s) = route
         .v0_2
         .then(|| translate::front::v0_2_refusal(route.method.method))
@@ -270,12 +314,7 @@ async fn translated(
         None => upstream_call.await,
         Some(d) => tokio::time::timeout(d, upstream_call)
             .await
-            .unwrap_or_else(|_| {
-                Err(Status::deadline_exceeded(format!(
-                    "deadline of {d:?} exceeded waiting for upstream {}",
-                    conn.endpoint()
-                )))
-            }),
+            .unwrap_or_else(|_| Err(deadline_exceeded(d, conn))),
     };
     report.upstream = Some(began.elapsed());
     // Plugins echo their input in error messages: the client and the log get them without

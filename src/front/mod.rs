@@ -4,6 +4,8 @@
 pub mod call;
 pub mod limits;
 pub mod listener;
+pub mod policy;
+pub mod protect;
 pub mod relay;
 pub mod reply;
 pub mod router;
@@ -31,6 +33,8 @@ pub struct Shared {
     pub redactor: Redactor,
     /// What one client connection may make the gateway do.
     pub limits: Limits,
+    /// Protection for fragile plugins, per method; also holds the `[calls]` policy.
+    pub protection: protect::Protection,
     /// The gateway's own services: reflection and health.
     pub services: services::Services,
 }

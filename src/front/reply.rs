@@ -56,6 +56,7 @@ mod tests {
             dialect,
             method,
             v0_2: false,
+            decode: false,
         })
     }
 

@@ -6,20 +6,31 @@ use std::collections::HashMap;
 
 use crate::dialect::{Dialect, MethodInfo};
 
+use super::policy::Policy;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Route {
     pub dialect: Dialect,
     pub method: &'static MethodInfo,
     /// A `csi.v0` route served as v0.2 (`listen.v0_dialect = "v0.2"`).
     pub v0_2: bool,
+    /// The gateway reads this method's messages (protection or validation is configured for
+    /// it, `[calls]`), so it is never relayed undecoded.
+    pub decode: bool,
 }
 
 impl Route {
-    /// Whether the call is relayed untouched to an `upstream` plugin: same dialect, and no
-    /// answer a v0.2 client must get filtered.
-    pub fn relays_to(&self, upstream: Dialect) -> bool {
+    /// Whether the call's messages pass untouched to an `upstream` plugin: same dialect, and
+    /// no answer a v0.2 client must get filtered.
+    pub fn passes_to(&self, upstream: Dialect) -> bool {
         self.dialect == upstream
             && !(self.v0_2 && crate::translate::front::v0_2_translates(self.method.method))
+    }
+
+    /// Whether the call is relayed without the gateway reading it: its messages pass untouched
+    /// and no protection or validation needs them.
+    pub fn relays_to(&self, upstream: Dialect) -> bool {
+        self.passes_to(upstream) && !self.decode
     }
 }
 
@@ -40,6 +51,7 @@ impl Router {
                     dialect,
                     method,
                     v0_2: false,
+                    decode: false,
                 };
                 if let Some(other) = routes.insert(method.path, route) {
                     if other.dialect != dialect {
@@ -55,6 +67,14 @@ impl Router {
     pub fn serving_v0_2(mut self, v0_2: bool) -> Router {
         for r in self.routes.values_mut() {
             r.v0_2 = v0_2 && r.dialect == Dialect::V0_3;
+        }
+        self
+    }
+
+    /// Marks the methods `policy` needs read by the gateway (protection, validation).
+    pub fn decoding(mut self, policy: &Policy) -> Router {
+        for r in self.routes.values_mut() {
+            r.decode = policy.decodes(r.method);
         }
         self
     }
