@@ -106,10 +106,7 @@ def watch(channel, service):
 
 def main():
     target, command, *args = sys.argv[1:]
-    # `localhost`, not C-core's default (the socket path), as `:authority`: the reference
-    # plugin behind a spliced connection (tonic) refuses a path there.
-    options = [("grpc.default_authority", "localhost")]
-    with grpc.insecure_channel(target, options=options) as channel:
+    with grpc.insecure_channel(target) as channel:
         if command == "list":
             out = list_services(channel)
         elif command == "call":
