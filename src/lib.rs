@@ -35,6 +35,7 @@ pub mod splice;
 pub mod dialect;
 pub mod hub;
 pub mod translate;
+pub mod validate;
 
 pub mod staging;
 pub mod store;

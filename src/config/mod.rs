@@ -15,7 +15,6 @@ pub use state::{State, StateFile, StateOverrides, StoreBackend};
 
 use crate::dialect::Dialect;
 use crate::endpoint::Endpoint;
-use crate::front::policy::Validate;
 
 pub use self::tls::{ApplianceFile, PeerFile, UpstreamTlsFile};
 
@@ -567,16 +566,6 @@ impl File {
         self.calls
             .check()
             .map_err(|e| invalid("calls", e.to_string()))?;
-        // Until spec validation is implemented, a configuration asking for it is refused.
-        let validates = |v: Option<Validate>| v.is_some_and(|v| v != Validate::Off);
-        if validates(Some(self.calls.validate))
-            || self.calls.methods.values().any(|m| validates(m.validate))
-        {
-            return Err(invalid(
-                "calls.validate",
-                "spec validation is not in this build yet".into(),
-            ));
-        }
         Ok(Config {
             listen,
             socket_mode,

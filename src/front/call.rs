@@ -21,7 +21,7 @@ use crate::upstream::{Connection, Live};
 use super::relay::{relay, reply_status};
 use super::reply::{error_reply, upstream_origin};
 use super::router::Route;
-use super::{protect, services, Shared};
+use super::{checked, protect, services, Shared};
 
 /// Serves one HTTP/2 stream to its end, on the front connection's `private` upstream
 /// connection when it has a working one, else on the shared one.
@@ -225,6 +225,10 @@ async fn decoded(
         Ok(permit) => permit,
         Err(s) => return error_reply(Some(route), Origin::Gateway, s, report),
     };
+    let validate = protection.policy().validate(route.method);
+    if let Err(refusal) = checked::request(validate, route, &message) {
+        return refusal.answer(report);
+    }
     let (deadline, by_default) = protection.deadline(route, deadline);
     let encoded = if route.passes_to(live.detected.dialect) {
         passed_on(conn, route, message, deadline, report).await
@@ -234,7 +238,13 @@ async fn decoded(
     if by_default && report.code == Code::DeadlineExceeded {
         protect::count(route, protect::Reason::Deadline);
     }
-    encoded
+    match &encoded {
+        Ok(reply) => match checked::reply(validate, route, reply) {
+            Ok(()) => encoded,
+            Err(refusal) => refusal.answer(report),
+        },
+        Err(_) => encoded,
+    }
 }
 
 /// A call whose messages pass untouched, read by the gateway: passed on within `deadline`.

@@ -2,6 +2,7 @@
 //! request to reply.
 
 pub mod call;
+pub mod checked;
 pub mod limits;
 pub mod listener;
 pub mod policy;
