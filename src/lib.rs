@@ -21,6 +21,8 @@
 //! - [`observe`] and [`metrics`]: the log line and metrics every call leaves; secret stripping.
 //!
 //! Around them: [`endpoint`] (endpoint syntax), [`check`] (identify any CSI endpoint),
+//! [`conformance`] (`check --conformance`: a lifecycle scenario against any endpoint),
+//! [`validate`] (spec validation rules),
 //! [`embedded`] (the reference backend run in-process), [`load`] (the load tool), and
 //! [`backend`]: the reference CSI plugin (all four dialects) the gateway is tested against.
 #![forbid(unsafe_code)]
@@ -47,6 +49,7 @@ pub mod metrics;
 pub mod observe;
 
 pub mod check;
+pub mod conformance;
 pub mod embedded;
 pub mod endpoint;
 pub mod load;

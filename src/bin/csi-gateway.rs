@@ -40,8 +40,14 @@ enum Command {
         /// Skip detection and assume this dialect.
         #[arg(long)]
         dialect: Option<String>,
+        /// Timeout of each call.
         #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
         timeout: Duration,
+        /// Run a lifecycle scenario (create, publish, stage where advertised, unpublish,
+        /// delete, idempotency and error rows) in the endpoint's dialect and print what passed
+        /// and failed; exit code 1 on any failure. Creates and deletes one volume.
+        #[arg(long)]
+        conformance: bool,
     },
     /// Ask a gateway's /healthz (exit 0 when healthy, 1 otherwise): the image's HEALTHCHECK,
     /// which needs no shell or curl.
@@ -139,7 +145,14 @@ fn main() -> ExitCode {
             endpoint,
             dialect,
             timeout,
+            conformance: false,
         }) => check(&endpoint, dialect.as_deref(), timeout),
+        Some(Command::Check {
+            endpoint,
+            dialect,
+            timeout,
+            conformance: true,
+        }) => conformance(&endpoint, dialect.as_deref(), timeout),
         Some(Command::GenCerts {
             dir,
             server_names,
@@ -262,6 +275,39 @@ fn health(url: &str, timeout: Duration) -> anyhow::Result<ExitCode> {
     let body = runtime.block_on(csi_gateway::metrics::health_check::check(url, timeout))?;
     println!("{body}");
     Ok(ExitCode::SUCCESS)
+}
+
+fn conformance(
+    endpoint: &str,
+    dialect: Option<&str>,
+    timeout: Duration,
+) -> anyhow::Result<ExitCode> {
+    let endpoint: Endpoint = endpoint.parse()?;
+    let dialect = dialect.map(str::parse::<Dialect>).transpose()?;
+    // Staging and target paths for the scenario's volume, removed afterwards.
+    let work = tempfile::Builder::new()
+        .prefix("csi-gateway-conformance-")
+        .tempdir()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let outcome = runtime.block_on(csi_gateway::conformance::run(
+        &endpoint,
+        dialect,
+        timeout,
+        work.path(),
+    ));
+    match outcome {
+        Ok(outcome) => {
+            print!("{}", outcome.render(&endpoint));
+            Ok(if outcome.failed() == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
+        Err(s) => anyhow::bail!("{endpoint}: {:?}: {}", s.code(), s.message()),
+    }
 }
 
 fn gen_certs(

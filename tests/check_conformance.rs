@@ -1,0 +1,109 @@
+//! `csi-gateway check --conformance` through the built binaries: the reference plugin in every
+//! dialect passes its own revision's rows (the draft's second DeleteVolume is an error, v0.1+
+//! answers OK), so does the gateway in front of a draft plugin, and a malformed plugin fails
+//! with a non-zero exit code.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use support::gateway::Gateway;
+use support::{Backend, Options, DIALECTS};
+
+fn conformance(socket: &Path) -> (Output, String) {
+    let out = Command::new(support::gateway::binary())
+        .args(["check", "--conformance", "--timeout=20s"])
+        .arg(format!("--endpoint=unix://{}", socket.display()))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out, text)
+}
+
+fn passed(text: &str, row: &str) -> bool {
+    text.lines()
+        .any(|l| l.starts_with("PASS") && l.contains(row))
+}
+
+#[tokio::test]
+async fn the_reference_plugin_passes_in_every_dialect() {
+    for dialect in DIALECTS {
+        let backend = Backend::start(Options::new(dialect)).await;
+        let (out, text) = conformance(&backend.socket);
+        assert!(out.status.success(), "{dialect}:\n{text}");
+        assert!(text.contains(&format!("(dialect {dialect})")), "{text}");
+        assert!(text.contains(" 0 failed"), "{dialect}:\n{text}");
+        for row in [
+            "CreateVolume creates a volume",
+            "CreateVolume again, same name: the same volume",
+            "NodePublishVolume again: OK (idempotent)",
+            "NodeUnpublishVolume again: OK (idempotent)",
+            "CreateVolume without a name: INVALID_ARGUMENT",
+            "NodeUnpublishVolume without a target path: INVALID_ARGUMENT",
+        ] {
+            assert!(passed(&text, row), "{dialect}: {row}\n{text}");
+        }
+        let second_delete = if dialect == "v0.1-oneof" {
+            "DeleteVolume again: VOLUME_DOES_NOT_EXIST (draft)"
+        } else {
+            "DeleteVolume again: OK (idempotent)"
+        };
+        assert!(passed(&text, second_delete), "{dialect}:\n{text}");
+        // The plugin stages in v1 and v0.3; there is no staging before v0.2.
+        let staged = passed(&text, "NodeStageVolume");
+        assert_eq!(
+            staged,
+            matches!(dialect, "v1" | "v0.3"),
+            "{dialect}:\n{text}"
+        );
+        assert!(
+            backend.log_text().contains("CreateVolume"),
+            "the plugin was called"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_gateway_in_front_of_a_draft_plugin_passes_as_v1() {
+    let backend = Backend::start(Options::new("v0.1-oneof")).await;
+    let gateway = Gateway::start(&backend.socket, "v0.1", &[]).await;
+    let (out, text) = conformance(&gateway.socket);
+    assert!(out.status.success(), "{text}\n{}", gateway.log_text());
+    assert!(text.contains("(dialect v1)"), "{text}");
+    assert!(
+        passed(&text, "DeleteVolume again: OK (idempotent)"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_malformed_plugin_fails_with_a_non_zero_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("plugin.sock");
+    let mut plugin = Command::new(env!("CARGO_BIN_EXE_csi-gateway-load"))
+        .arg("fixed-upstream")
+        .arg(format!("--listen={}", socket.display()))
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + support::PROCESS_TIMEOUT;
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (out, text) = conformance(&socket);
+    let _ = plugin.kill();
+    let _ = plugin.wait();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("FAIL") && l.contains("GetPluginInfo")),
+        "{text}"
+    );
+}
