@@ -449,12 +449,9 @@ async fn lifecycle(s: &mut Scenario, dialect: Dialect, work: &Path) {
     s.ok("DeleteVolume", delete(), ok_reply).await;
     // v0.1.0 made a second delete OK; the draft answered VOLUME_DOES_NOT_EXIST.
     if dialect == Dialect::V0_1Oneof {
-        s.refused(
-            "DeleteVolume again: VOLUME_DOES_NOT_EXIST (draft)",
-            delete(),
-            Code::NotFound,
-        )
-        .await;
+        // The draft plugin's own answer: the gateway's translation would make it v1's OK.
+        let verdict = draft_second_delete(s, &id, &volume.volume_context).await;
+        s.row("DeleteVolume again: VOLUME_DOES_NOT_EXIST (draft)", verdict);
     } else {
         s.ok("DeleteVolume again: OK (idempotent)", delete(), ok_reply)
             .await;
@@ -501,6 +498,49 @@ async fn lifecycle(s: &mut Scenario, dialect: Dialect, work: &Path) {
             Code::NotFound,
         )
         .await;
+    }
+}
+
+/// DeleteVolume of a deleted volume sent to a draft plugin as it is, not through the hub.
+async fn draft_second_delete(
+    s: &Scenario,
+    id: &str,
+    metadata: &HashMap<String, String>,
+) -> Verdict {
+    use crate::dialect::proto::v0_1_oneof as draft;
+    use draft::delete_volume_response::Reply;
+    use draft::error::delete_volume_error::DeleteVolumeErrorCode;
+    use prost::Message;
+    let request = draft::DeleteVolumeRequest {
+        version: s.session.version.map(|v| draft::Version {
+            major: v.major,
+            minor: v.minor,
+            patch: v.patch,
+        }),
+        volume_handle: Some(draft::VolumeHandle {
+            id: id.to_string(),
+            metadata: metadata.clone(),
+        }),
+        user_credentials: None,
+    };
+    let body = request.encode_to_vec();
+    let call = s.conn.unary("/csi.Controller/DeleteVolume", &body);
+    let reply = match tokio::time::timeout(s.timeout, call).await {
+        Err(_) => return Verdict::Fail(format!("no answer within {:?}", s.timeout)),
+        Ok(Err(st)) => return Verdict::Fail(status_text(&st)),
+        Ok(Ok(bytes)) => match draft::DeleteVolumeResponse::decode(bytes.as_ref()) {
+            Ok(r) => r,
+            Err(e) => return Verdict::Fail(format!("undecodable reply: {e}")),
+        },
+    };
+    let expected = DeleteVolumeErrorCode::VolumeDoesNotExist as i32;
+    match reply.reply {
+        Some(Reply::Error(draft::Error {
+            value: Some(draft::error::Value::DeleteVolumeError(e)),
+        })) if e.error_code == expected => {
+            Verdict::Pass(format!("VOLUME_DOES_NOT_EXIST: {}", e.error_description))
+        }
+        other => Verdict::Fail(format!("expected VOLUME_DOES_NOT_EXIST, got {other:?}")),
     }
 }
 
