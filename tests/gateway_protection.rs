@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use csi_gateway::dialect::Dialect;
 use support::front::Front;
 use support::gateway::Gateway;
-use support::{Backend, Options};
+use support::{scrape, value, Backend, Options};
 use tonic::Code;
 
 /// A configuration file holding `calls`; the test's flags give the rest.
@@ -51,23 +51,6 @@ async fn setup(legacy: &str, calls: &str, extra: &[&str]) -> Setup {
         metrics,
         _dir: dir,
     }
-}
-
-fn scrape(port: u16) -> String {
-    ureq::get(&format!("http://127.0.0.1:{port}/metrics"))
-        .call()
-        .unwrap()
-        .into_body()
-        .read_to_string()
-        .unwrap()
-}
-
-/// The value of the series whose line starts with `series`.
-fn value(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find(|l| l.starts_with(series))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
 }
 
 const SERIALIZED: &str = "[calls.methods.CreateVolume]\nserialize_per_volume = true\n\

@@ -14,7 +14,7 @@ use csi_gateway::dialect::proto::{v0_3, v1};
 use csi_gateway::dialect::Dialect;
 use support::front::Front;
 use support::gateway::Gateway;
-use support::{Backend, Options};
+use support::{scrape, value, Backend, Options};
 use tonic::Code;
 
 /// The load tool's fixed-reply upstream: every call answered OK with an empty message.
@@ -77,22 +77,6 @@ async fn gateway(
     ];
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     (Gateway::start(upstream, legacy, &flags).await, dir)
-}
-
-fn scrape(port: u16) -> String {
-    ureq::get(&format!("http://127.0.0.1:{port}/metrics"))
-        .call()
-        .unwrap()
-        .into_body()
-        .read_to_string()
-        .unwrap()
-}
-
-fn value(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find(|l| l.starts_with(series))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
 }
 
 #[tokio::test]

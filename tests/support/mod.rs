@@ -336,6 +336,24 @@ pub async fn eventually(limit: Duration, what: &str, mut cond: impl FnMut() -> b
     }
 }
 
+/// The /metrics text of a gateway whose metrics listen on 127.0.0.1:`port`.
+pub fn scrape(port: u16) -> String {
+    ureq::get(&format!("http://127.0.0.1:{port}/metrics"))
+        .call()
+        .unwrap()
+        .into_body()
+        .read_to_string()
+        .unwrap()
+}
+
+/// The value of the series whose line starts with `series`.
+pub fn value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
 /// `csi_gateway_staging_references` from the /metrics of a gateway listening on `metrics`.
 pub fn staging_references(metrics: &str) -> f64 {
     let body = ureq::get(&format!("http://{metrics}/metrics"))
