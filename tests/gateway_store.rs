@@ -223,7 +223,7 @@ async fn refused_publishes_of_unknown_volumes_leave_the_store_as_it_was() {
     assert!(entries.is_empty(), "{:?}", keys(&entries));
 
     // Staging emulation: 200 NodePublish of unknown ids through a v0.1 client.
-    let (backend, staging_dir, mut gateway) = staging_emulated().await;
+    let (_backend, _staging_dir, mut gateway) = staging_emulated().await;
     let mut node = v0_1::node_client::NodeClient::new(gateway.channel().await);
     for i in 0..200 {
         let e = node
