@@ -24,16 +24,14 @@
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::io::ErrorKind;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use tokio::io::{AsyncWrite, Interest};
-use tokio::net::UnixStream;
+use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
 use crate::front::Shared;
@@ -47,6 +45,7 @@ use crate::front::limits::{self, Limits, Rate};
 
 use super::frame::{self, reason, Head, Kind};
 use super::headers;
+use super::io::{write, Io};
 
 /// Reading pauses while this much waits to be written the other way.
 const HIGH_WATER: usize = 256 * 1024;
@@ -67,11 +66,11 @@ const MAX_FRAME: u32 = 64 * 1024;
 type LocalCall = Pin<Box<dyn Future<Output = LocalOutcome> + Send>>;
 type LocalOutcome = (u32, Instant, Report, Result<Vec<u8>, Status>);
 
-pub struct Splice {
+pub struct Splice<C, U> {
     shared: Arc<Shared>,
     live: Arc<Live>,
-    client: UnixStream,
-    upstream: UnixStream,
+    client: C,
+    upstream: U,
     from_client: BytesMut,
     from_upstream: BytesMut,
     to_client: BytesMut,
@@ -210,14 +209,14 @@ enum Broken {
     Upstream(String),
 }
 
-impl Splice {
+impl<C: Io, U: Io> Splice<C, U> {
     pub fn new(
         shared: Arc<Shared>,
         live: Arc<Live>,
-        client: UnixStream,
-        upstream: UnixStream,
+        client: C,
+        upstream: U,
         shutdown: watch::Receiver<bool>,
-    ) -> Splice {
+    ) -> Splice<C, U> {
         let limits = shared.limits.clone();
         Splice {
             shared,
@@ -308,6 +307,9 @@ impl Splice {
         .await;
         self.finish_all(Code::Cancelled, "connection closed");
         self.report_ended();
+        // What a TLS side still holds (its last records) goes out before the connection is
+        // dropped; a UNIX socket holds nothing.
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.client.flush()).await;
     }
 
     /// Moves bytes until nothing more can move, then waits; `Ready` once the connection ends.
@@ -317,7 +319,7 @@ impl Splice {
             if (self.to_upstream.len() < HIGH_WATER || self.upstream_gone)
                 && self.own.len() + self.to_client.len() < 2 * HIGH_WATER
             {
-                match read(&mut self.client, &mut self.from_client, cx) {
+                match self.client.read_into(&mut self.from_client, cx) {
                     Poll::Ready(Some(_)) => {
                         progress = true;
                         self.now = Instant::now();
@@ -332,7 +334,7 @@ impl Splice {
             // Requests go on before replies are looked at: the upstream has the longer way to go.
             progress |= self.flush_upstream(cx);
             if !self.upstream_gone && !self.held && self.to_client.len() < HIGH_WATER {
-                match read(&mut self.upstream, &mut self.from_upstream, cx) {
+                match self.upstream.read_into(&mut self.from_upstream, cx) {
                     Poll::Ready(Some(_)) => {
                         progress = true;
                         if let Err(e) = self.on_upstream_bytes() {
@@ -1642,63 +1644,6 @@ fn local_reply(outcome: Result<Vec<u8>, Status>) -> Reply {
 /// A copy of the message inside a DATA payload that holds one whole gRPC frame.
 fn first_message(data: &[u8]) -> Option<Bytes> {
     grpc_frame::first_message(data).map(Bytes::copy_from_slice)
-}
-
-/// Reads what has arrived: `Some(n)` bytes, `None` at the end of the stream or on an error.
-///
-/// A read that returns less than it had room for emptied the socket (a UNIX stream socket
-/// hands over everything queued, up to the room given), so the socket's readiness is cleared
-/// at once rather than by one more read failing with `EAGAIN`: a system call saved per wake.
-fn read(io: &mut UnixStream, buf: &mut BytesMut, cx: &mut Context<'_>) -> Poll<Option<usize>> {
-    if buf.capacity() - buf.len() < 16 * 1024 {
-        buf.reserve(64 * 1024);
-    }
-    let room = buf.capacity() - buf.len();
-    let io = &*io;
-    loop {
-        if ready!(io.poll_read_ready(cx)).is_err() {
-            return Poll::Ready(None);
-        }
-        let mut got = 0;
-        // A short read answers `WouldBlock` to `try_io`, which then clears the readiness it saw
-        // before the read; an event that came in since (another worker thread's driver may
-        // have handled one) has a newer tick and is kept.
-        let outcome = io.try_io(Interest::READABLE, || {
-            got = io.try_read_buf(buf)?;
-            if got > 0 && got < room {
-                return Err(ErrorKind::WouldBlock.into());
-            }
-            Ok(())
-        });
-        match outcome {
-            Ok(()) if got == 0 => return Poll::Ready(None), // the peer closed
-            Ok(()) => return Poll::Ready(Some(got)),
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                if got > 0 {
-                    return Poll::Ready(Some(got));
-                }
-                // The readiness was stale and is cleared: wait for the next event.
-            }
-            Err(_) => return Poll::Ready(None),
-        }
-    }
-}
-
-/// Writes as much of `buf` as the socket takes now; `Ok(true)` if anything was written.
-fn write(io: &mut UnixStream, buf: &mut BytesMut, cx: &mut Context<'_>) -> std::io::Result<bool> {
-    let mut moved = false;
-    while !buf.is_empty() {
-        match Pin::new(&mut *io).poll_write(cx, buf) {
-            Poll::Ready(Ok(0)) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Poll::Ready(Ok(n)) => {
-                buf.advance(n);
-                moved = true;
-            }
-            Poll::Ready(Err(e)) => return Err(e),
-            Poll::Pending => break,
-        }
-    }
-    Ok(moved)
 }
 
 fn noop_context() -> Context<'static> {

@@ -13,5 +13,7 @@ pub mod conn;
 pub mod frame;
 pub mod headers;
 pub mod hpack;
+pub mod io;
 
 pub use conn::Splice;
+pub use io::Io;
