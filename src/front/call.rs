@@ -19,7 +19,7 @@ use crate::translate::{self, FrontCall};
 use crate::upstream::{Connection, Live};
 
 use super::relay::{relay, reply_status};
-use super::reply::{error_reply, upstream_origin};
+use super::reply::{error_reply, header_list_too_large, upstream_origin};
 use super::router::Route;
 use super::{checked, protect, services, Shared};
 
@@ -45,6 +45,21 @@ async fn serve(
     respond: &mut SendResponse<Bytes>,
     report: &mut Report,
 ) {
+    // h2 hands over a request whose header list was over the limit marked, as the splice
+    // reads one, so that both answer it alike (see `reply::header_list_too_large`).
+    if request
+        .extensions()
+        .get::<h2::ext::HeaderListTooLarge>()
+        .is_some()
+    {
+        report.route = shared.router.route(&report.path);
+        let s = header_list_too_large(shared.limits.max_header_list_size);
+        return reply(
+            respond,
+            error_reply(report.route, Origin::Client, s, report),
+            report,
+        );
+    }
     let Some(route) = shared.router.route(&report.path) else {
         if let Some(service) = shared.services.find(&report.path) {
             report.service = true;

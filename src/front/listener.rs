@@ -117,8 +117,10 @@ pub async fn serve_connection_authorized<T>(
     T: AsyncRead + AsyncWrite + Unpin,
 {
     let limits = &shared.limits;
-    // h2 enforces these the way the splice does (REFUSED_STREAM past the streams, a 431 reply
-    // past the header list, GOAWAY ENHANCE_YOUR_CALM past the resets), and checks every frame.
+    // h2 enforces these the way the splice does (REFUSED_STREAM past the streams, GOAWAY
+    // ENHANCE_YOUR_CALM past the resets; a request past the header list is handed over marked,
+    // and `handle` answers it as the splice does), and checks every frame with the error codes
+    // RFC 9113 names (the vendored h2's patch, vendor/PATCHES.md).
     let handshake = h2::server::Builder::new()
         .initial_window_size(1 << 20)
         .initial_connection_window_size(4 << 20)

@@ -32,6 +32,17 @@ pub fn error_reply(
     }
 }
 
+/// A request whose header list is over SETTINGS_MAX_HEADER_LIST_SIZE (`limit`), on every path:
+/// RESOURCE_EXHAUSTED, as gRPC names a request over a size limit (a client may shrink its
+/// metadata), rather than the HTTP 431 that h2 sends by itself, which gRPC clients read as
+/// UNKNOWN (the gRPC spec's HTTP-to-status table maps no 4xx but 400, 401, 403, 404 and 429).
+/// The message names no size of the request's: a terminating front stops counting at the limit.
+pub fn header_list_too_large(limit: u32) -> Status {
+    Status::resource_exhausted(format!(
+        "request headers over the limit of {limit} bytes (SETTINGS_MAX_HEADER_LIST_SIZE)"
+    ))
+}
+
 /// Whose failure an error from calling the upstream is. The upstream connection reports a
 /// broken or unreachable upstream, or a deadline that ran out waiting for it, as UNAVAILABLE,
 /// DEADLINE_EXCEEDED or CANCELLED: the gateway's failure to carry the call. Any other code is

@@ -875,12 +875,8 @@ impl<C: Io, U: Io> Splice<C, U> {
             Side::Local(Local {
                 timeout: request.timeout,
                 window: self.client_initial_window,
-                refused: too_large.then(|| {
-                    Status::resource_exhausted(format!(
-                        "request headers of {} bytes, over the limit of {} (SETTINGS_MAX_HEADER_LIST_SIZE)",
-                        request.size, self.limits.max_header_list_size
-                    ))
-                }),
+                refused: too_large
+                    .then(|| reply::header_list_too_large(self.limits.max_header_list_size)),
                 ..Local::default()
             })
         };
@@ -1115,7 +1111,10 @@ impl<C: Io, U: Io> Splice<C, U> {
             return Some((self.accepted + limits::PREFACE_TIMEOUT, Timeout::Preface));
         }
         if let Some(since) = self.block_since {
-            return Some((since + limits::HEADER_BLOCK_TIMEOUT, Timeout::HeaderBlock));
+            return Some((
+                since + limits::HEADER_BLOCK_TIMEOUT,
+                Timeout::HeaderBlock,
+            ));
         }
         let idle = self.limits.idle_timeout;
         match self.idle_since {

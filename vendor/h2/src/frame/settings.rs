@@ -174,7 +174,8 @@ impl Settings {
                 }
                 Some(InitialWindowSize(val)) => {
                     if val as usize > MAX_INITIAL_WINDOW_SIZE {
-                        return Err(Error::InvalidSettingValue);
+                        // csi-gateway patch (vendor/PATCHES.md): a FLOW_CONTROL_ERROR.
+                        return Err(Error::InvalidInitialWindowSize);
                     } else {
                         settings.initial_window_size = Some(val);
                     }
