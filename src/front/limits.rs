@@ -23,6 +23,11 @@ pub struct Limits {
     /// client reconnects on its next call). 0: never.
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
+    /// A header block begun (HEADERS without END_HEADERS) and not finished by its last
+    /// CONTINUATION within this long ends the connection: GOAWAY PROTOCOL_ERROR (a slowloris
+    /// peer holding a partial block).
+    #[serde(with = "humantime_serde")]
+    pub header_block_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -33,14 +38,26 @@ impl Default for Limits {
             max_header_list_size: 16 * 1024,
             max_resets_per_second: 200,
             idle_timeout: Duration::from_secs(600),
+            header_block_timeout: Duration::from_secs(10),
         }
     }
 }
 
-/// How long a client may take to send its preface, and to finish a header block once begun
-/// (a slowloris peer): fixed, since no legitimate client comes near them.
+/// How long a client may take to send its preface: fixed, since no legitimate client comes
+/// near it.
 pub const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
-pub const HEADER_BLOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What a connection past `max_connections` gets before it is closed, on every path: the
+/// server preface (an empty SETTINGS) and GOAWAY ENHANCE_YOUR_CALM naming stream 0, so that
+/// the client reads why (no stream was processed: a gRPC client fails the attempt as
+/// UNAVAILABLE and retries with its backoff) instead of a bare close.
+pub fn refusal() -> bytes::BytesMut {
+    use crate::splice::frame::{put_goaway, put_settings, reason};
+    let mut out = bytes::BytesMut::new();
+    put_settings(&mut out, &[]);
+    put_goaway(&mut out, 0, reason::ENHANCE_YOUR_CALM);
+    out
+}
 
 /// Counts events in one-second windows: `true` once more than `per_second` came in one.
 #[derive(Debug)]

@@ -21,6 +21,7 @@ use crate::tls::Authorization;
 use crate::upstream::conn::{Connection, Driver};
 
 use super::call::handle;
+use super::watched::Watched;
 use super::Shared;
 
 /// Serves until `shutdown` turns true, then drains for at most `grace`. With `splice`, a
@@ -40,8 +41,10 @@ pub async fn serve(
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((io, _)) if connections.len() >= max => {
-                    // Closed at once: the client sees its connection end and may retry.
+                    // Told why, then closed at once (see `limits::refusal`). A new socket's
+                    // buffer takes these few bytes without waiting; if not, it just closes.
                     tracing::warn!(limit = max, "too many client connections; one refused");
+                    let _ = io.try_write(&super::limits::refusal());
                     drop(io);
                 }
                 Ok((io, _)) if splice => {
@@ -117,6 +120,7 @@ pub async fn serve_connection_authorized<T>(
     T: AsyncRead + AsyncWrite + Unpin,
 {
     let limits = &shared.limits;
+    let (io, mut seen) = Watched::new(io, limits.max_resets_per_second);
     // h2 enforces these the way the splice does (REFUSED_STREAM past the streams, GOAWAY
     // ENHANCE_YOUR_CALM past the resets; a request past the header list is handed over marked,
     // and `handle` answers it as the splice does), and checks every frame with the error codes
@@ -143,8 +147,34 @@ pub async fn serve_connection_authorized<T>(
     // Reset whenever a call starts or ends; fires only while no call is open.
     let idle_timeout = shared.limits.idle_timeout;
     let mut idle = Box::pin(tokio::time::sleep(idle_timeout));
+    // Armed while a header block of the client's waits for its end (see `watched`).
+    let mut block = Box::pin(tokio::time::sleep(Duration::ZERO));
+    let mut block_open = false;
+    let mut watching = true;
     loop {
         tokio::select! {
+            changed = seen.changed(), if watching => match changed {
+                Ok(()) => {
+                    let now = *seen.borrow_and_update();
+                    if now.too_many_resets {
+                        tracing::debug!("client reset too many streams; connection closed");
+                        conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                        watching = false;
+                    }
+                    block_open = now.block_since.is_some() && watching;
+                    if let Some(since) = now.block_since {
+                        let at = since + limits.header_block_timeout;
+                        block.as_mut().reset(tokio::time::Instant::from_std(at));
+                    }
+                }
+                Err(_) => watching = false,
+            },
+            () = &mut block, if block_open => {
+                tracing::debug!("client header block not finished in time; connection closed");
+                conn.abrupt_shutdown(h2::Reason::PROTOCOL_ERROR);
+                block_open = false;
+                watching = false;
+            }
             Some(()) = calls.next(), if !calls.is_empty() => {
                 idle.as_mut().reset(tokio::time::Instant::now() + idle_timeout);
             }

@@ -12,6 +12,7 @@ pub mod reply;
 pub mod router;
 pub mod services;
 pub mod socket;
+pub mod watched;
 
 use std::sync::Arc;
 

@@ -1112,7 +1112,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         if let Some(since) = self.block_since {
             return Some((
-                since + limits::HEADER_BLOCK_TIMEOUT,
+                since + self.limits.header_block_timeout,
                 Timeout::HeaderBlock,
             ));
         }

@@ -136,6 +136,8 @@ pub struct Peer {
     pub seen: Vec<Frame>,
     /// The server's first SETTINGS.
     pub server_settings: Vec<(u16, u32)>,
+    /// The server closed the connection (a read returned its end).
+    pub closed: bool,
 }
 
 /// What a call got: the reply's header fields (headers then trailers), its DATA, and a
@@ -170,6 +172,7 @@ impl Peer {
             decoder: loona_hpack::Decoder::new(),
             seen: Vec::new(),
             server_settings: Vec::new(),
+            closed: false,
         }
     }
 
@@ -199,6 +202,11 @@ impl Peer {
 
     /// The next frame; `None` once the connection ends (or nothing comes within 10 s).
     pub async fn next(&mut self) -> Option<Frame> {
+        self.next_within(WAIT).await
+    }
+
+    /// The next frame; `None` once the connection ends (`closed`) or nothing comes for `wait`.
+    pub async fn next_within(&mut self, wait: Duration) -> Option<Frame> {
         loop {
             if self.buf.len() >= 9 {
                 let len = u32::from_be_bytes([0, self.buf[0], self.buf[1], self.buf[2]]) as usize;
@@ -216,9 +224,13 @@ impl Peer {
                 }
             }
             let mut chunk = [0u8; 16 * 1024];
-            match tokio::time::timeout(WAIT, self.io.read(&mut chunk)).await {
+            match tokio::time::timeout(wait, self.io.read(&mut chunk)).await {
                 Ok(Ok(n)) if n > 0 => self.buf.extend_from_slice(&chunk[..n]),
-                _ => return None,
+                Ok(_) => {
+                    self.closed = true;
+                    return None;
+                }
+                Err(_) => return None,
             }
         }
     }
@@ -242,6 +254,24 @@ impl Peer {
             }
         }
         last
+    }
+
+    /// Reads until the server closes the connection, answering its PINGs (a server going away
+    /// gracefully may wait for one); `true` if it closed within `limit`.
+    pub async fn until_closed(&mut self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        while !self.closed {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            if let Some(f) = self.next_within(left).await {
+                if f.kind == PING && f.flags & ACK == 0 {
+                    self.send(&frame(PING, ACK, 0, &f.payload)).await;
+                }
+            }
+        }
+        true
     }
 
     /// Sends a unary call on `stream` with a raw header `block` (END_HEADERS) and `body`.

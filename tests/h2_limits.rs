@@ -1,0 +1,327 @@
+//! The connection limits of `[listen.limits]` (src/front/limits.rs), driven with raw frames
+//! (tests/support/h2raw.rs) against the built gateway on both paths a connection can take:
+//! spliced (the default, UNIX-socket upstream) and terminated (`--splice=false`, served by
+//! h2 as TCP upstreams and connections accepted while the plugin is down are). Each limit is
+//! set small in a configuration file so that each case takes seconds, and each path must give
+//! the same answer: idle connections, total connections, slow header blocks, concurrent
+//! streams, resets per second, and the memory a connection can make the gateway hold.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::gateway::Gateway;
+use support::h2raw::*;
+use support::{Backend, Options};
+
+const PROBE: &str = "/csi.v1.Identity/Probe";
+
+/// A configuration file with `[listen.limits]` set to `limits`; the flags give the rest.
+fn config(dir: &std::path::Path, limits: &str) -> String {
+    let path = dir.join("gateway.toml");
+    let text = format!(
+        "[listen]\nendpoint = \"unix:///unused\"\n[upstream]\nendpoint = \"unix:///unused-plugin\"\n\
+         [state]\ndir = \"/unused\"\n[listen.limits]\n{limits}\n"
+    );
+    std::fs::write(&path, text).unwrap();
+    format!("--config={}", path.display())
+}
+
+/// A gateway per path, each with `limits`.
+struct Paths {
+    gateways: Vec<(&'static str, Gateway)>,
+    _dir: tempfile::TempDir,
+}
+
+async fn paths(backend: &Backend, limits: &str) -> Paths {
+    let dir = tempfile::tempdir().unwrap();
+    let flag = config(dir.path(), limits);
+    let spliced = Gateway::start(&backend.socket, "v0.1", &[&flag]).await;
+    let terminated = Gateway::start(&backend.socket, "v0.1", &[&flag, "--splice=false"]).await;
+    Paths {
+        gateways: vec![("spliced", spliced), ("terminated", terminated)],
+        _dir: dir,
+    }
+}
+
+async fn expect_ok(p: &mut Peer, stream: u32, what: &str) {
+    let r = p.reply(stream).await;
+    assert_eq!(r.get("grpc-status"), Some("0"), "{what}: {r:?}");
+}
+
+/// A connection with no stream for `idle_timeout` gets GOAWAY NO_ERROR and is closed; one
+/// with a call in between is not, until it has been idle that long since the call ended.
+#[tokio::test]
+async fn an_idle_connection_is_asked_to_go_away() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let paths = paths(&backend, "idle_timeout = \"1s\"").await;
+    for (name, gw) in &paths.gateways {
+        let mut p = Peer::connect(&gw.socket).await;
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        p.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+        expect_ok(&mut p, 1, name).await;
+        let call_ended = Instant::now();
+        assert!(
+            !p.seen.iter().any(|f| f.kind == GOAWAY),
+            "{name}: GOAWAY before the idle time: {:?}",
+            p.seen
+        );
+        let g = p.expect(|f| f.kind == GOAWAY).await;
+        let idle = call_ended.elapsed();
+        assert_eq!(g.code(), NO_ERROR, "{name}: {g:?}");
+        assert!(
+            idle >= Duration::from_millis(900) && idle < Duration::from_secs(5),
+            "{name}: GOAWAY after {idle:?} idle, the limit being 1 s"
+        );
+        assert!(
+            g.last_stream() >= 1,
+            "{name}: {g:?} names the answered call"
+        );
+        assert!(
+            p.until_closed(Duration::from_secs(5)).await,
+            "{name}: the idle connection was not closed: {:?}",
+            p.seen
+        );
+    }
+}
+
+/// A raw connection: the preface and SETTINGS sent, then read until the gateway either
+/// acknowledges them (admitted) or sends GOAWAY (refused).
+async fn admitted(socket: &std::path::Path) -> Result<Peer, Frame> {
+    let mut p = Peer::open(socket, &[]).await;
+    loop {
+        match p.next().await {
+            Some(f) if f.kind == GOAWAY => {
+                assert!(
+                    p.until_closed(Duration::from_secs(5)).await,
+                    "refused but not closed: {:?}",
+                    p.seen
+                );
+                return Err(f);
+            }
+            Some(f) if f.kind == SETTINGS && f.flags & ACK != 0 => return Ok(p),
+            Some(f) if f.kind == SETTINGS => p.send(&frame(SETTINGS, ACK, 0, &[])).await,
+            Some(_) => {}
+            None => panic!("neither admitted nor refused: {:?}", p.seen),
+        }
+    }
+}
+
+/// Past `max_connections`, a connection gets SETTINGS and GOAWAY ENHANCE_YOUR_CALM naming
+/// stream 0, and is closed; once a connection closes, a new one is served.
+#[tokio::test]
+async fn connections_past_the_limit_are_refused_with_goaway() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let paths = paths(&backend, "max_connections = 3").await;
+    for (name, gw) in &paths.gateways {
+        let mut open = Vec::new();
+        for _ in 0..3 {
+            open.push(
+                admitted(&gw.socket)
+                    .await
+                    .unwrap_or_else(|g| panic!("{name}: refused under the limit: {g:?}")),
+            );
+        }
+        match admitted(&gw.socket).await {
+            Ok(_) => panic!("{name}: a fourth connection was served"),
+            Err(g) => assert_eq!(
+                (g.code(), g.last_stream()),
+                (ENHANCE_YOUR_CALM, 0),
+                "{name}: {g:?}"
+            ),
+        }
+        // The ones admitted still work.
+        let mut first = open.remove(0);
+        first.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+        expect_ok(&mut first, 1, name).await;
+        drop(first);
+        // One closed: a new connection is served (once the gateway noticed the close).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut p = loop {
+            match admitted(&gw.socket).await {
+                Ok(p) => break p,
+                Err(g) => assert!(
+                    Instant::now() < deadline,
+                    "{name}: still refused after one closed: {g:?}"
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        p.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+        expect_ok(&mut p, 1, name).await;
+    }
+}
+
+/// A HEADERS without END_HEADERS whose CONTINUATION never comes: after
+/// `header_block_timeout`, GOAWAY PROTOCOL_ERROR and the connection is closed.
+#[tokio::test]
+async fn an_unfinished_header_block_ends_the_connection() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let paths = paths(&backend, "header_block_timeout = \"1s\"").await;
+    for (name, gw) in &paths.gateways {
+        let mut p = Peer::connect(&gw.socket).await;
+        let block = request_block(&[], PROBE, &[]);
+        p.send(&frame(HEADERS, 0, 1, &block[..block.len() / 2]))
+            .await;
+        let sent = Instant::now();
+        let g = p
+            .goaway()
+            .await
+            .unwrap_or_else(|| panic!("{name}: no GOAWAY: {:?}", p.seen));
+        let after = sent.elapsed();
+        assert_eq!(g.code(), PROTOCOL_ERROR, "{name}: {g:?}");
+        assert!(
+            after >= Duration::from_millis(900) && after < Duration::from_secs(5),
+            "{name}: GOAWAY after {after:?}, the limit being 1 s"
+        );
+        assert!(p.closed, "{name}: the connection was not closed");
+
+        // A block finished in time is served.
+        let mut p = Peer::connect(&gw.socket).await;
+        let (head, tail) = block.split_at(block.len() / 2);
+        p.send(&frame(HEADERS, 0, 1, head)).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let mut rest = frame(CONTINUATION, END_HEADERS, 1, tail);
+        rest.extend_from_slice(&frame(DATA, END_STREAM, 1, &message(&[])));
+        p.send(&rest).await;
+        expect_ok(&mut p, 1, name).await;
+    }
+}
+
+/// `max_concurrent_streams` is advertised, and a stream past it gets RST_STREAM
+/// REFUSED_STREAM; once a stream ends, a new one is served.
+#[tokio::test]
+async fn streams_past_the_limit_are_refused() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let paths = paths(&backend, "max_concurrent_streams = 2").await;
+    for (name, gw) in &paths.gateways {
+        let mut p = Peer::connect(&gw.socket).await;
+        let advertised = p.server_settings.iter().find(|(id, _)| *id == 0x3);
+        assert_eq!(
+            advertised,
+            Some(&(0x3, 2)),
+            "{name}: {:?}",
+            p.server_settings
+        );
+        let block = request_block(&[], PROBE, &[]);
+        // Two calls open (their requests not finished), then a third.
+        for stream in [1, 3, 5] {
+            p.send(&frame(HEADERS, END_HEADERS, stream, &block)).await;
+        }
+        let r = p.reply(5).await;
+        assert_eq!(r.reset, Some(REFUSED_STREAM), "{name}: {r:?}");
+        for stream in [1, 3] {
+            p.send(&frame(DATA, END_STREAM, stream, &message(&[])))
+                .await;
+            expect_ok(&mut p, stream, name).await;
+        }
+        p.call(7, &block, &[]).await;
+        expect_ok(&mut p, 7, name).await;
+    }
+}
+
+/// More than `max_resets_per_second` resets in a second get GOAWAY ENHANCE_YOUR_CALM — calls
+/// the gateway had already started counted too — and fewer do not.
+#[tokio::test]
+async fn resets_past_the_rate_get_enhance_your_calm() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let paths = paths(&backend, "max_resets_per_second = 10").await;
+    for (name, gw) in &paths.gateways {
+        let block = request_block(&[], PROBE, &[]);
+        // Each call started (its request read by the gateway) before it is reset.
+        async fn reset_calls(p: &mut Peer, block: &[u8], count: u32) {
+            for i in 0..count {
+                let id = 1 + 2 * i;
+                p.send(&frame(HEADERS, END_HEADERS, id, block)).await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                p.send(&frame(RST_STREAM, 0, id, &CANCEL.to_be_bytes()))
+                    .await;
+            }
+        }
+        let mut p = Peer::connect(&gw.socket).await;
+        reset_calls(&mut p, &block, 8).await;
+        p.call(17, &block, &[]).await;
+        expect_ok(&mut p, 17, &format!("{name}: after 8 resets")).await;
+        assert!(
+            !p.seen.iter().any(|f| f.kind == GOAWAY),
+            "{name}: {:?}",
+            p.seen
+        );
+
+        let mut p = Peer::connect(&gw.socket).await;
+        reset_calls(&mut p, &block, 14).await;
+        let g = p
+            .goaway()
+            .await
+            .unwrap_or_else(|| panic!("{name}: no GOAWAY after 14 resets: {:?}", p.seen));
+        assert_eq!(g.code(), ENHANCE_YOUR_CALM, "{name}: {g:?}");
+    }
+}
+
+/// The gateway's resident memory (VmRSS), in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .expect("VmRSS");
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Connections, half holding an unfinished 15 KB header block and half a translated call
+/// with 60 KB of its message sent (within the 64 KiB default window, never acknowledged
+/// by the message's end): the gateway's resident memory grows by less than
+/// `PER_CONNECTION` for each.
+#[tokio::test]
+async fn memory_per_connection_is_bounded() {
+    const CONNECTIONS: u32 = 200;
+    /// 60 KB of body or 15 KB of block, plus what a connection costs: the client's and the
+    /// upstream connection's buffers and HPACK tables.
+    const PER_CONNECTION_KIB: u64 = 256;
+    let backend = Backend::start(Options::new("v1")).await;
+    let paths = paths(&backend, "header_block_timeout = \"60s\"").await;
+    for (name, gw) in &paths.gateways {
+        // Warm up: a few connections and calls, so that what is allocated once is.
+        for _ in 0..4 {
+            let mut p = Peer::connect(&gw.socket).await;
+            p.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+            expect_ok(&mut p, 1, name).await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let before = rss_kib(gw.pid());
+        let mut held = Vec::new();
+        for i in 0..CONNECTIONS {
+            let mut p = Peer::connect(&gw.socket).await;
+            if i % 2 == 0 {
+                let block = request_block(&[], PROBE, &[("x-pad", &"p".repeat(15_000))]);
+                p.send(&frame(HEADERS, 0, 1, &block)).await;
+            } else {
+                // A v0.3 call, which the gateway reads itself; its message declares 1 MB.
+                let block = request_block(&[], "/csi.v0.Controller/CreateVolume", &[]);
+                let mut body = vec![0];
+                body.extend_from_slice(&(1u32 << 20).to_be_bytes());
+                body.extend(std::iter::repeat_n(0x0a, 60_000 - 5));
+                let mut out = frame(HEADERS, END_HEADERS, 1, &block);
+                for chunk in body.chunks(16_384) {
+                    out.extend_from_slice(&frame(DATA, 0, 1, chunk));
+                }
+                p.send(&out).await;
+            }
+            held.push(p);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let after = rss_kib(gw.pid());
+        let per = after.saturating_sub(before) / CONNECTIONS as u64;
+        println!(
+            "{name}: VmRSS {before} KiB -> {after} KiB with {CONNECTIONS} connections: {per} KiB each"
+        );
+        assert!(
+            per < PER_CONNECTION_KIB,
+            "{name}: {per} KiB per connection (VmRSS {before} -> {after} KiB)"
+        );
+        // Still serving.
+        let mut p = Peer::connect(&gw.socket).await;
+        p.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+        expect_ok(&mut p, 1, name).await;
+    }
+}
