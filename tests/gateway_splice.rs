@@ -365,3 +365,75 @@ async fn a_plugin_dying_under_a_draft_call_is_the_same_draft_error_on_every_path
     }
     assert_eq!(seen[0], seen[1], "both paths give the same reply");
 }
+
+/// A plugin that dies under a call, to clients of the other dialects: gRPC UNAVAILABLE naming
+/// the plugin, whether the call was relayed (v1) or translated (v0.3), spliced or terminated;
+/// the translated call counted with the same `outcome` on both paths — `gateway`, the
+/// gateway's failure to carry the call (README, "Metrics") — and logged with that origin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_dying_under_a_call_is_unavailable_on_every_path() {
+    use csi_gateway::dialect::Dialect;
+    use std::collections::HashMap;
+    use support::front::Front;
+
+    for splice in [true, false] {
+        let opts = Options::new("v1").arg("--fault-delay=20s");
+        let mut backend = Backend::start(opts).await;
+        let metrics = support::free_port();
+        let gw = Gateway::start(
+            &backend.socket,
+            "v0.1",
+            &[
+                &format!("--splice={splice}"),
+                &format!("--metrics-listen=127.0.0.1:{metrics}"),
+            ],
+        )
+        .await;
+        let mut calls = Vec::new();
+        for dialect in [Dialect::V1, Dialect::V0_3] {
+            let front = Front::new(dialect, gw.channel().await);
+            calls.push(tokio::spawn(async move {
+                let name = format!("dies-under-{dialect}");
+                (dialect, front.create(&name, 1 << 20, &HashMap::new()).await)
+            }));
+        }
+        let volumes = backend.data_dir.join("volumes");
+        support::eventually(
+            Duration::from_secs(20),
+            "both creates to reach the plugin",
+            || std::fs::read_dir(&volumes).is_ok_and(|d| d.count() >= 2),
+        )
+        .await;
+        backend.kill();
+        let plugin = backend.socket.display().to_string();
+        for call in calls {
+            let (dialect, outcome) = call.await.unwrap();
+            let failure = outcome.expect_err("the plugin died under the call");
+            assert_eq!(
+                (failure.code, failure.draft.is_some()),
+                (Code::Unavailable, false),
+                "splice={splice}, {dialect}: {failure:?}\n{}",
+                gw.log_text()
+            );
+            assert!(
+                failure.message.contains(&plugin),
+                "splice={splice}, {dialect}: {failure:?}"
+            );
+        }
+        let series = r#"csi_gateway_translations_total{front_dialect="v0.3",upstream_dialect="v1",method_name="/csi.v0.Controller/CreateVolume",outcome="gateway"}"#;
+        let text = support::scrape(metrics);
+        assert_eq!(
+            support::value(&text, series),
+            Some(1.0),
+            "splice={splice}: {text}"
+        );
+        assert!(
+            gw.log_text()
+                .lines()
+                .any(|l| l.contains("/csi.v1.Controller/CreateVolume")
+                    && l.contains("origin=\"gateway\"")),
+            "splice={splice}: the relayed call logged as the gateway's failure\n{}",
+            gw.log_text()
+        );
+    }
+}
