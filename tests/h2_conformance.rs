@@ -598,7 +598,8 @@ async fn rapid_reset() {
 
 /// A request whose header list is over SETTINGS_MAX_HEADER_LIST_SIZE gets RESOURCE_EXHAUSTED
 /// naming the limit on every path (not h2's HTTP 431, which a gRPC client reads as UNKNOWN);
-/// the connection goes on.
+/// the connection goes on. Past four times the limit, the connection ends (GOAWAY
+/// ENHANCE_YOUR_CALM), as h2 ends it.
 #[tokio::test]
 async fn header_list_size() {
     let backend = Backend::start(Options::new("v1")).await;
@@ -622,6 +623,27 @@ async fn header_list_size() {
         p.call(next + 2, &request_block(&[], PROBE, &[]), &[]).await;
         path.expect_ok(&mut p, next + 2, "after a refused header list")
             .await;
+
+        // More than four times the limit: the connection ends, alike on every path.
+        let (mut p, next) = path.open().await;
+        let block = request_block(&[], PROBE, &[("x-huge", &"h".repeat(70_000))]);
+        let mut out = Vec::new();
+        let chunks: Vec<&[u8]> = block.chunks(16_000).collect();
+        for (i, chunk) in chunks.iter().enumerate() {
+            let last = if i + 1 == chunks.len() {
+                END_HEADERS
+            } else {
+                0
+            };
+            let kind = if i == 0 { HEADERS } else { CONTINUATION };
+            out.extend_from_slice(&frame(kind, last, next, chunk));
+        }
+        p.send(&out).await;
+        let g = p
+            .goaway()
+            .await
+            .unwrap_or_else(|| panic!("{}: no GOAWAY for a 70 KB header list", path.name));
+        assert_eq!(g.code(), ENHANCE_YOUR_CALM, "{}: {g:?}", path.name);
     }
 }
 

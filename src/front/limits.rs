@@ -43,6 +43,12 @@ impl Default for Limits {
     }
 }
 
+/// A header list more than this many times `max_header_list_size` is not answered but ends
+/// the connection (GOAWAY ENHANCE_YOUR_CALM): h2, on the terminated path, stops decoding there
+/// (its `MAX_HEADER_LIST_ABUSE_MULTIPLIER`), and the splice does the same so that no path
+/// answers what another refuses.
+pub const HEADER_LIST_ABUSE: usize = 4;
+
 /// How long a client may take to send its preface: fixed, since no legitimate client comes
 /// near it.
 pub const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);

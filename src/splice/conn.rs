@@ -823,6 +823,12 @@ impl<C: Io, U: Io> Splice<C, U> {
         let keep = self.reencode || self.last_stream == 0;
         let mut request = headers::request(&mut self.client_decoder, bytes, keep)
             .map_err(|_| Broken::Client("undecodable header block", reason::COMPRESSION_ERROR))?;
+        if request.size > limits::HEADER_LIST_ABUSE * self.limits.max_header_list_size as usize {
+            return Err(Broken::Client(
+                "header list far over the limit",
+                reason::ENHANCE_YOUR_CALM,
+            ));
+        }
         if id == 0 {
             return Err(Broken::Client(
                 "HEADERS on stream 0",
