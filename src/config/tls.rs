@@ -63,7 +63,8 @@ pub struct PeerFile {
     pub dns: Vec<String>,
     #[serde(default)]
     pub uris: Vec<String>,
-    /// CSI services, e.g. ["Identity", "Node"]; absent: all.
+    /// CSI services, e.g. ["Identity", "Node"], and the gateway's own ("Health",
+    /// "ServerReflection"); absent: all.
     pub services: Option<Vec<String>>,
 }
 
@@ -133,6 +134,7 @@ impl ApplianceFile {
         let known: BTreeSet<&str> = Dialect::ALL
             .iter()
             .flat_map(|d| d.methods().iter().map(|m| m.service))
+            .chain(crate::front::services::RULE_NAMES)
             .collect();
         let mut peers = Vec::new();
         for p in self.peers {
@@ -150,7 +152,7 @@ impl ApplianceFile {
             {
                 return Err(invalid(
                     "appliance.peers.services",
-                    format!("{bad:?} is not a CSI service; known: {known:?}"),
+                    format!("{bad:?} is neither a CSI service nor one of the gateway's; known: {known:?}"),
                 ));
             }
             peers.push(PeerRule {

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::RecvStream;
 use http::{HeaderValue, Request, Response};
+use tokio::sync::watch;
 
 use crate::grpc::{self, body, frame, status, Code, Status, CONTENT_TYPE};
 use crate::metrics::{InFlight, Origin};
@@ -24,17 +25,27 @@ use super::router::Route;
 use super::{checked, protect, services, Shared};
 
 /// Serves one HTTP/2 stream to its end, on the front connection's `private` upstream
-/// connection when it has a working one, else on the shared one.
+/// connection when it has a working one, else on the shared one. `stopping` turns true when
+/// the gateway shuts down (streams of its own services end then).
 pub async fn handle(
     shared: &Shared,
     private: Option<Connection>,
     request: Request<RecvStream>,
     mut respond: SendResponse<Bytes>,
+    stopping: watch::Receiver<bool>,
 ) {
     let started = Instant::now();
     let _in_flight = InFlight::start();
     let mut report = Report::new(request.uri().path().to_owned());
-    serve(shared, private, request, &mut respond, &mut report).await;
+    serve(
+        shared,
+        private,
+        request,
+        &mut respond,
+        &mut report,
+        stopping,
+    )
+    .await;
     observe::finish(&report, started.elapsed(), &shared.redactor);
 }
 
@@ -44,6 +55,7 @@ async fn serve(
     request: Request<RecvStream>,
     respond: &mut SendResponse<Bytes>,
     report: &mut Report,
+    stopping: watch::Receiver<bool>,
 ) {
     // h2 hands over a request whose header list was over the limit marked, as the splice
     // reads one, so that both answer it alike (see `reply::header_list_too_large`).
@@ -63,7 +75,15 @@ async fn serve(
     let Some(route) = shared.router.route(&report.path) else {
         if let Some(service) = shared.services.find(&report.path) {
             report.service = true;
-            report.code = services::serve(service, request, respond).await;
+            // Labelled with the driver it serves, as on the splice.
+            report.driver = shared.upstream.live().ok().map(|l| l.driver_name.clone());
+            // The appliance's peers call the gateway's services only where their rule says.
+            if let Err(s) = services::authorize(request.extensions().get(), &report.path) {
+                tracing::warn!(method = %report.path, "call refused: service not allowed for this peer");
+                report.fail(Origin::Client, &s);
+                return reply_status(respond, &s);
+            }
+            report.code = services::serve(service, request, respond, stopping).await;
             report.origin = Some(services::origin(report.code));
             return;
         }
@@ -162,12 +182,7 @@ pub async fn answer(
     report: &mut Report,
 ) -> Result<Vec<u8>, Status> {
     let Some(route) = report.route else {
-        if let Some(service) = shared.services.find(&report.path) {
-            report.service = true;
-            let message = message.inspect_err(|s| report.fail(Origin::Client, s))?;
-            let reply = services::answer(service, &report.path, message, deadline).await;
-            return reply.inspect_err(|s| report.fail(services::origin(s.code()), s));
-        }
+        // The gateway's own services are streams the splice serves itself (`local_stream`).
         let s = unknown_method(&report.path);
         return error_reply(None, Origin::Client, s, report);
     };

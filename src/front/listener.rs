@@ -190,7 +190,7 @@ pub async fn serve_connection_authorized<T>(
                         request.extensions_mut().insert(a.clone());
                     }
                     let private = upstream.as_ref().map(|(c, _)| c.clone());
-                    calls.push(handle_owned(shared.clone(), private, request, respond));
+                    calls.push(handle_owned(shared.clone(), private, request, respond, shutdown.clone()));
                 }
                 Some(Err(e)) => {
                     tracing::debug!(error = %e, "client connection error");
@@ -214,8 +214,9 @@ async fn handle_owned(
     private: Option<Connection>,
     request: http::Request<h2::RecvStream>,
     respond: h2::server::SendResponse<bytes::Bytes>,
+    stopping: watch::Receiver<bool>,
 ) {
-    handle(&shared, private, request, respond).await
+    handle(&shared, private, request, respond, stopping).await
 }
 
 /// A connection to the upstream for this front connection alone, once the upstream is live.

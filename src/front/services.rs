@@ -2,8 +2,8 @@
 //! socket with no proto files: server reflection (`grpc.reflection.v1` and `v1alpha`) over the
 //! descriptors of exactly the dialects the front serves, and `grpc.health.v1.Health` reflecting
 //! the upstream's Probe. The services are tonic's (`tonic-reflection`) or tonic-generated
-//! (`tonic-health`'s trait, implemented here), served through a small bridge from the front's
-//! `h2` streams, and from the splice's whole-request calls.
+//! (`tonic-health`'s trait, implemented here), served as streams both ways: through a small
+//! bridge from the front's `h2` streams here, and by the splice (`splice::local_stream`).
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::Stream;
 use h2::server::SendResponse;
@@ -19,6 +19,7 @@ use h2::RecvStream;
 use http::{HeaderValue, Request, Response};
 use http_body_util::BodyExt;
 use hyper::body::{Body as _, Frame};
+use tokio::sync::watch;
 use tonic::body::Body;
 use tonic_health::pb::health_server::{Health, HealthServer};
 use tonic_health::pb::{
@@ -27,8 +28,9 @@ use tonic_health::pb::{
 use tower::ServiceExt;
 
 use crate::dialect::Dialect;
-use crate::grpc::{body::h2_status, frame, status, Code, Status, CONTENT_TYPE, MAX_MESSAGE_BYTES};
+use crate::grpc::{body::h2_status, status, Code, Status, CONTENT_TYPE};
 use crate::metrics::Origin;
+use crate::tls::Authorization;
 use crate::upstream::Upstream;
 
 /// The methods of the gateway's services, for the metrics' `method_name` label.
@@ -38,6 +40,28 @@ const METHODS: [&str; 4] = [
     "/grpc.health.v1.Health/Check",
     "/grpc.health.v1.Health/Watch",
 ];
+
+/// The gateway's services as `[[appliance.peers]]` rules name them: the gRPC service name
+/// without its package, as the CSI services are named there (one name for both reflection
+/// versions).
+pub const RULE_NAMES: [&str; 2] = ["Health", "ServerReflection"];
+
+/// The rule name of the gateway service that serves `path` (`/package.Service/Method`).
+pub fn rule_name(path: &str) -> Option<&'static str> {
+    let service = path.strip_prefix('/')?.split('/').next()?;
+    let name = service.rsplit('.').next()?;
+    RULE_NAMES.into_iter().find(|n| *n == name)
+}
+
+/// `Ok` when the caller may call the gateway service at `path`: always without an
+/// authorization (the UNIX socket), else as the appliance peer's rule says.
+pub fn authorize(authorization: Option<&Arc<Authorization>>, path: &str) -> Result<(), Status> {
+    match (authorization, rule_name(path)) {
+        (Some(a), Some(name)) => a.check_gateway_service(path, name),
+        (Some(a), None) => Err(a.denied(path, path)),
+        (None, _) => Ok(()),
+    }
+}
 
 /// `path` as a metrics label: one of the gateway services' methods, or `unknown`.
 pub fn method_name(path: &str) -> &'static str {
@@ -51,7 +75,7 @@ pub fn method_name(path: &str) -> &'static str {
 const WATCH_INTERVAL: Duration = Duration::from_secs(2);
 
 /// One of the gateway's services, called as tonic calls its services.
-type Handler =
+pub type Handler =
     Arc<dyn Fn(Request<Body>) -> BoxFuture<'static, Response<Body>> + Send + Sync + 'static>;
 
 #[derive(Debug, thiserror::Error)]
@@ -145,12 +169,15 @@ where
 }
 
 /// Serves one stream of a terminated connection: requests streamed in, replies streamed out
-/// (reflection is a bidirectional stream, health Watch a server stream). Returns the final
-/// status code.
+/// (reflection is a bidirectional stream, health Watch a server stream), until the reply ends,
+/// the client resets the stream, or the gateway shuts down (`stopping` turns true: the stream
+/// ends with UNAVAILABLE rather than hold the connection through the grace period). Returns
+/// the final status code.
 pub async fn serve(
     handler: &Handler,
     request: Request<RecvStream>,
     respond: &mut SendResponse<Bytes>,
+    mut stopping: watch::Receiver<bool>,
 ) -> Code {
     let (parts, body) = request.into_parts();
     let request = Request::from_parts(parts, Body::new(recv_body(body)));
@@ -168,6 +195,11 @@ pub async fn serve(
             next = body.frame() => next,
             // A client that goes away (a Watch it no longer wants) ends the call.
             _ = std::future::poll_fn(|cx| send.poll_reset(cx)) => return Code::Cancelled,
+            () = stopped(&mut stopping) => {
+                let s = Status::unavailable("the gateway is shutting down");
+                let _ = send.send_trailers(status::to_headers(&s));
+                return s.code();
+            }
         };
         let frame = match next {
             Some(Ok(frame)) => frame,
@@ -198,18 +230,17 @@ pub async fn serve(
     }
 }
 
-/// Answers a call whose request the splice read whole: the reply's first message, or its
-/// status. A stream's later messages cannot travel this way (the splice sends one message per
-/// call it answers): a health Watch answered here ends after its first status.
-pub async fn answer(
-    handler: &Handler,
-    path: &str,
-    message: Bytes,
-    timeout: Option<Duration>,
-) -> Result<Vec<u8>, Status> {
-    let mut request = Request::new(Body::new(http_body_util::Full::new(frame::encode(
-        &message,
-    ))));
+/// Resolves once the gateway shuts down (never, if it can no longer say).
+async fn stopped(stopping: &mut watch::Receiver<bool>) {
+    if stopping.wait_for(|s| *s).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// The request of a call to `path` on the splice, whose `body` the splice feeds from the
+/// client's DATA frames (`splice::local_stream`).
+pub fn request(path: &str, body: Body) -> Result<Request<Body>, Status> {
+    let mut request = Request::new(body);
     *request.method_mut() = http::Method::POST;
     *request.uri_mut() = path
         .parse()
@@ -220,44 +251,7 @@ pub async fn answer(
         HeaderValue::from_static(CONTENT_TYPE),
     );
     headers.insert("te", HeaderValue::from_static("trailers"));
-    let reply = first_message(handler(request).await);
-    match timeout {
-        None => reply.await,
-        Some(d) => tokio::time::timeout(d, reply)
-            .await
-            .unwrap_or_else(|_| Err(Status::deadline_exceeded(format!("no reply within {d:?}")))),
-    }
-}
-
-/// The first whole message of a reply, or the status that ended it first.
-async fn first_message(response: Response<Body>) -> Result<Vec<u8>, Status> {
-    let (parts, mut body) = response.into_parts();
-    if let Some(s) = status::from_headers(&parts.headers).filter(|s| s.code() != Code::Ok) {
-        return Err(s);
-    }
-    let mut buf = BytesMut::new();
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| Status::internal(format!("gateway service: {e}")))?;
-        match frame.into_data() {
-            Ok(data) => {
-                buf.extend_from_slice(&data);
-                if let Some(m) = frame::first_message(&buf) {
-                    return Ok(m.to_vec());
-                }
-                if buf.len() > MAX_MESSAGE_BYTES + 5 {
-                    return Err(Status::resource_exhausted("reply too large"));
-                }
-            }
-            Err(frame) => {
-                if let Some(s) = frame.trailers_ref().and_then(status::from_headers) {
-                    if s.code() != Code::Ok {
-                        return Err(s);
-                    }
-                }
-            }
-        }
-    }
-    Err(Status::internal("gateway service ended without a reply"))
+    Ok(request)
 }
 
 /// The h2 request body as an HTTP body: data (returning flow-control credit as it is taken),
@@ -374,4 +368,27 @@ fn served(services: &HashSet<String>) -> String {
         .collect();
     names.sort();
     format!("\"\" and {}", names.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every method of the gateway's services has the rule name `[[appliance.peers]]` uses,
+    /// so none escapes the peer rules.
+    #[test]
+    fn every_gateway_method_has_a_rule_name() {
+        let names: Vec<_> = METHODS.iter().map(|m| rule_name(m)).collect();
+        assert_eq!(
+            names,
+            [
+                Some("ServerReflection"),
+                Some("ServerReflection"),
+                Some("Health"),
+                Some("Health")
+            ]
+        );
+        assert_eq!(rule_name("/csi.v1.Node/NodeGetInfo"), None);
+        assert_eq!(rule_name("/grpc.health.v1.Healthy/Check"), None);
+    }
 }

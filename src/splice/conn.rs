@@ -35,7 +35,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
 use crate::front::Shared;
-use crate::front::{call, reply};
+use crate::front::{call, reply, services};
 use crate::grpc::{frame as grpc_frame, Code, Status, MAX_MESSAGE_BYTES};
 use crate::metrics::{InFlight, Origin};
 use crate::observe::{self, Report};
@@ -46,6 +46,7 @@ use crate::front::limits::{self, Limits, Rate};
 use super::frame::{self, reason, Head, Kind};
 use super::headers;
 use super::io::{write, Io};
+use super::local_stream::{self, LocalStreams};
 
 /// Reading pauses while this much waits to be written the other way.
 const HIGH_WATER: usize = 256 * 1024;
@@ -128,6 +129,8 @@ pub struct Splice<C, U> {
     /// The upstream's DATA waits: forwarding it now would exceed the client's window.
     held: bool,
     calls: FuturesUnordered<LocalCall>,
+    /// Streams served by the gateway's own services (`local_stream`).
+    services: LocalStreams,
     /// Relayed calls that ended, with when they started: counted and logged once this turn's
     /// bytes are written, so that no reply waits on the bookkeeping of the calls before it.
     ended: Vec<(Report, Instant)>,
@@ -171,6 +174,8 @@ struct Stream {
 enum Side {
     Relayed,
     Local(Local),
+    /// Served by one of the gateway's own services, as a stream (`local_stream`).
+    Service,
 }
 
 #[derive(Default)]
@@ -257,6 +262,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             debt: 0,
             held: false,
             calls: FuturesUnordered::new(),
+            services: LocalStreams::default(),
             ended: Vec::new(),
             now: Instant::now(),
             replying: VecDeque::new(),
@@ -358,6 +364,9 @@ impl<C: Io, U: Io> Splice<C, U> {
                 self.answered(done);
             }
             self.send_replies();
+            if !self.services.is_empty() {
+                progress |= self.poll_services(cx);
+            }
             if self.going_away_later && self.reply_block.is_none() {
                 self.going_away_later = false;
                 self.go_away();
@@ -646,6 +655,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                             l.window += delta;
                         }
                     }
+                    self.services.adjust_windows(delta);
                     upstream.push((id, value));
                 }
                 frame::SETTINGS_MAX_FRAME_SIZE => {
@@ -721,6 +731,17 @@ impl<C: Io, U: Io> Splice<C, U> {
                 }
             }
             Some(Side::Relayed) => self.to_upstream.extend_from_slice(whole),
+            Some(Side::Service) => {
+                let bad = match n {
+                    0 => Some(reason::PROTOCOL_ERROR),
+                    n => (!self.services.window_update(stream, n))
+                        .then_some(reason::FLOW_CONTROL_ERROR),
+                };
+                if let Some(code) = bad {
+                    frame::put_rst_stream(self.own_out(), stream, code);
+                    self.end_stream(stream, Code::Internal, Some("bad WINDOW_UPDATE".into()));
+                }
+            }
             None => {} // a stream that has ended: nothing is sent on it any more
         }
         Ok(())
@@ -805,6 +826,11 @@ impl<C: Io, U: Io> Splice<C, U> {
                     self.start_local(head.stream);
                 }
             }
+            Side::Service => {
+                let range = frame::content(&head, payload).map_err(|_| malformed())?;
+                let content = &payload[range];
+                self.services.data(head.stream, content, head.len, end, own);
+            }
         }
         Ok(())
     }
@@ -844,6 +870,10 @@ impl<C: Io, U: Io> Splice<C, U> {
                     self.reencode = true;
                     self.start_local(id);
                 }
+                Side::Service => {
+                    self.reencode = true;
+                    self.services.end_requests(id);
+                }
             }
             return Ok(());
         }
@@ -871,12 +901,30 @@ impl<C: Io, U: Io> Splice<C, U> {
             frame::put_rst_stream(self.own_out(), id, reason::REFUSED_STREAM);
             return Ok(());
         }
+        // The gateway's own services stream both ways (`local_stream`).
+        let service = match relayed || too_large || route.is_some() {
+            true => None,
+            false => self.shared.services.find(&path).cloned(),
+        };
+        if let Some(handler) = &service {
+            self.services.open(
+                id,
+                handler,
+                &path,
+                request.timeout,
+                self.client_initial_window,
+                end_stream,
+            );
+        }
         let mut report = Report::new(path);
         report.route = route;
+        report.service = service.is_some();
         report.upstream_dialect = Some(self.live.detected.dialect);
         report.driver = Some(self.live.driver_name.clone());
         let side = if relayed {
             Side::Relayed
+        } else if service.is_some() {
+            Side::Service
         } else {
             Side::Local(Local {
                 timeout: request.timeout,
@@ -886,6 +934,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 ..Local::default()
             })
         };
+        let starts_local = end_stream && matches!(side, Side::Local(_));
         if relayed {
             self.forward_request_block(id, end_stream, frames, request);
         } else {
@@ -905,7 +954,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 side,
             },
         );
-        if end_stream && !relayed {
+        if starts_local {
             self.start_local(id);
         }
         Ok(())
@@ -1153,8 +1202,45 @@ impl<C: Io, U: Io> Splice<C, U> {
     fn local_streams(&self) -> usize {
         self.streams
             .values()
-            .filter(|s| matches!(s.side, Side::Local(_)))
+            .filter(|s| !matches!(s.side, Side::Relayed))
             .count()
+    }
+
+    /// Moves the gateway-service streams on (`local_stream`), never inside a reply header
+    /// block the upstream has begun; ends those that ended. `true` if anything moved.
+    fn poll_services(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.reply_block.is_some() {
+            return false;
+        }
+        let room = self.to_client.len() < HIGH_WATER;
+        let mut out = local_stream::Out {
+            frames: if self.server_preface {
+                &mut self.to_client
+            } else {
+                &mut self.own
+            },
+            encoder: &mut self.upstream_decoder,
+            window: &mut self.window,
+            debt: &mut self.debt,
+            max_frame: self.client_max_frame,
+            room,
+        };
+        let mut ended = Vec::new();
+        let progress = self.services.poll(cx, &mut out, &mut ended);
+        for local_stream::Finished { id, status } in ended {
+            let Some(stream) = self.streams.get_mut(&id) else {
+                continue;
+            };
+            if let (Some(report), false) = (stream.report.as_mut(), status.code() == Code::Ok) {
+                report.fail(services::origin(status.code()), &status);
+            }
+            if !stream.request_done {
+                // Answered before the client finished: it may stop sending (RFC 9113 §8.1).
+                frame::put_rst_stream(self.own_out(), id, reason::NO_ERROR);
+            }
+            self.remove(id);
+        }
+        progress
     }
 
     // ---- upstream to client ----
@@ -1500,6 +1586,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         let last = self.send_goaway(self.last_stream);
         self.going_away = Some(last);
+        self.services.shut_down();
     }
 
     /// Asks the client to take its next calls to a new connection, while this one still
@@ -1531,6 +1618,9 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     fn remove(&mut self, id: u32) {
         if let Some(mut stream) = self.streams.remove(&id) {
+            if matches!(stream.side, Side::Service) {
+                self.services.remove(id);
+            }
             if let Some(report) = stream.report.take() {
                 self.ended.push((report, stream.started));
             }

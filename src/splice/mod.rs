@@ -4,7 +4,8 @@
 //! route each stream and to read its status for the log and the metrics) and the first message
 //! of each call (for the volume id in the log). Calls that need translation, and calls the
 //! gateway refuses, are answered by the splice itself on the same connection, through the same
-//! code as on the terminating path (`front::call::answer`).
+//! code as on the terminating path (`front::call::answer`); calls to the gateway's own services
+//! (reflection, health) are served as streams both ways (`local_stream`).
 //!
 //! Compared with terminating HTTP/2 on both sides, a relayed call costs two socket reads, two
 //! writes and two header-block decodes, in one task.
@@ -14,6 +15,7 @@ pub mod frame;
 pub mod headers;
 pub mod hpack;
 pub mod io;
+mod local_stream;
 
 pub use conn::Splice;
 pub use io::Io;

@@ -1,7 +1,9 @@
 //! Who may call through the appliance listener. The CA decides who is a peer at all; the
 //! allow-list rules decide which peers are let in (by SAN DNS name or URI, e.g. a SPIFFE ID)
-//! and which CSI services each may call. A node plugin's gateway, say, needs Identity and Node
-//! but never Controller: a stolen node identity then cannot create or delete volumes.
+//! and which services each may call: the CSI services, and the gateway's own (`Health`,
+//! `ServerReflection`), each by its name without the package. A node plugin's gateway, say,
+//! needs Identity and Node but never Controller: a stolen node identity then cannot create or
+//! delete volumes, nor learn the plugin's health.
 
 use std::collections::BTreeSet;
 
@@ -10,7 +12,7 @@ use rustls_pki_types::CertificateDer;
 use crate::grpc::Status;
 
 /// One `[[appliance.peers]]` entry: a peer whose certificate names any of `dns` or `uris`
-/// may call `services` (all of them when `None`).
+/// may call `services` (all of them, the gateway's own included, when `None`).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PeerRule {
     pub dns: Vec<String>,
@@ -76,6 +78,18 @@ impl Authorization {
             "{path}: peer {} may not call the CSI {service} service through this gateway",
             self.peer
         ))
+    }
+
+    /// `Ok` when the peer may call the gateway's own service `name` (see
+    /// `front::services::rule_name`), else PERMISSION_DENIED naming the rule's key.
+    pub fn check_gateway_service(&self, path: &str, name: &str) -> Result<(), Status> {
+        match self.allows(name) {
+            true => Ok(()),
+            false => Err(Status::permission_denied(format!(
+                "{path}: peer {} may not call the gateway's {name} service ([[appliance.peers]] services does not name it)",
+                self.peer
+            ))),
+        }
     }
 }
 
@@ -157,5 +171,23 @@ mod tests {
         };
         assert!(authorize(&rules, &stranger).is_err());
         assert!(authorize(&[], &stranger).unwrap().allows("Controller"));
+        // The gateway's own services: only where named, or where a rule allows everything.
+        assert!(a
+            .check_gateway_service("/grpc.health.v1.Health/Check", "Health")
+            .is_err());
+        assert!(authorize(&rules, &ctrl).unwrap().allows("ServerReflection"));
+        let health = [rule(&["node-1.example"], &[], Some(&["Node", "Health"]))];
+        let a = authorize(&health, &node).unwrap();
+        assert!(a
+            .check_gateway_service("/grpc.health.v1.Health/Watch", "Health")
+            .is_ok());
+        let e = a
+            .check_gateway_service(
+                "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+                "ServerReflection",
+            )
+            .unwrap_err();
+        assert_eq!(e.code(), tonic::Code::PermissionDenied);
+        assert!(e.message().contains("ServerReflection"), "{}", e.message());
     }
 }

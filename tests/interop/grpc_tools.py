@@ -4,9 +4,9 @@
 Usage:
   grpc_tools.py TARGET list                          services, by v1alpha and by v1 reflection
   grpc_tools.py TARGET call SERVICE METHOD JSON      the request built from reflected descriptors
-  grpc_tools.py TARGET stream                        several requests on one open stream, each
-                                                     answered before the next is sent (grpcurl's
-                                                     way of using reflection)
+  grpc_tools.py TARGET stream [v1|v1alpha]           several requests on one open reflection
+                                                     stream, each answered before the next is
+                                                     sent (grpcurl's way of using reflection)
   grpc_tools.py TARGET check SERVICE                 grpc.health.v1.Health/Check
   grpc_tools.py TARGET watch SERVICE                 the first status of Health/Watch
 
@@ -72,19 +72,32 @@ def call(channel, service, method, request_json):
     }
 
 
-def stream(channel):
-    """One v1 stream: list the services, then ask for the file of each, one at a time."""
+def stream(channel, version="v1"):
+    """One reflection stream (v1 or v1alpha): list the services, then ask for the file of each,
+    one at a time; a request is sent only once the answer to the one before has come (the
+    iterator gRPC reads requests from blocks until then)."""
     requests = queue.Queue()
-    replies = reflection_stream(channel, V1)(iter(requests.get, None), timeout=TIMEOUT)
-    requests.put(reflection_pb2.ServerReflectionRequest(list_services=""))
-    names = [s.name for s in next(replies).list_services_response.service]
+    path = {"v1": V1, "v1alpha": V1ALPHA}[version]
+    replies = reflection_stream(channel, path)(iter(requests.get, None), timeout=TIMEOUT)
+
+    def ask(request):
+        requests.put(request)
+        reply = next(replies)
+        if reply.original_request != request:
+            sys.exit(f"the reply answers {reply.original_request}, not {request}")
+        return reply
+
+    names = [
+        s.name
+        for s in ask(reflection_pb2.ServerReflectionRequest(list_services="")).list_services_response.service
+    ]
     files = {}
     for name in names:
-        requests.put(reflection_pb2.ServerReflectionRequest(file_containing_symbol=name))
-        reply = next(replies)
+        reply = ask(reflection_pb2.ServerReflectionRequest(file_containing_symbol=name))
         files[name] = len(reply.file_descriptor_response.file_descriptor_proto)
     requests.put(None)
-    return {"ok": True, "files": files}
+    rest = list(replies)  # the server ends the stream once the client's half ended
+    return {"ok": True, "requests": 1 + len(names), "files": files, "after_half_close": len(rest)}
 
 
 def check(channel, service):
@@ -112,7 +125,7 @@ def main():
         elif command == "call":
             out = call(channel, *args)
         elif command == "stream":
-            out = stream(channel)
+            out = stream(channel, *args)
         elif command == "check":
             out = check(channel, *args)
         elif command == "watch":

@@ -1,0 +1,499 @@
+//! Streams the splice answers with one of the gateway's own services (`front::services`:
+//! reflection, health, and any later one), served as streams: each request message reaches the
+//! service as its DATA frames arrive, and the service's reply goes out as it is produced —
+//! HEADERS, DATA as each message comes, trailers at the end. So a client can keep one
+//! reflection stream open for request after request (as `grpcurl` does), and a health `Watch`
+//! stays open, sending each change of status.
+//!
+//! Flow control runs both ways. The client's stream window is given back only once the service
+//! has taken the bytes (the connection window at once, as for every stream the splice answers:
+//! it is shared with the relayed streams, which must not stall behind a slow service); replies
+//! are sent within the client's windows, and taken from the service only while the client's
+//! buffer has room.
+//!
+//! Everything runs inside the splice's task, as its other local calls do. A stream has at most
+//! one future in `running`: it owns the service's reply body while it waits for the body's next
+//! frame, and hands the body back with the frame. A frame that cannot go yet (no window, no
+//! room) parks the stream with its body until it can. Removing a stream (the client reset it,
+//! it ended, the connection ended) drops its request sender and its body, and with them the
+//! service's work: its future ends at once (its cancel sender is gone), reflection's own task
+//! sees its requests end.
+
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::future::BoxFuture;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::task::AtomicWaker;
+use http_body_util::BodyExt;
+use hyper::body::Frame;
+use tokio::sync::{mpsc, oneshot};
+use tonic::body::Body;
+
+use crate::front::services::{self, Handler};
+use crate::grpc::{status, Status, MAX_MESSAGE_BYTES};
+
+use super::frame::{self, Kind};
+use super::headers;
+
+/// Request bytes the services of one connection may hold unread: past it, the stream that
+/// would exceed it ends with RESOURCE_EXHAUSTED (its window, which the client obeys, is the
+/// upstream's and may be large), so that a connection's memory stays bounded.
+const MAX_UNREAD: usize = 4 * MAX_MESSAGE_BYTES;
+
+/// The gateway-service streams of one spliced connection.
+#[derive(Default)]
+pub struct LocalStreams {
+    entries: HashMap<u32, Entry>,
+    /// Each stream's next step: its service's reply head, or its reply body's next frame.
+    running: FuturesUnordered<BoxFuture<'static, (u32, Step)>>,
+    /// Streams whose next frame waits for the client's window or buffer, or that must end.
+    parked: VecDeque<u32>,
+    credit: Arc<Credit>,
+    /// Request bytes handed to services and not yet taken, on all streams.
+    unread: usize,
+}
+
+struct Entry {
+    /// Request bytes on their way to the service; `None` once the client's half ended.
+    requests: Option<mpsc::UnboundedSender<Bytes>>,
+    /// Bytes handed to the service that it has not taken: stream credit still owed.
+    unread: usize,
+    /// What the client still accepts on this stream.
+    window: i64,
+    head_sent: bool,
+    /// The reply's next frame and body while the stream is parked.
+    waiting: Option<(Bytes, Guard, Body)>,
+    /// The stream must end with this status (the gateway shuts down, too much unread).
+    ending: Option<Status>,
+    /// Dropped with the entry: the running step ends.
+    _cancel: oneshot::Sender<()>,
+}
+
+/// What a running stream's future yields.
+enum Step {
+    /// The reply's head, and the body to read on.
+    Head(http::response::Parts, Guard, Body),
+    Data(Bytes, Guard, Body),
+    /// The reply's end: its status (from its trailers, or the failure that ended it).
+    End(Status),
+    /// The stream was removed meanwhile.
+    Cancelled,
+}
+
+/// What a stream's every step waits on besides its work: removal, and its deadline.
+struct Guard {
+    cancelled: oneshot::Receiver<()>,
+    deadline: Option<(Pin<Box<tokio::time::Sleep>>, Duration)>,
+}
+
+enum Stop {
+    Cancelled,
+    Deadline(Duration),
+}
+
+impl Guard {
+    async fn run<F: Future>(&mut self, work: F) -> Result<F::Output, Stop> {
+        let deadline = std::future::poll_fn(|cx| match &mut self.deadline {
+            Some((sleep, d)) => sleep.as_mut().poll(cx).map(|()| *d),
+            None => Poll::Pending,
+        });
+        tokio::select! {
+            biased;
+            _ = &mut self.cancelled => Err(Stop::Cancelled),
+            d = deadline => Err(Stop::Deadline(d)),
+            out = work => Ok(out),
+        }
+    }
+}
+
+fn stopped(stop: Stop) -> Step {
+    match stop {
+        Stop::Cancelled => Step::Cancelled,
+        Stop::Deadline(d) => Step::End(Status::deadline_exceeded(format!(
+            "the stream's deadline of {d:?} passed"
+        ))),
+    }
+}
+
+/// Where a poll writes, and what it may use: the client's connection window and the frame
+/// size it accepts, and the splice's debt for the connection window its own replies take
+/// (see `conn`).
+pub struct Out<'a> {
+    pub frames: &'a mut BytesMut,
+    /// The context of the client's HPACK decoder, for the gateway's own header blocks.
+    pub encoder: &'a mut headers::Decoder,
+    pub window: &'a mut i64,
+    pub debt: &'a mut u64,
+    pub max_frame: usize,
+    /// False while the client's buffer is full: no more is taken from the services.
+    pub room: bool,
+}
+
+/// A stream that ended: the status it ended with (sent to the client).
+pub struct Finished {
+    pub id: u32,
+    pub status: Status,
+}
+
+impl LocalStreams {
+    /// No stream, and no step of a removed one left to drop (a removed stream's step ends at
+    /// its next poll, dropping the service's body).
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty() && self.running.is_empty()
+    }
+
+    /// Starts `handler` on stream `id`, whose request may still be streaming in (unless
+    /// `request_done`). `window` is what the client accepts on the stream now.
+    pub fn open(
+        &mut self,
+        id: u32,
+        handler: &Handler,
+        path: &str,
+        timeout: Option<Duration>,
+        window: i64,
+        request_done: bool,
+    ) {
+        let (requests, receiver) = mpsc::unbounded_channel();
+        let body = RequestBody {
+            id,
+            messages: receiver,
+            credit: self.credit.clone(),
+        };
+        let (cancel, cancelled) = oneshot::channel();
+        let mut guard = Guard {
+            cancelled,
+            deadline: timeout.map(|d| (Box::pin(tokio::time::sleep(d)), d)),
+        };
+        let reply = services::request(path, Body::new(body)).map(|r| handler(r));
+        self.running.push(Box::pin(async move {
+            let step = match reply {
+                Err(s) => Step::End(s),
+                Ok(reply) => match guard.run(reply).await {
+                    Ok(response) => {
+                        let (parts, body) = response.into_parts();
+                        Step::Head(parts, guard, body)
+                    }
+                    Err(stop) => stopped(stop),
+                },
+            };
+            (id, step)
+        }));
+        self.entries.insert(
+            id,
+            Entry {
+                requests: (!request_done).then_some(requests),
+                unread: 0,
+                window,
+                head_sent: false,
+                waiting: None,
+                ending: None,
+                _cancel: cancel,
+            },
+        );
+    }
+
+    /// A DATA frame of `frame_len` bytes on stream `id`, `content` without its padding. The
+    /// connection's credit goes back at once (into `out`), the stream's once the service took
+    /// the bytes.
+    pub fn data(
+        &mut self,
+        id: u32,
+        content: &[u8],
+        frame_len: usize,
+        end: bool,
+        out: &mut BytesMut,
+    ) {
+        if frame_len > 0 {
+            frame::put_window_update(out, 0, frame_len as u32);
+        }
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return;
+        };
+        // Padding is never read by anyone: its stream credit is due now.
+        let mut due = frame_len - content.len();
+        if entry.ending.is_some() {
+            due = frame_len;
+        } else if !content.is_empty() {
+            let sent = entry
+                .requests
+                .as_ref()
+                .is_some_and(|r| r.send(Bytes::copy_from_slice(content)).is_ok());
+            if sent {
+                entry.unread += content.len();
+                self.unread += content.len();
+                if self.unread > MAX_UNREAD {
+                    entry.ending = Some(Status::resource_exhausted(format!(
+                        "the gateway's services hold {MAX_UNREAD} unread request bytes of this connection already"
+                    )));
+                    entry.requests = None;
+                    self.parked.push_back(id);
+                }
+            } else {
+                // The service reads no more: nothing will take these bytes.
+                due = frame_len;
+            }
+        }
+        if end {
+            entry.requests = None;
+        } else if due > 0 {
+            frame::put_window_update(out, id, due as u32);
+        }
+    }
+
+    /// The client's half of stream `id` ended (with trailers or an empty END_STREAM DATA).
+    pub fn end_requests(&mut self, id: u32) {
+        if let Some(entry) = self.entries.get_mut(&id) {
+            entry.requests = None;
+        }
+    }
+
+    /// A WINDOW_UPDATE for stream `id`; false when it makes the window overflow (RFC 9113 §6.9.1).
+    pub fn window_update(&mut self, id: u32, n: u32) -> bool {
+        match self.entries.get_mut(&id) {
+            Some(entry) => {
+                entry.window += n as i64;
+                entry.window <= frame::MAX_WINDOW
+            }
+            None => true,
+        }
+    }
+
+    /// The client changed SETTINGS_INITIAL_WINDOW_SIZE by `delta` (RFC 9113 §6.9.2).
+    pub fn adjust_windows(&mut self, delta: i64) {
+        for entry in self.entries.values_mut() {
+            entry.window += delta;
+        }
+    }
+
+    /// The gateway shuts down: every stream ends now with UNAVAILABLE, which clients take as
+    /// the cue to call again elsewhere (a health Watch would otherwise hold the connection open
+    /// through the whole grace period).
+    pub fn shut_down(&mut self) {
+        for (id, entry) in &mut self.entries {
+            entry.ending = Some(Status::unavailable("the gateway is shutting down"));
+            entry.requests = None;
+            self.parked.push_back(*id);
+        }
+    }
+
+    /// Forgets stream `id`: its service's work ends (see the module's comment).
+    pub fn remove(&mut self, id: u32) {
+        if let Some(entry) = self.entries.remove(&id) {
+            self.unread -= entry.unread;
+        }
+    }
+
+    /// Moves the streams on: gives back the stream credit the services took, and writes what
+    /// they produced as far as the client's windows allow. Returns whether anything moved, and
+    /// the streams that ended (the caller ends them and removes them).
+    pub fn poll(
+        &mut self,
+        cx: &mut Context<'_>,
+        out: &mut Out<'_>,
+        ended: &mut Vec<Finished>,
+    ) -> bool {
+        let mut progress = self.give_credit(cx, out.frames);
+        for _ in 0..self.parked.len() {
+            let Some(id) = self.parked.pop_front() else {
+                break;
+            };
+            progress |= self.unpark(id, out, ended);
+        }
+        while out.room {
+            let Poll::Ready(Some((id, step))) = self.running.poll_next_unpin(cx) else {
+                break;
+            };
+            progress = true;
+            self.step(id, step, out, ended);
+        }
+        progress
+    }
+
+    /// Stream WINDOW_UPDATEs for what the services took since the last poll.
+    fn give_credit(&mut self, cx: &mut Context<'_>, frames: &mut BytesMut) -> bool {
+        if self.unread == 0 {
+            return false;
+        }
+        self.credit.waker.register(cx.waker());
+        let taken = std::mem::take(&mut *self.credit.taken.lock().expect("never poisoned"));
+        for &(id, n) in &taken {
+            let Some(entry) = self.entries.get_mut(&id) else {
+                continue;
+            };
+            entry.unread -= n;
+            self.unread -= n;
+            if entry.requests.is_some() && entry.ending.is_none() {
+                frame::put_window_update(frames, id, n as u32);
+            }
+        }
+        !taken.is_empty()
+    }
+
+    /// A parked stream: ends it, or sends what waits and, once all of it went, reads on;
+    /// else it stays parked (tried again at each poll: only streams the client does not read
+    /// fast enough are ever parked). Returns whether anything moved.
+    fn unpark(&mut self, id: u32, out: &mut Out<'_>, ended: &mut Vec<Finished>) -> bool {
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return false;
+        };
+        if let Some(status) = entry.ending.take() {
+            let head_sent = entry.head_sent;
+            self.finish(id, head_sent, status, out, ended);
+            return true;
+        }
+        let Some((mut data, guard, body)) = entry.waiting.take() else {
+            return false;
+        };
+        let before = data.len();
+        send_data(id, &mut data, &mut entry.window, out);
+        if data.is_empty() && out.room {
+            self.read_on(id, guard, body);
+            return true;
+        }
+        let moved = data.len() < before;
+        entry.waiting = Some((data, guard, body));
+        self.parked.push_back(id);
+        moved
+    }
+
+    fn step(&mut self, id: u32, step: Step, out: &mut Out<'_>, ended: &mut Vec<Finished>) {
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return; // removed meanwhile: its step was only ending
+        };
+        match step {
+            Step::Cancelled => {}
+            Step::End(status) => {
+                let head_sent = entry.head_sent;
+                self.finish(id, head_sent, status, out, ended);
+            }
+            // A reply whose head carries its status is trailers-only (RFC 9113 §8.1, gRPC).
+            Step::Head(parts, _, _) if status::from_headers(&parts.headers).is_some() => {
+                let status = status::from_headers(&parts.headers).expect("checked");
+                self.finish(id, false, status, out, ended);
+            }
+            Step::Head(_, guard, body) => {
+                let mut block = Vec::with_capacity(64);
+                out.encoder.own_block(&mut block);
+                headers::reply_head(&mut block);
+                frame::put_headers(out.frames, id, &block, false, out.max_frame);
+                entry.head_sent = true;
+                self.read_on(id, guard, body);
+            }
+            Step::Data(mut data, guard, body) => {
+                send_data(id, &mut data, &mut entry.window, out);
+                if data.is_empty() && out.room {
+                    self.read_on(id, guard, body);
+                } else {
+                    entry.waiting = Some((data, guard, body));
+                    self.parked.push_back(id);
+                }
+            }
+        }
+    }
+
+    /// Waits for the reply body's next frame.
+    fn read_on(&mut self, id: u32, mut guard: Guard, mut body: Body) {
+        self.running.push(Box::pin(async move {
+            let step = match guard.run(body.frame()).await {
+                Err(stop) => stopped(stop),
+                Ok(None) => Step::End(Status::internal(
+                    "the gateway service's reply ended without a status",
+                )),
+                Ok(Some(Err(e))) => Step::End(Status::internal(format!("gateway service: {e}"))),
+                Ok(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => Step::Data(data, guard, body),
+                    Err(frame) => Step::End(
+                        frame
+                            .trailers_ref()
+                            .and_then(status::from_headers)
+                            .unwrap_or_else(|| {
+                                Status::internal("the gateway service's trailers carry no status")
+                            }),
+                    ),
+                },
+            };
+            (id, step)
+        }));
+    }
+
+    /// Sends the reply's end: trailers, or a trailers-only reply if no head went yet.
+    fn finish(
+        &mut self,
+        id: u32,
+        head_sent: bool,
+        status: Status,
+        out: &mut Out<'_>,
+        ended: &mut Vec<Finished>,
+    ) {
+        let mut block = Vec::with_capacity(64);
+        out.encoder.own_block(&mut block);
+        if !head_sent {
+            headers::reply_head(&mut block);
+        }
+        headers::status_fields(&mut block, &status);
+        frame::put_headers(out.frames, id, &block, true, out.max_frame);
+        self.remove(id);
+        ended.push(Finished { id, status });
+    }
+}
+
+/// Sends as much of `data` as the windows and frame size allow.
+fn send_data(id: u32, data: &mut Bytes, window: &mut i64, out: &mut Out<'_>) {
+    while !data.is_empty() {
+        let room = (*out.window).min(*window).min(out.max_frame as i64);
+        if room <= 0 {
+            return;
+        }
+        let piece = data.split_to((room as usize).min(data.len()));
+        frame::put(out.frames, Kind::Data, 0, id, &piece);
+        *out.window -= piece.len() as i64;
+        *window -= piece.len() as i64;
+        *out.debt += piece.len() as u64;
+    }
+}
+
+/// Request bytes the services took, per stream, since the splice last looked; and the
+/// splice's waker, so that it looks.
+#[derive(Default)]
+struct Credit {
+    taken: Mutex<Vec<(u32, usize)>>,
+    waker: AtomicWaker,
+}
+
+/// A stream's request as its service reads it: the bytes of its DATA frames, in order, each
+/// noted as taken when the service reads it.
+struct RequestBody {
+    id: u32,
+    messages: mpsc::UnboundedReceiver<Bytes>,
+    credit: Arc<Credit>,
+}
+
+impl hyper::body::Body for RequestBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match std::task::ready!(self.messages.poll_recv(cx)) {
+            Some(bytes) => {
+                self.credit
+                    .taken
+                    .lock()
+                    .expect("never poisoned")
+                    .push((self.id, bytes.len()));
+                self.credit.waker.wake();
+                Poll::Ready(Some(Ok(Frame::data(bytes))))
+            }
+            None => Poll::Ready(None),
+        }
+    }
+}
