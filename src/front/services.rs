@@ -192,9 +192,12 @@ pub async fn serve(
     }
     loop {
         let next = tokio::select! {
-            next = body.frame() => next,
+            // Looked at first: a reset also ends the request, and so, often, the reply — with
+            // an OK the client never sees.
+            biased;
             // A client that goes away (a Watch it no longer wants) ends the call.
             _ = std::future::poll_fn(|cx| send.poll_reset(cx)) => return Code::Cancelled,
+            next = body.frame() => next,
             () = stopped(&mut stopping) => {
                 let s = Status::unavailable("the gateway is shutting down");
                 let _ = send.send_trailers(status::to_headers(&s));
@@ -223,8 +226,10 @@ pub async fn serve(
                     continue;
                 };
                 let code = status::from_headers(&trailers).map_or(Code::Unknown, |s| s.code());
-                let _ = send.send_trailers(trailers);
-                return code;
+                return match send.send_trailers(trailers) {
+                    Ok(()) => code,
+                    Err(_) => Code::Cancelled, // the client reset the stream meanwhile
+                };
             }
         }
     }

@@ -659,7 +659,10 @@ impl<C: Io, U: Io> Splice<C, U> {
                     upstream.push((id, value));
                 }
                 frame::SETTINGS_MAX_FRAME_SIZE => {
-                    self.client_max_frame = value as usize;
+                    // The splice's own frames stay within the size every peer accepts from
+                    // the start: a raise counts only from the splice's ACK, which waits for the
+                    // upstream's, and some clients (gRPC C-core) enforce it only from then on.
+                    self.client_max_frame = (value as usize).min(frame::DEFAULT_MAX_FRAME);
                     let value = value.min(MAX_FRAME);
                     self.upstream_frame_limit = self.upstream_frame_limit.max(value as usize);
                     upstream.push((id, value));
