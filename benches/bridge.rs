@@ -1,10 +1,20 @@
 //! The remote appliance bridge under load, measured from outside like a user would, in one run:
 //! a fixed-reply v1 upstream called directly (the baseline), through one gateway on UNIX
-//! sockets, through two gateways chained on UNIX sockets, and through two gateways bridged by
-//! mutual TLS over loopback TCP (UDS → gateway → mTLS TCP → gateway → UDS). The last two
-//! differ only in the hop between the gateways, so their ratio is the price of mTLS TCP.
+//! sockets, through two gateways chained on UNIX sockets, through two gateways bridged by
+//! mutual TLS over loopback TCP (UDS → gateway → mTLS TCP → gateway → UDS), and through the
+//! same shape built from generic relays that know nothing of CSI or HTTP/2: socat (UDS → TCP)
+//! → stunnel (TLS client, with a client certificate) → stunnel (TLS server requiring one) →
+//! the plugin's UDS. The two-gateway runs differ only in the hop between the gateways, so
+//! their ratio is the price of mTLS TCP; the bridge and the stunnel chain do the same work.
 //!
-//! `cargo bench --bench bridge` (env: E2E_DURATION=3s, E2E_ROUNDS=3, E2E_CONCURRENCY=1,16,64).
+//! Every target's row shows the CPU each of its processes spent per call in the measured
+//! window (`csi-gateway-load run --cpu`, from /proc/PID/stat; socat counts with the children
+//! it forks per connection).
+//!
+//! `cargo bench --bench bridge` (env: E2E_DURATION=3s, E2E_ROUNDS=3, E2E_CONCURRENCY=1,16,64;
+//! socat and stunnel4 must be installed).
+
+use std::io::Write as _;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -13,6 +23,12 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 struct Proc(Child);
+
+impl Proc {
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
 
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -57,6 +73,33 @@ fn wait_for_socket(path: &Path) {
     }
 }
 
+fn wait_for_tcp(port: u16) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < until,
+            "nothing listens on 127.0.0.1:{port}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.is_file())
+}
+
 fn main() {
     // `cargo bench` passes --bench; `cargo test --benches` passes nothing: only measure when asked.
     if !std::env::args().any(|a| a == "--bench") {
@@ -75,11 +118,7 @@ fn main() {
         .status()
         .unwrap()
         .success());
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let config = |name: &str, text: String| -> PathBuf {
         let p = d.join(format!("{name}.toml"));
         std::fs::write(
@@ -100,7 +139,7 @@ fn main() {
     };
     let c = |f: &str| certs.join(f).display().to_string();
 
-    let _upstream = spawn(
+    let upstream = spawn(
         Command::new(load)
             .args(["fixed-upstream", "--listen"])
             .arg(sock("up.sock")),
@@ -118,8 +157,8 @@ fn main() {
         )
     };
     // One gateway; two chained on UNIX sockets; two bridged by mTLS over TCP.
-    let _one = run("one", front("one.sock", up.clone()), "upstream connected");
-    let _b = run(
+    let one = run("one", front("one.sock", up.clone()), "upstream connected");
+    let b = run(
         "appliance",
         front("b.sock", up.clone())
             + &format!(
@@ -130,12 +169,12 @@ fn main() {
             ),
         "upstream connected",
     );
-    let _chain = run(
+    let chain = run(
         "chain",
         front("chain.sock", format!("unix://{}", sock("b.sock").display())),
         "upstream connected",
     );
-    let _a = run(
+    let a = run(
         "node",
         front("a.sock", format!("tcp://127.0.0.1:{port}"))
             + &format!(
@@ -147,10 +186,62 @@ fn main() {
         "upstream connected",
     );
 
+    // The same shape from generic relays, with the gateways' certificates: socat → stunnel
+    // (client certificate) → stunnel (client certificate required, verified) → the plugin.
+    let (tls_port, plain_port) = (free_port(), free_port());
+    let stunnel_conf = |name: &str, text: String| -> PathBuf {
+        let p = d.join(format!("{name}.conf"));
+        let mut f = std::fs::File::create(&p).unwrap();
+        write!(f, "foreground = yes\npid =\ndebug = 3\n{text}").unwrap();
+        p
+    };
+    let stunnel_server = spawn(
+        Command::new(which("stunnel4").or_else(|| which("stunnel")).expect("stunnel4 installed")).arg(stunnel_conf(
+            "stunnel-server",
+            format!(
+                "[appliance]\naccept = 127.0.0.1:{tls_port}\nconnect = {}\ncert = {}\nkey = {}\nCAfile = {}\nverifyChain = yes\nrequireCert = yes\nsocket = l:TCP_NODELAY=1\n",
+                sock("up.sock").display(),
+                c("server.pem"),
+                c("server.key"),
+                c("ca.pem")
+            ),
+        )),
+        None,
+    );
+    wait_for_tcp(tls_port);
+    let stunnel_client = spawn(
+        Command::new(which("stunnel4").or_else(|| which("stunnel")).expect("stunnel4 installed")).arg(stunnel_conf(
+            "stunnel-client",
+            format!(
+                "[node]\nclient = yes\naccept = 127.0.0.1:{plain_port}\nconnect = 127.0.0.1:{tls_port}\ncert = {}\nkey = {}\nCAfile = {}\nverifyChain = yes\ncheckHost = localhost\nsocket = l:TCP_NODELAY=1\nsocket = r:TCP_NODELAY=1\n",
+                c("client.pem"),
+                c("client.key"),
+                c("ca.pem")
+            ),
+        )),
+        None,
+    );
+    wait_for_tcp(plain_port);
+    let socat = spawn(
+        Command::new(which("socat").expect("socat installed"))
+            .arg(format!("UNIX-LISTEN:{},fork", sock("socat.sock").display()))
+            .arg(format!("TCP:127.0.0.1:{plain_port},nodelay")),
+        None,
+    );
+    wait_for_socket(&sock("socat.sock"));
+
     let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
     let target = |name: &str, s: &str| format!("{name}=unix://{}", sock(s).display());
+    let cpu = |name: &str, procs: &[(&str, &Proc)]| {
+        let list: Vec<String> = procs
+            .iter()
+            .map(|(label, p)| format!("{label}:{}", p.pid()))
+            .collect();
+        format!("{name}={}", list.join(","))
+    };
     println!(
-        "# v1 Probe: direct vs 1 gateway vs 2 gateways on UDS vs 2 gateways bridged by mTLS TCP"
+        "# v1 Probe: direct vs 1 gateway vs 2 gateways on UDS vs 2 gateways bridged by mTLS TCP \
+         vs socat -> stunnel -> mTLS TCP -> stunnel; CPU µs per call for each process"
     );
     let status = Command::new(load)
         .arg("run")
@@ -166,6 +257,32 @@ fn main() {
         .arg(target("2gw-uds", "chain.sock"))
         .arg("--target")
         .arg(target("2gw-mtls", "a.sock"))
+        .arg("--target")
+        .arg(target("stunnel", "socat.sock"))
+        .arg("--cpu")
+        .arg(cpu("direct", &[("plugin", &upstream)]))
+        .arg("--cpu")
+        .arg(cpu("gateway", &[("gateway", &one), ("plugin", &upstream)]))
+        .arg("--cpu")
+        .arg(cpu(
+            "2gw-uds",
+            &[("node", &chain), ("appliance", &b), ("plugin", &upstream)],
+        ))
+        .arg("--cpu")
+        .arg(cpu(
+            "2gw-mtls",
+            &[("node", &a), ("appliance", &b), ("plugin", &upstream)],
+        ))
+        .arg("--cpu")
+        .arg(cpu(
+            "stunnel",
+            &[
+                ("socat", &socat),
+                ("stunnel-c", &stunnel_client),
+                ("stunnel-s", &stunnel_server),
+                ("plugin", &upstream),
+            ],
+        ))
         .status()
         .unwrap();
     assert!(status.success());

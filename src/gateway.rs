@@ -194,6 +194,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
             shared.clone(),
             stop.clone(),
             config.grace_period,
+            config.splice,
         ))
     });
     if let Some(listener) = metrics_listener {

@@ -70,6 +70,12 @@ impl Served {
     }
 }
 
+impl Served {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Served {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -263,4 +269,56 @@ async fn the_tonic_proxy_says_which_upstream_it_cannot_reach() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains(&*missing.to_string_lossy()), "{stderr}");
+}
+
+/// `--cpu NAME=label:pid,...` adds each watched process's CPU µs per call to NAME's row, with
+/// either generator; a `--cpu` for no target is refused.
+#[tokio::test]
+async fn cpu_per_call_is_reported_for_each_watched_process() {
+    let upstream = Served::fixed_upstream();
+    let gw = Gateway::start(&upstream.socket, "v0.1", &["--upstream-dialect=v1"]).await;
+    let plugin = upstream.pid();
+    for generator in ["builtin", "h2load"] {
+        let args = [
+            "--concurrency=4".into(),
+            target("direct", &upstream.socket),
+            target("gateway", &gw.socket),
+            format!("--cpu=direct=plugin:{plugin}"),
+            format!("--cpu=gateway=gateway:{},plugin:{plugin}", gw.pid()),
+        ];
+        let stdout = measured_raw(generator, &args).await;
+        let mut lines = stdout.lines();
+        assert!(lines.next().unwrap().ends_with("cpu µs/call"), "{stdout}");
+        for line in lines {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let watched: Vec<(&str, f64)> = f[8..]
+                .chunks(2)
+                .map(|p| (p[0], p[1].parse::<f64>().unwrap()))
+                .collect();
+            let labels: Vec<&str> = watched.iter().map(|w| w.0).collect();
+            match f[0] {
+                "direct" => assert_eq!(labels, ["plugin"], "{stdout}"),
+                _ => assert_eq!(labels, ["gateway", "plugin"], "{stdout}"),
+            }
+            // Each process did work for the calls: a call costs it some CPU, and not a second.
+            for (label, us) in watched {
+                assert!(us > 0.0 && us < 1e6, "{generator}: {label} {us}: {stdout}");
+            }
+        }
+    }
+    let args = [
+        target("direct", &upstream.socket),
+        format!("--cpu=gateway=gateway:{plugin}"),
+    ];
+    refused(&args, &["--cpu names \"gateway\", which is no --target"]).await;
+}
+
+/// A run with `generator` that must succeed: its stdout.
+async fn measured_raw(generator: &str, args: &[String]) -> String {
+    let mut all = vec![format!("--generator={generator}")];
+    all.extend_from_slice(args);
+    let out = run(&all).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{generator}: {stderr}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }

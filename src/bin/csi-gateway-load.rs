@@ -54,6 +54,11 @@ enum Command {
         /// shares no code with the gateway and reports a mean latency instead of percentiles.
         #[arg(long, value_enum, default_value = "builtin")]
         generator: Generator,
+        /// NAME=label:pid,label:pid — report the CPU time these processes (each with its
+        /// descendants) spend per call while target NAME is measured, read from
+        /// /proc/PID/stat before and after each measured window (repeat per target).
+        #[arg(long = "cpu")]
+        cpu: Vec<String>,
     },
     /// SIGKILL the gateway at random moments while concurrent clients run volume lifecycles
     /// through it (a draft plugin's handles, and staging emulation), then check that no volume,
@@ -117,16 +122,31 @@ fn main() -> anyhow::Result<()> {
             duration,
             rounds,
             generator,
+            cpu,
         } => {
+            let mut watched = std::collections::HashMap::new();
+            for c in &cpu {
+                let (name, list) = c
+                    .split_once('=')
+                    .ok_or_else(|| anyhow::anyhow!("--cpu wants NAME=label:pid,..., got {c:?}"))?;
+                watched.insert(
+                    name.to_string(),
+                    load::cpu::parse_list(list).map_err(anyhow::Error::msg)?,
+                );
+            }
             let targets = targets
                 .iter()
                 .map(|t| {
                     let (name, ep) = t.split_once('=').ok_or_else(|| {
                         anyhow::anyhow!("--target wants name=endpoint, got {t:?}")
                     })?;
-                    Ok((name.to_string(), ep.parse::<Endpoint>()?))
+                    let cpu = watched.remove(name).unwrap_or_default();
+                    Ok((name.to_string(), ep.parse::<Endpoint>()?, cpu))
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
+            if let Some(name) = watched.keys().next() {
+                anyhow::bail!("--cpu names {name:?}, which is no --target");
+            }
             let plan = Plan {
                 path,
                 connections,
@@ -205,21 +225,31 @@ struct Plan {
 }
 
 async fn run(
-    targets: Vec<(String, Endpoint)>,
+    targets: Vec<(String, Endpoint, Vec<load::cpu::Process>)>,
     concurrency: Vec<usize>,
     plan: Plan,
 ) -> anyhow::Result<()> {
     if let Generator::H2load = plan.generator {
         // h2load sees HTTP/2 statuses only: each target must first answer a call with OK.
-        for (name, target) in &targets {
+        for (name, target, _) in &targets {
             answers_ok(target, &plan.path)
                 .await
                 .map_err(|e| anyhow::anyhow!("target {name}: {e}"))?;
         }
     }
+    // The CPU column only when some target's processes are watched (`--cpu`).
+    let with_cpu = targets.iter().any(|(_, _, cpu)| !cpu.is_empty());
     println!(
-        "{:<12} {:>8} {:>12} {:>10} {:>10} {:>10} {:>8} {:>7}",
-        "target", "inflight", "calls/s", "mean", "p50", "p99", "errors", "ratio"
+        "{:<12} {:>8} {:>12} {:>10} {:>10} {:>10} {:>8} {:>7}{}",
+        "target",
+        "inflight",
+        "calls/s",
+        "mean",
+        "p50",
+        "p99",
+        "errors",
+        "ratio",
+        if with_cpu { "  cpu µs/call" } else { "" }
     );
     for &c in &concurrency {
         // Rounds interleave the targets so drift on the machine hits them alike, and each
@@ -235,6 +265,7 @@ async fn run(
                     connections: plan.connections,
                     warmup: plan.warmup,
                     duration: plan.duration,
+                    cpu: targets[i].2.clone(),
                 };
                 let figures = match plan.generator {
                     Generator::Builtin => load::measure(&l).await,
@@ -251,9 +282,9 @@ async fn run(
             })
             .collect();
         let base = medians[0].calls_per_sec;
-        for ((name, _), f) in targets.iter().zip(&medians) {
+        for ((name, _, cpu), f) in targets.iter().zip(&medians) {
             println!(
-                "{:<12} {:>8} {:>12.0} {:>10} {:>10} {:>10} {:>8} {:>7.2}",
+                "{:<12} {:>8} {:>12.0} {:>10} {:>10} {:>10} {:>8} {:>7.2}{}",
                 name,
                 c,
                 f.calls_per_sec,
@@ -261,7 +292,11 @@ async fn run(
                 shown(f.p50),
                 shown(f.p99),
                 f.errors,
-                f.calls_per_sec / base
+                f.calls_per_sec / base,
+                match with_cpu {
+                    true => format!("  {}", load::cpu::per_call(cpu, &f.cpu, f.calls)),
+                    false => String::new(),
+                }
             );
         }
     }

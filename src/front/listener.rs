@@ -11,14 +11,16 @@ use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::{TcpStream, UnixListener, UnixStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::endpoint::Endpoint;
-use crate::splice::Splice;
-use crate::tls::Authorization;
+use crate::splice::{Io, Splice};
+use crate::tls::{Authorization, Keepalive};
 use crate::upstream::conn::{Connection, Driver};
+use crate::upstream::Live;
+use tokio_rustls::client::TlsStream;
 
 use super::call::handle;
 use super::watched::Watched;
@@ -51,6 +53,7 @@ pub async fn serve(
                     connections.spawn(splice_or_serve(io, shared.clone(), shutdown.clone()));
                 }
                 Ok((io, _)) => {
+                    connection_counted("terminated", "unix", upstream_kind(&shared));
                     connections.spawn(serve_connection(io, shared.clone(), shutdown.clone()));
                 }
                 Err(e) => {
@@ -80,24 +83,100 @@ pub async fn serve(
     }
 }
 
-/// Splices the connection when the upstream is live on a UNIX socket that answers; otherwise
-/// (upstream down, TCP upstream) terminates it.
+/// Splices the connection when the upstream is live and a connection of its own to it can be
+/// had — a UNIX socket, or mutual TLS to a TCP upstream (the bridge), made as the supervisor's
+/// (same endpoint after failover, same client certificate, same keepalive) — otherwise
+/// (upstream down or refusing) terminates it.
 async fn splice_or_serve(io: UnixStream, shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
-    if let Ok(live) = shared.upstream.live() {
-        if let Endpoint::Unix(path) = live.conn.endpoint() {
-            match tokio::time::timeout(Duration::from_secs(2), UnixStream::connect(path)).await {
-                Ok(Ok(upstream)) => {
-                    tracing::debug!("client connection spliced");
-                    return Splice::new(shared, live, io, upstream, shutdown)
-                        .run()
-                        .await;
-                }
-                Ok(Err(e)) => tracing::debug!(error = %e, "cannot splice: upstream refused"),
-                Err(_) => tracing::debug!("cannot splice: upstream connect timed out"),
-            }
+    splice_or_serve_authorized(io, shared, shutdown, None).await
+}
+
+/// [`splice_or_serve`] for a client that may call only what `authorization` allows (the
+/// appliance listener's mTLS peers).
+pub async fn splice_or_serve_authorized<C: Io>(
+    io: C,
+    shared: Arc<Shared>,
+    shutdown: watch::Receiver<bool>,
+    authorization: Option<Arc<Authorization>>,
+) {
+    let client = C::KIND;
+    match splice_upstream(&shared).await {
+        Some((live, SpliceUpstream::Unix(upstream))) => {
+            connection_counted("spliced", client, "unix");
+            Splice::new(shared, live, io, upstream, shutdown)
+                .authorized(authorization)
+                .run()
+                .await
+        }
+        Some((live, SpliceUpstream::Tls(upstream, keepalive))) => {
+            connection_counted("spliced", client, "tls");
+            Splice::new(shared, live, io, *upstream, shutdown)
+                .authorized(authorization)
+                .keepalive(Some(keepalive))
+                .run()
+                .await
+        }
+        None => {
+            connection_counted("terminated", client, upstream_kind(&shared));
+            serve_connection_authorized(io, shared, shutdown, authorization).await
         }
     }
-    serve_connection(io, shared, shutdown).await
+}
+
+/// A connection of a splice's own to the live upstream.
+enum SpliceUpstream {
+    Unix(UnixStream),
+    /// Boxed: a TLS session is large, and this waits only until the splice takes it.
+    Tls(Box<TlsStream<TcpStream>>, Keepalive),
+}
+
+/// Dials the live upstream for a splice: `None` when it is down or cannot be reached now (the
+/// connection is then terminated, on the gateway's own connections).
+async fn splice_upstream(shared: &Shared) -> Option<(Arc<Live>, SpliceUpstream)> {
+    let live = shared.upstream.live().ok()?;
+    let upstream = match (live.conn.endpoint(), live.conn.tls()) {
+        (Endpoint::Unix(path), _) => {
+            match tokio::time::timeout(SPLICE_DIAL, UnixStream::connect(path)).await {
+                Ok(Ok(upstream)) => SpliceUpstream::Unix(upstream),
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "cannot splice: upstream refused");
+                    return None;
+                }
+                Err(_) => {
+                    tracing::debug!("cannot splice: upstream connect timed out");
+                    return None;
+                }
+            }
+        }
+        (Endpoint::Tcp(addr), Some(dialer)) => match dialer.dial(addr, SPLICE_DIAL).await {
+            Ok(tls) => SpliceUpstream::Tls(Box::new(tls), dialer.keepalive()),
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot splice: no TLS connection to the upstream");
+                return None;
+            }
+        },
+        (Endpoint::Tcp(_), None) => return None,
+    };
+    tracing::debug!("client connection spliced");
+    Some((live, upstream))
+}
+
+/// How long a splice waits for its upstream connection (TCP and TLS handshake included).
+const SPLICE_DIAL: Duration = Duration::from_secs(2);
+
+/// The kind of the live upstream, for the connection counter.
+pub fn upstream_kind(shared: &Shared) -> &'static str {
+    match shared.upstream.live() {
+        Ok(live) => match live.conn.endpoint() {
+            Endpoint::Unix(_) => "unix",
+            Endpoint::Tcp(_) => "tls",
+        },
+        Err(_) => "none",
+    }
+}
+
+fn connection_counted(path: &'static str, client: &'static str, upstream: &'static str) {
+    crate::metrics::front_connection(path, client, upstream);
 }
 
 /// Serves the streams of one HTTP/2 connection.

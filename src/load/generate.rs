@@ -20,6 +20,8 @@ pub struct Load {
     pub connections: usize,
     pub warmup: Duration,
     pub duration: Duration,
+    /// Processes whose CPU time in the measured window is reported (`cpu`).
+    pub cpu: Vec<super::cpu::Process>,
 }
 
 /// What one measurement found.
@@ -32,6 +34,8 @@ pub struct Figures {
     /// Percentiles, where the generator reports them (h2load does not).
     pub p50: Option<Duration>,
     pub p99: Option<Duration>,
+    /// CPU time each of `Load::cpu` used in the measured window.
+    pub cpu: Vec<Duration>,
 }
 
 /// Runs `load` and returns its figures. Errors are counted, not fatal.
@@ -48,6 +52,7 @@ pub async fn measure(load: &Load) -> Result<Figures, String> {
     let measure_from = start + load.warmup;
     let stop_at = measure_from + load.duration;
     let request: Arc<[u8]> = load.request.clone().into();
+    let cpu = tokio::spawn(super::cpu::window(load.cpu.clone(), measure_from, stop_at));
     let mut tasks = Vec::new();
     for i in 0..load.concurrency {
         let conn = conns[i % conns.len()].clone();
@@ -82,6 +87,7 @@ pub async fn measure(load: &Load) -> Result<Figures, String> {
         errors += e;
     }
     let calls = hist.len();
+    let cpu = cpu.await.map_err(|e| e.to_string())??;
     Ok(Figures {
         calls,
         errors,
@@ -89,5 +95,6 @@ pub async fn measure(load: &Load) -> Result<Figures, String> {
         mean: Duration::from_micros(hist.mean() as u64),
         p50: Some(Duration::from_micros(hist.value_at_quantile(0.50))),
         p99: Some(Duration::from_micros(hist.value_at_quantile(0.99))),
+        cpu,
     })
 }

@@ -30,6 +30,13 @@ pub async fn measure(load: &Load) -> Result<Figures, String> {
     let body = work.path().join("request.grpc");
     std::fs::write(&body, frame::encode(&load.request))
         .map_err(|e| format!("writing {}: {e}", body.display()))?;
+    // h2load connects, warms up, then measures: the window is timed from its start.
+    let from = std::time::Instant::now() + load.warmup.max(Duration::from_millis(1));
+    let cpu = tokio::spawn(super::cpu::window(
+        load.cpu.clone(),
+        from,
+        from + load.duration,
+    ));
     let out = Command::new(program())
         .args(arguments(
             load,
@@ -54,7 +61,9 @@ pub async fn measure(load: &Load) -> Result<Figures, String> {
             String::from_utf8_lossy(&out.stderr).trim()
         ));
     }
-    parse(&text, load.duration)
+    let mut figures = parse(&text, load.duration)?;
+    figures.cpu = cpu.await.map_err(|e| e.to_string())??;
+    Ok(figures)
 }
 
 /// h2load's command line: `connections` clients, each with its share of the calls in flight,
@@ -157,6 +166,7 @@ fn parse(out: &str, duration: Duration) -> Result<Figures, String> {
         mean,
         p50: None,
         p99: None,
+        cpu: Vec::new(),
     })
 }
 
@@ -249,6 +259,7 @@ req/s           :  174844.35   174844.35   174844.35        0.00   100.00%
             connections,
             warmup: Duration::ZERO,
             duration: Duration::from_secs(3),
+            cpu: Vec::new(),
         };
         let args = arguments(&load(64, 4), Path::new("/tmp/r"), 2).unwrap();
         let joined = args.join(" ");

@@ -7,6 +7,7 @@
 //! random moments under concurrent clients and checks that its durable state lost and leaked
 //! nothing.
 
+pub mod cpu;
 pub mod crashloop;
 pub mod fixed;
 pub mod generate;

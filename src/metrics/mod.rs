@@ -32,6 +32,7 @@ pub const TLS_HANDSHAKE_FAILURES: &str = "csi_gateway_tls_handshake_failures_tot
 pub const CERT_EXPIRY: &str = "csi_gateway_certificate_expiry_timestamp_seconds";
 pub const STORE_OPERATIONS: &str = "csi_gateway_store_operations_total";
 pub const STAGING_REFERENCES: &str = "csi_gateway_staging_references";
+pub const CONNECTIONS: &str = "csi_gateway_connections_total";
 
 /// The CSI sidecars' buckets (csi-lib-utils `operationsLatencyBuckets`).
 const SIDECAR_BUCKETS: &[f64] = &[
@@ -109,6 +110,10 @@ fn describe() {
     describe_counter!(
         STORE_OPERATIONS,
         "Durable store operations by kind and outcome"
+    );
+    describe_counter!(
+        CONNECTIONS,
+        "Client connections accepted, by path (spliced or terminated), client side (unix, tls: the appliance listener) and upstream side (unix, tls, none: down)"
     );
     describe_gauge!(
         STAGING_REFERENCES,
@@ -258,6 +263,10 @@ pub fn store_operation(op: &'static str, ok: bool) {
 }
 
 /// A TLS handshake or peer admission refused, by a bounded reason.
+pub fn front_connection(path: &'static str, client: &'static str, upstream: &'static str) {
+    counter!(CONNECTIONS, "path" => path, "client" => client, "upstream" => upstream).increment(1);
+}
+
 pub fn tls_handshake_failure(reason: &'static str) {
     counter!(TLS_HANDSHAKE_FAILURES, "reason" => reason).increment(1);
 }

@@ -39,6 +39,7 @@ use crate::front::{call, reply, services};
 use crate::grpc::{frame as grpc_frame, Code, Status, MAX_MESSAGE_BYTES};
 use crate::metrics::{InFlight, Origin};
 use crate::observe::{self, Report};
+use crate::tls::{Authorization, Keepalive};
 use crate::upstream::Live;
 
 use crate::front::limits::{self, Limits, Rate};
@@ -149,6 +150,14 @@ pub struct Splice<C, U> {
     /// Set once a request block was not forwarded (see `forward_request_block`).
     reencode: bool,
     shutdown: watch::Receiver<bool>,
+    /// What the client may call, for a peer of the appliance listener (`None`: anything).
+    authorization: Option<Arc<Authorization>>,
+    /// PINGs to the upstream (a bridge connection): a peer that vanished without a FIN is
+    /// noticed within `timeout`, not after TCP's retransmissions.
+    keepalive: Option<Keepalive>,
+    /// When the next keepalive PING goes, or — while one is out — by when its ACK must come.
+    ping_at: Option<Instant>,
+    ping_out: bool,
 }
 
 struct Block {
@@ -203,7 +212,11 @@ enum Timeout {
     Preface,
     HeaderBlock,
     Idle,
+    Keepalive,
 }
+
+/// The payload of the splice's keepalive PINGs: its ACK is told from others' by it.
+const KEEPALIVE_PING: [u8; 8] = *b"csi-gw-k";
 
 /// Why the splice ends early.
 #[derive(Debug, thiserror::Error)]
@@ -272,7 +285,26 @@ impl<C: Io, U: Io> Splice<C, U> {
             going_away_later: false,
             reencode: false,
             shutdown,
+            authorization: None,
+            keepalive: None,
+            ping_at: None,
+            ping_out: false,
         }
+    }
+
+    /// Lets the client call only what `authorization` allows: a stream to another CSI service
+    /// is answered by the splice with PERMISSION_DENIED, as the terminating path answers it.
+    pub fn authorized(mut self, authorization: Option<Arc<Authorization>>) -> Self {
+        self.authorization = authorization;
+        self
+    }
+
+    /// Pings the upstream every `keepalive.interval` and drops it when a PING goes unanswered
+    /// for `keepalive.timeout` (its calls then get UNAVAILABLE, as when it closes).
+    pub fn keepalive(mut self, keepalive: Option<Keepalive>) -> Self {
+        self.keepalive = keepalive;
+        self.ping_at = keepalive.map(|k| Instant::now() + k.interval);
+        self
     }
 
     /// Runs the connection to its end.
@@ -892,9 +924,11 @@ impl<C: Io, U: Io> Splice<C, U> {
         let path = request.path.take().unwrap_or_default();
         let route = self.shared.router.route(&path);
         let too_large = request.size > self.limits.max_header_list_size as usize;
+        let denied = self.denied(&path, route);
         let relayed = !self.upstream_gone
             && !self.upstream_draining
             && !too_large
+            && denied.is_none()
             && route.is_some_and(|r| r.relays_to(self.live.detected.dialect))
             && self.localize(&mut request, keep);
         if self.streams.len() >= self.limits.max_concurrent_streams as usize
@@ -904,10 +938,23 @@ impl<C: Io, U: Io> Splice<C, U> {
             frame::put_rst_stream(self.own_out(), id, reason::REFUSED_STREAM);
             return Ok(());
         }
-        // The gateway's own services stream both ways (`local_stream`).
-        let service = match relayed || too_large || route.is_some() {
+        // The gateway's own services stream both ways (`local_stream`); an appliance peer
+        // calls them only where its rule says, refused as on the terminating path.
+        let mut service = match relayed || too_large || route.is_some() {
             true => None,
             false => self.shared.services.find(&path).cloned(),
+        };
+        let denied = match (&service, denied) {
+            (Some(_), None) => {
+                let refused =
+                    crate::front::services::authorize(self.authorization.as_ref(), &path).err();
+                if refused.is_some() {
+                    tracing::warn!(method = %path, "call refused: service not allowed for this peer");
+                    service = None;
+                }
+                refused
+            }
+            (_, denied) => denied,
         };
         if let Some(handler) = &service {
             self.services.open(
@@ -933,7 +980,8 @@ impl<C: Io, U: Io> Splice<C, U> {
                 timeout: request.timeout,
                 window: self.client_initial_window,
                 refused: too_large
-                    .then(|| reply::header_list_too_large(self.limits.max_header_list_size)),
+                    .then(|| reply::header_list_too_large(self.limits.max_header_list_size))
+                    .or(denied),
                 ..Local::default()
             })
         };
@@ -961,6 +1009,17 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.start_local(id);
         }
         Ok(())
+    }
+
+    /// PERMISSION_DENIED for a call to a CSI service the peer may not make (the same refusal
+    /// and log line as on the terminating path, `front::call`).
+    fn denied(&self, path: &str, route: Option<crate::front::router::Route>) -> Option<Status> {
+        let (a, route) = (self.authorization.as_ref()?, route?);
+        if a.allows(route.method.service) {
+            return None;
+        }
+        tracing::warn!(peer = %a.peer, method = %path, "call refused: service not allowed for this peer");
+        Some(a.denied(path, route.method.service))
     }
 
     /// Gives a new stream's request the `:authority` every UNIX-socket leg of the gateway sends
@@ -1165,6 +1224,18 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     /// The next timeout, and what it is for.
     fn deadline(&self) -> Option<(Instant, Timeout)> {
+        let keepalive = self
+            .ping_at
+            .filter(|_| !self.upstream_gone)
+            .map(|at| (at, Timeout::Keepalive));
+        match (self.client_deadline(), keepalive) {
+            (Some(c), Some(k)) => Some(if k.0 < c.0 { k } else { c }),
+            (c, k) => c.or(k),
+        }
+    }
+
+    /// The next timeout of the client's side.
+    fn client_deadline(&self) -> Option<(Instant, Timeout)> {
         if !self.preface {
             return Some((self.accepted + limits::PREFACE_TIMEOUT, Timeout::Preface));
         }
@@ -1199,7 +1270,31 @@ impl<C: Io, U: Io> Splice<C, U> {
                 self.go_away();
                 None
             }
+            Timeout::Keepalive => {
+                self.keepalive_due();
+                None
+            }
         }
+    }
+
+    /// A keepalive PING is due, or the last one's ACK is overdue.
+    fn keepalive_due(&mut self) {
+        let Some(k) = self.keepalive else { return };
+        if !self.client_settings_seen {
+            // The upstream's first frame must be the SETTINGS that follows the preface, which
+            // the client's own SETTINGS brings: no PING before it.
+            self.ping_at = Some(Instant::now() + k.interval);
+            return;
+        }
+        if self.ping_out {
+            let why = format!("no keepalive ping reply within {:?}", k.timeout);
+            tracing::warn!(upstream = %self.live.conn.endpoint(), reason = %why, "upstream peer unresponsive; dropping the connection");
+            self.ping_at = None;
+            return self.upstream_lost(&why);
+        }
+        frame::put(&mut self.to_upstream, Kind::Ping, 0, 0, &KEEPALIVE_PING);
+        self.ping_out = true;
+        self.ping_at = Some(Instant::now() + k.timeout);
     }
 
     fn local_streams(&self) -> usize {
@@ -1350,6 +1445,9 @@ impl<C: Io, U: Io> Splice<C, U> {
             Kind::Ping => {
                 if !head.has(frame::ACK) {
                     frame::put(&mut self.to_upstream, Kind::Ping, frame::ACK, 0, payload);
+                } else if payload == KEEPALIVE_PING && self.ping_out {
+                    self.ping_out = false;
+                    self.ping_at = self.keepalive.map(|k| Instant::now() + k.interval);
                 }
             }
             Kind::RstStream => {
@@ -1521,7 +1619,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.dead = true;
             return;
         }
-        let upstream = self.shared.upstream.endpoint().to_string();
+        let upstream = self.live.conn.endpoint().to_string();
         tracing::warn!(upstream = %upstream, reason = why, "upstream connection lost under a spliced client connection");
         let relayed: Vec<u32> = self
             .streams

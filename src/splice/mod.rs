@@ -1,5 +1,7 @@
-//! The splice: the fast path for a client connection on the UNIX socket when the upstream is a
-//! UNIX socket too. The connection gets an upstream connection of its own and its HTTP/2 frames
+//! The splice: the fast path for a client connection — on the UNIX socket, or a peer of the
+//! appliance listener over mutual TLS — to a UNIX-socket upstream, or to a remote appliance over
+//! mutual TLS (`io` says how either side is read and written). The connection gets an upstream
+//! connection of its own and its HTTP/2 frames
 //! are copied across, looked at but not re-framed: the gateway decodes only header blocks (to
 //! route each stream and to read its status for the log and the metrics) and the first message
 //! of each call (for the volume id in the log). Calls that need translation, and calls the

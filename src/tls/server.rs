@@ -84,6 +84,7 @@ pub async fn serve(
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
     grace: Duration,
+    splice: bool,
 ) {
     let mut connections = JoinSet::new();
     let mut stop = shutdown.clone();
@@ -94,7 +95,7 @@ pub async fn serve(
                     let (acceptor, shared, shutdown) = (acceptor.clone(), shared.clone(), shutdown.clone());
                     connections.spawn(async move {
                         super::tcp_keepalive(&tcp, acceptor.settings.tcp_keepalive);
-                        connection(tcp, addr, &acceptor, shared, shutdown).await
+                        connection(tcp, addr, &acceptor, shared, shutdown, splice).await
                     });
                 }
                 Err(e) => {
@@ -132,12 +133,18 @@ async fn connection(
     acceptor: &Acceptor,
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
+    splice: bool,
 ) {
     let Some((stream, authorization)) = acceptor.handshake(tcp, addr).await else {
         return;
     };
-    listener::serve_connection_authorized(stream, shared, shutdown, Some(Arc::new(authorization)))
-        .await;
+    let authorization = Some(Arc::new(authorization));
+    if splice {
+        listener::splice_or_serve_authorized(stream, shared, shutdown, authorization).await
+    } else {
+        metrics::front_connection("terminated", "tls", listener::upstream_kind(&shared));
+        listener::serve_connection_authorized(stream, shared, shutdown, authorization).await
+    }
 }
 
 impl Acceptor {

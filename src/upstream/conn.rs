@@ -132,6 +132,11 @@ impl Connection {
         &self.endpoint
     }
 
+    /// How a TCP endpoint is dialed (mutual TLS); `None` for a UNIX socket.
+    pub fn tls(&self) -> Option<&Arc<Dialer>> {
+        self.tls.as_ref()
+    }
+
     /// Resolves when the connection has ended.
     pub async fn closed(&self) {
         let mut closed = self.closed.clone();

@@ -149,11 +149,16 @@ pub fn fixed_upstream(sock: &Path) -> Proc {
 
 /// A gateway running `config` (JSON logs, so fields read as `"key":"value"`).
 pub fn gateway(name: &str, dir: &Path, config: &str) -> Proc {
+    gateway_with_metrics(name, dir, config, "")
+}
+
+/// [`gateway`] with its metrics endpoint on `metrics` (`host:port`; empty: none).
+pub fn gateway_with_metrics(name: &str, dir: &Path, config: &str, metrics: &str) -> Proc {
     let file = dir.join(format!("{name}.toml"));
     std::fs::write(
         &file,
         format!(
-            "{config}\n[log]\nformat = \"json\"\nlevel = \"info\"\n[state]\ndir = {:?}\n[metrics]\nlisten = \"\"\n",
+            "{config}\n[log]\nformat = \"json\"\nlevel = \"info\"\n[state]\ndir = {:?}\n[metrics]\nlisten = \"{metrics}\"\n",
             dir.join(format!("{name}-state"))
         ),
     )
