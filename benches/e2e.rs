@@ -7,16 +7,27 @@
 //! the gateway again over 4 client connections. Those calls are made by the load tool's own
 //! HTTP/2 client; then the reference points and both gateways once more with h2load making
 //! them, a generator that shares no code with the gateway: on one connection (one thread), and
-//! on two (two threads). Ratios are against the direct figure of the same run.
+//! on two (two threads). Ratios are against the direct figure of the same run; every row also
+//! shows the CPU µs per call its proxy (gateway, socat with its forked children, tonic) and the
+//! plugin spent (`csi-gateway-load run --cpu`).
 //!
 //! `cargo bench --bench e2e` (env: E2E_DURATION=3s, E2E_ROUNDS=3, E2E_CONCURRENCY=1,16,64,
 //! E2E_CONCURRENCY_CONNECTIONS=16,64 for the runs over 4 and 2 client connections).
+//! E2E_BEFORE=/path/to/an/older/csi-gateway adds that build as the target `before` (spliced, the
+//! same flags) beside `gateway` in every run, so a change is measured before and after in the
+//! same run, on the same upstream and the same load.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 struct Proc(Child);
+
+impl Proc {
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
 
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -52,7 +63,7 @@ fn main() {
     let gateway = env!("CARGO_BIN_EXE_csi-gateway");
     let load = env!("CARGO_BIN_EXE_csi-gateway-load");
 
-    let _upstream = spawn(
+    let upstream = spawn(
         Command::new(load)
             .args(["fixed-upstream", "--listen"])
             .arg(sock("up.sock")),
@@ -70,7 +81,7 @@ fn main() {
     if socat.is_none() {
         eprintln!("socat not installed: no byte-relay reference point");
     }
-    let _tonic = spawn(
+    let tonic = spawn(
         Command::new(load)
             .args(["tonic-proxy", "--listen"])
             .arg(sock("tonic.sock"))
@@ -78,9 +89,9 @@ fn main() {
             .arg(sock("up.sock")),
     );
     wait_for_socket(&sock("tonic.sock"));
-    let start_gateway = |name: &str, splice: bool| {
+    let start_gateway = |binary: &str, name: &str, splice: bool| {
         let gw = spawn(
-            Command::new(gateway)
+            Command::new(binary)
                 .args(["run", "--log-level", "error", "--upstream-dialect", "v1"])
                 .arg(format!("--splice={splice}"))
                 .arg("--metrics-listen=")
@@ -94,8 +105,12 @@ fn main() {
         wait_for_socket(&sock(&format!("{name}.sock")));
         gw
     };
-    let _gw = start_gateway("gw", true);
-    let _terminating = start_gateway("gw-term", false);
+    let gw = start_gateway(gateway, "gw", true);
+    let terminating = start_gateway(gateway, "gw-term", false);
+    let before = std::env::var("E2E_BEFORE").ok();
+    let gw_before = before
+        .as_deref()
+        .map(|b| start_gateway(b, "gw-before", true));
     std::thread::sleep(Duration::from_millis(300)); // the gateway's first upstream connection
 
     let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
@@ -108,6 +123,24 @@ fn main() {
         "500ms".into(),
     ];
     let target = |name: &str, s: &str| format!("{name}=unix://{}", sock(s).display());
+    // CPU µs per call for each process behind a target (`--cpu`): the relay (or gateway) by
+    // the target's socket, and always the plugin.
+    let cpu = |name: &str, s: &str| {
+        let relay = match s {
+            "socat.sock" => socat.as_ref(),
+            "tonic.sock" => Some(&tonic),
+            "gw.sock" => Some(&gw),
+            "gw-term.sock" => Some(&terminating),
+            "gw-before.sock" => gw_before.as_ref(),
+            _ => None,
+        };
+        let mut list: Vec<String> = relay
+            .map(|p| format!("proxy:{}", p.pid()))
+            .into_iter()
+            .collect();
+        list.push(format!("plugin:{}", upstream.pid()));
+        format!("{name}={}", list.join(","))
+    };
     // One run of the load tool: direct first (the ratios' base), then socat when asked for
     // and installed, then `targets`.
     let measure = |concurrency: &str, with_socat: bool, targets: &[(&str, &str)]| {
@@ -117,12 +150,16 @@ fn main() {
             .arg("--concurrency")
             .arg(concurrency)
             .arg("--target")
-            .arg(target("direct", "up.sock"));
+            .arg(target("direct", "up.sock"))
+            .arg("--cpu")
+            .arg(cpu("direct", "up.sock"));
         if with_socat && socat.is_some() {
             run.arg("--target").arg(target("socat", "socat.sock"));
+            run.arg("--cpu").arg(cpu("socat", "socat.sock"));
         }
         for (name, socket) in targets {
             run.arg("--target").arg(target(name, socket));
+            run.arg("--cpu").arg(cpu(name, socket));
         }
         run
     };
@@ -131,11 +168,19 @@ fn main() {
     let concurrency_connections = env("E2E_CONCURRENCY_CONNECTIONS", "16,64");
 
     // The reference points and both gateways, v1 on both sides.
-    let same_dialect = [
+    let mut same_dialect = vec![
         ("tonic", "tonic.sock"),
         ("gateway", "gw.sock"),
         ("terminating", "gw-term.sock"),
     ];
+    // The older build, when asked for, right after the gateway it is compared with.
+    let with_before = |targets: &mut Vec<(&'static str, &'static str)>, after: &str| {
+        if before.is_some() {
+            let at = targets.iter().position(|(n, _)| *n == after).unwrap() + 1;
+            targets.insert(at, ("before", "gw-before.sock"));
+        }
+    };
+    with_before(&mut same_dialect, "gateway");
     println!(
         "# v1 Probe: direct vs socat vs tonic pass-through vs gateway (v1 -> v1, spliced) vs \
          gateway --splice=false"
@@ -146,14 +191,20 @@ fn main() {
     // A node's orchestrator and sidecars open connections of their own: the gateway serves
     // each on the same thread, socat forks a process per connection.
     println!("\n# v1 Probe over 4 client connections: direct vs socat vs gateway (spliced)");
-    let connections = measure(&concurrency_connections, true, &[("gateway", "gw.sock")])
+    let mut spliced = vec![("gateway", "gw.sock")];
+    with_before(&mut spliced, "gateway");
+    let connections = measure(&concurrency_connections, true, &spliced)
         .args(["--connections", "4"])
         .status()
         .unwrap();
     assert!(connections.success());
 
     println!("\n# Probe translated: direct v1 vs gateway (v0.3 front -> v1 upstream)");
-    let translated = measure(&concurrency, false, &[("v0.3->v1", "gw.sock")])
+    let mut translated = vec![("v0.3->v1", "gw.sock")];
+    if before.is_some() {
+        translated.push(("v0.3-before", "gw-before.sock"));
+    }
+    let translated = measure(&concurrency, false, &translated)
         .args(["--path", "/csi.v0.Identity/Probe"])
         .status()
         .unwrap();
