@@ -196,6 +196,41 @@ pub(crate) fn v1_plugin_values(c: Vec<v1::PluginCapability>) -> impl Iterator<It
     })
 }
 
+/// A dialect's list of capabilities ↔ the hub's, through the `table` (a capability crosses only
+/// if both revisions have it): `$to` and `$from` for the message `$msg` of dialect module `$p`,
+/// whose `oneof type` variant `$variant` wraps `$inner { type }`. `$cap`/`$values` are the v1
+/// side's helpers above.
+macro_rules! capability_list_conversions {
+    (
+        $to:ident, $from:ident, $p:ident :: $msg:ident, $module:ident :: $variant:ident ($inner:ident),
+        $table:expr, $dialect:expr, $cap:path, $values:path
+    ) => {
+        /// The capabilities this dialect reports → the hub's (the `capabilities` table).
+        pub(crate) fn $to(c: Vec<crate::dialect::proto::$p::$msg>) -> Vec<crate::hub::v1::$msg> {
+            use crate::dialect::proto::$p::$module::Type as T;
+            c.into_iter()
+                .filter_map(|c| match c.r#type? {
+                    T::$variant(r) => {
+                        crate::translate::capabilities::to_hub($table, $dialect, r.r#type)
+                    }
+                })
+                .map($cap)
+                .collect()
+        }
+        /// The hub's capabilities → those this dialect knows (the `capabilities` table).
+        pub(crate) fn $from(c: Vec<crate::hub::v1::$msg>) -> Vec<crate::dialect::proto::$p::$msg> {
+            use crate::dialect::proto::$p::$module as t;
+            $values(c)
+                .filter_map(|v| crate::translate::capabilities::from_hub($table, $dialect, v))
+                .map(|v| crate::dialect::proto::$p::$msg {
+                    r#type: Some(t::Type::$variant(t::$inner { r#type: v })),
+                })
+                .collect()
+        }
+    };
+}
+pub(crate) use capability_list_conversions;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,7 +36,8 @@ const fn f(
     }
 }
 
-/// The field map the spokes implement (`v0_3.rs`, `v0_1.rs`, `v0_1_oneof.rs`).
+/// The field map the spokes implement (`v0_3/`, `v0_1/`, `v0_1_oneof/`: each `generated.rs` and
+/// `overrides.rs`).
 #[rustfmt::skip]
 pub static FIELDS: &[FieldRow] = &[
     f("volume identity", "`VolumeHandle.id`", "`volume_id`", "`volume_id`", "`volume_id`", "renamed"),

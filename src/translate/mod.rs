@@ -5,8 +5,11 @@
 //!   front dialect's reply ([`decode_front`], [`encode_front`]).
 //! - [`upstream`]: a hub call performed against an upstream of any dialect, with the multi-call
 //!   orchestration older revisions need ([`call_upstream`]).
-//! - [`v0_3`], [`v0_1`], [`v0_1_oneof`]: field-by-field conversions of one dialect ↔ hub; every
-//!   override carries a comment on what changed in which revision.
+//! - [`v0_3`], [`v0_1`], [`v0_1_oneof`]: one folder per spoke — `generated.rs`, the same-name
+//!   field copies of each message pair generated from the dialects' descriptors (csi-proxy's
+//!   `conversion_generated.go`; the generator and its staleness test are `codegen`);
+//!   `overrides.rs`, everything else, each entry saying what changed in which revision
+//!   (csi-proxy's `conversion.go`); `front.rs` and `upstream.rs`, the per-RPC dispatch.
 //! - [`errors`]: the draft `Error` ↔ gRPC status tables, as data. [`capabilities`]: the
 //!   capability maps, as data. [`ids`]: the draft `NodeID` ↔ `node_id` string scheme.
 //!   [`version`]: `Version` negotiation. [`docs`]: `docs/translation.md` rendered from the tables.
@@ -14,6 +17,8 @@
 //! The v1 ↔ hub conversion is the identity, so the `v1` spoke is just encode/decode.
 
 pub mod capabilities;
+#[cfg(test)]
+mod codegen;
 pub mod docs;
 pub mod errors;
 #[cfg(test)]
@@ -155,18 +160,81 @@ pub(crate) fn i64_to_u64(v: i64, field: &str) -> Result<u64, Status> {
     })
 }
 
-/// Conversions of `VolumeCapability`, identical in shape in every pre-v1 dialect.
+/// v0.2 made `CapacityRange` int64: `(required_bytes, limit_bytes)` of a v0.1 or draft range,
+/// OUT_OF_RANGE over `i64::MAX`.
+pub(crate) fn range_to_i64(required: u64, limit: u64) -> Result<(i64, i64), Status> {
+    Ok((
+        u64_to_i64(required, "capacity_range.required_bytes")?,
+        u64_to_i64(limit, "capacity_range.limit_bytes")?,
+    ))
+}
+
+/// The reverse of [`range_to_i64`]: a negative bound is OUT_OF_RANGE.
+pub(crate) fn range_to_u64(required: i64, limit: i64) -> Result<(u64, u64), Status> {
+    Ok((
+        i64_to_u64(required, "capacity_range.required_bytes")?,
+        i64_to_u64(limit, "capacity_range.limit_bytes")?,
+    ))
+}
+
+/// `ListVolumes.max_entries` became int32 in v0.2: a v0.1 or draft uint32 over `i32::MAX` is
+/// OUT_OF_RANGE.
+pub(crate) fn max_entries_to_i32(v: u32) -> Result<i32, Status> {
+    i32::try_from(v)
+        .map_err(|_| Status::out_of_range(format!("max_entries = {v} does not fit int32")))
+}
+
+/// The reverse of [`max_entries_to_i32`]: a negative value is invalid in v1.
+pub(crate) fn max_entries_to_u32(v: i32) -> Result<u32, Status> {
+    u32::try_from(v).map_err(|_| Status::invalid_argument(format!("max_entries = {v} is negative")))
+}
+
+/// v1.0 added `parameters` and v1.9 `mutable_parameters` to ValidateVolumeCapabilities: a v0.x
+/// plugin cannot confirm them.
+pub(crate) fn refuse_validate_parameters(
+    r: &crate::hub::v1::ValidateVolumeCapabilitiesRequest,
+    dialect: Dialect,
+) -> Result<(), Status> {
+    if !r.parameters.is_empty() {
+        return Err(unsupported_field("parameters", dialect));
+    }
+    if !r.mutable_parameters.is_empty() {
+        return Err(unsupported_field("mutable_parameters", dialect));
+    }
+    Ok(())
+}
+
+/// A CreateVolume a v0.1 or draft plugin cannot honour: a content source or topology (v0.3),
+/// `mutable_parameters` (v1.9).
+pub(crate) fn refuse_create_after_v0_1(
+    r: &crate::hub::v1::CreateVolumeRequest,
+    dialect: Dialect,
+) -> Result<(), Status> {
+    if r.volume_content_source.is_some() {
+        return Err(unsupported_field("volume_content_source", dialect));
+    }
+    if r.accessibility_requirements.is_some() {
+        return Err(unsupported_field("accessibility_requirements", dialect));
+    }
+    if !r.mutable_parameters.is_empty() {
+        return Err(unsupported_field("mutable_parameters", dialect));
+    }
+    Ok(())
+}
+
+/// Conversions of `VolumeCapability`, identical in shape in every pre-v1 dialect (the spokes'
+/// `overrides.rs` instantiate it; `generated.rs` calls it for every capability field).
 /// v1 added `MountVolume.volume_mount_group` (v1.5) and the access modes
 /// SINGLE_NODE_SINGLE_WRITER / SINGLE_NODE_MULTI_WRITER (v1.5): an older upstream cannot honour
 /// them, so they are refused with INVALID_ARGUMENT naming the field.
 macro_rules! volume_capability_conversions {
     ($p:ident, $dialect:expr) => {
-        pub(crate) fn cap_to_hub(
+        pub(crate) fn volume_capability_to_hub(
             c: crate::dialect::proto::$p::VolumeCapability,
-        ) -> crate::hub::v1::VolumeCapability {
+        ) -> Result<crate::hub::v1::VolumeCapability, tonic::Status> {
             use crate::dialect::proto::$p::volume_capability as d;
             use crate::hub::v1::volume_capability as h;
-            crate::hub::v1::VolumeCapability {
+            Ok(crate::hub::v1::VolumeCapability {
                 access_type: c.access_type.map(|t| match t {
                     d::AccessType::Block(_) => h::AccessType::Block(h::BlockVolume {}),
                     d::AccessType::Mount(m) => h::AccessType::Mount(h::MountVolume {
@@ -176,10 +244,10 @@ macro_rules! volume_capability_conversions {
                     }),
                 }),
                 access_mode: c.access_mode.map(|m| h::AccessMode { mode: m.mode }),
-            }
+            })
         }
 
-        pub(crate) fn cap_from_hub(
+        pub(crate) fn volume_capability_from_hub(
             c: crate::hub::v1::VolumeCapability,
         ) -> Result<crate::dialect::proto::$p::VolumeCapability, tonic::Status> {
             use crate::dialect::proto::$p::volume_capability as d;
@@ -218,12 +286,6 @@ macro_rules! volume_capability_conversions {
                 access_type,
                 access_mode,
             })
-        }
-
-        pub(crate) fn caps_from_hub(
-            caps: Vec<crate::hub::v1::VolumeCapability>,
-        ) -> Result<Vec<crate::dialect::proto::$p::VolumeCapability>, tonic::Status> {
-            caps.into_iter().map(cap_from_hub).collect()
         }
     };
 }

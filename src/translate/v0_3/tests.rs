@@ -1,8 +1,14 @@
 //! v0.3 field checks (called by the round trips in `translate::tests`) and v0.3-only cases.
 
-use super::*;
-use crate::translate::fixtures::{self, m};
+use prost::Message;
 use tonic::Code;
+
+use super::generated::{snapshot_from_hub, snapshot_to_hub};
+use super::{front_reply, front_request, node_get_id_reply};
+use crate::dialect::proto::v0_3 as d;
+use crate::hub::{v1, Method, Request as Req, Response as Resp};
+use crate::translate::fixtures::{self, m};
+use crate::translate::FrontCall;
 
 fn mount(c: &Option<d::VolumeCapability>) -> (String, Vec<String>, i32) {
     let c = c.clone().unwrap();
@@ -321,7 +327,7 @@ fn snapshot_time_and_status() {
             details: "x".into(),
         }),
     };
-    let h = snapshot_to_hub(s);
+    let h = snapshot_to_hub(s).unwrap();
     assert_eq!(
         h.creation_time,
         Some(prost_types::Timestamp {
@@ -339,7 +345,7 @@ fn snapshot_time_and_status() {
         ..Default::default()
     };
     assert_eq!(snapshot_from_hub(far).unwrap_err().code(), Code::OutOfRange);
-    let none = snapshot_to_hub(d::Snapshot::default());
+    let none = snapshot_to_hub(d::Snapshot::default()).unwrap();
     assert_eq!((none.creation_time, none.ready_to_use), (None, false));
 }
 

@@ -1,8 +1,14 @@
 //! v0.1 field checks (called by the round trips in `translate::tests`) and v0.1-only cases.
 
-use super::*;
-use crate::translate::fixtures::{self, m};
+use prost::Message;
 use tonic::Code;
+
+use super::{front_reply, front_request, upstream_request};
+use crate::dialect::proto::v0_1 as d;
+use crate::hub::{v1, Method, Request as Req, Response as Resp};
+use crate::translate::fixtures::{self, m};
+use crate::translate::version::Version;
+use crate::translate::FrontCall;
 
 const V: Option<d::Version> = Some(d::Version {
     major: 0,

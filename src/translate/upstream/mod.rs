@@ -304,5 +304,4 @@ async fn call_draft(
 }
 
 #[cfg(test)]
-#[path = "upstream_tests.rs"]
 mod tests;

@@ -772,5 +772,4 @@ pub fn empty_reply(method: Method) -> Option<Resp> {
 }
 
 #[cfg(test)]
-#[path = "errors_tests.rs"]
 mod tests;

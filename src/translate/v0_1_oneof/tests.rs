@@ -1,8 +1,18 @@
 //! Draft field checks (called by the round trips in `translate::tests`) and draft-only cases.
 
-use super::*;
+use std::collections::HashMap;
+
+use prost::Message;
+use tonic::{Code, Status};
+
+use super::{error_reply, front_reply, front_request, upstream_reply, upstream_request};
+use crate::dialect::proto::v0_1_oneof as d;
+use crate::hub::{v1, Method, Request as Req, Response as Resp};
+use crate::translate::errors::{self, DraftRpc};
 use crate::translate::fixtures::{self, m};
-use tonic::Code;
+use crate::translate::ids;
+use crate::translate::version::Version;
+use crate::translate::FrontCall;
 
 const V: Option<d::Version> = Some(d::Version {
     major: 0,
