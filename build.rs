@@ -4,7 +4,9 @@
 //! - `<dialect>.fds`: its encoded `FileDescriptorSet` (for reflection, JSON and redaction);
 //! - `table.rs`: the gRPC method table (path → service, method, types) the router is built on,
 //!   and `reencode`, a decode/encode dispatch by full message name used by the wire tests;
-//! - for v1 only, `hub.rs`: the hub model's `Method`, `Request` and `Response` enums.
+//! - for v1 only, `hub.rs`: the hub model's `Method`, `Request` and `Response` enums;
+//! - `identical.rs` (from v0.3 and v1 together, `build/identical.rs`): which RPCs are
+//!   wire-compatible between the two, for the wire-identical fast path.
 //!
 //! `proto-etcd/` (a subset of etcd's v3 KV API) is compiled the same way into `etcd/`, client
 //! only, for the etcd state store.
@@ -13,6 +15,10 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use heck::{ToSnakeCase, ToUpperCamelCase};
+
+/// The wire-identical fast path's schema verdicts (`identical.rs` in `OUT_DIR`).
+#[path = "build/identical.rs"]
+mod identical;
 use prost_types::{DescriptorProto, FileDescriptorSet};
 
 /// (module name, proto file, include dir)
@@ -25,6 +31,7 @@ const DIALECTS: &[(&str, &str, &str)] = &[
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
+    let mut sets = std::collections::HashMap::new();
     for (module, file, include) in DIALECTS {
         println!("cargo:rerun-if-changed={file}");
         let mut compiler = protox::Compiler::new([include])?;
@@ -45,6 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if *module == "v1" {
             std::fs::write(out.join("hub.rs"), render_hub(&fds))?;
         }
+        sets.insert(*module, fds.clone());
         tonic_prost_build::configure()
             .out_dir(&dir)
             .build_client(true)
@@ -52,6 +60,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .generate_default_stubs(true)
             .compile_fds(fds)?;
     }
+    std::fs::write(
+        out.join("identical.rs"),
+        identical::render(&sets["v0_3"], &sets["v1"]),
+    )?;
     compile_etcd(&out)?;
     Ok(())
 }

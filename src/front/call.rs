@@ -111,9 +111,18 @@ async fn serve(
     let conn = private
         .filter(|c| !c.is_closed())
         .unwrap_or_else(|| live.conn.clone());
-    if route.relays_to(live.detected.dialect) {
+    // Same dialect: relayed as it is. Wire-identical messages of another dialect
+    // (`super::identical`): relayed the same way, on the upstream's path, and counted and
+    // logged as the translated call they stand for.
+    let upstream_dialect = live.detected.dialect;
+    let rewrite = match route.relays_to(upstream_dialect) {
+        true => None,
+        false => route.identical_path(upstream_dialect),
+    };
+    if rewrite.is_some() || route.relays_to(upstream_dialect) {
         let began = Instant::now();
-        match relay(&conn, request, respond, observe::bodies_enabled()).await {
+        report.translated = rewrite.is_some();
+        match relay(&conn, request, respond, observe::bodies_enabled(), rewrite).await {
             Ok(relayed) => {
                 report.upstream = Some(began.elapsed());
                 report.code = relayed.code;
@@ -121,6 +130,10 @@ async fn serve(
                 report.response = relayed.reply;
                 if let Some(s) = relayed.broken {
                     report.fail(Origin::Gateway, &s);
+                } else if rewrite.is_some() && relayed.code != Code::Ok {
+                    // The plugin's status, as its translation reports it.
+                    let s = Status::new(relayed.code, relayed.message.unwrap_or_default());
+                    report.fail(upstream_origin(&s), &s);
                 }
             }
             Err(s) => {

@@ -184,6 +184,7 @@ mod tests {
             method: Dialect::V1.method(path).unwrap(),
             v0_2: false,
             decode: true,
+            identical: None,
         }
     }
 

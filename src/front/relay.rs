@@ -20,6 +20,8 @@ use super::call::unless_reset;
 pub struct Relayed {
     /// The upstream's final status code.
     pub code: Code,
+    /// The upstream's error message, when it failed and sent one.
+    pub message: Option<String>,
     /// The request's first message (gRPC frame header removed), if it arrived whole.
     pub request: Option<Bytes>,
     /// The reply's first message, when `keep_reply` asked for it.
@@ -28,18 +30,23 @@ pub struct Relayed {
     pub broken: Option<Status>,
 }
 
-/// Relays one call to `upstream`. Errors before the reply headers went out come back as a
-/// status for the caller to send; later ones reset the stream.
+/// Relays one call to `upstream`, on `path` when given (a wire-identical call of another
+/// dialect, `super::identical`), else on the client's own. Errors before the reply headers
+/// went out come back as a status for the caller to send; later ones reset the stream.
 pub async fn relay(
     upstream: &Connection,
     request: Request<RecvStream>,
     respond: &mut SendResponse<Bytes>,
     keep_reply: bool,
+    path: Option<&'static str>,
 ) -> Result<Relayed, Status> {
     let (parts, client_body) = request.into_parts();
     let mut forwarded = Request::new(());
     *forwarded.method_mut() = parts.method;
-    *forwarded.uri_mut() = parts.uri;
+    *forwarded.uri_mut() = match path {
+        Some(path) => http::Uri::from_static(path),
+        None => parts.uri,
+    };
     *forwarded.headers_mut() = end_to_end(parts.headers);
     let end = client_body.is_end_stream();
     let (response, upstream_send) = upstream.open(forwarded, end).await?;
@@ -63,7 +70,7 @@ pub async fn relay(
             .ok_or_else(|| Status::cancelled("the client reset the stream"))?
             .map_err(|e| unreachable_upstream(upstream, &e))?;
         let (parts, upstream_body) = response.into_parts();
-        let headers_status = status::from_headers(&parts.headers).map(|s| s.code());
+        let headers_status = status::from_headers(&parts.headers);
         let mut reply = Response::new(());
         *reply.status_mut() = parts.status;
         *reply.headers_mut() = end_to_end(parts.headers);
@@ -73,7 +80,8 @@ pub async fn relay(
             .map_err(|e| h2_status(&e, "replying"))?;
         if end {
             return Ok::<_, Status>(Pumped {
-                code: headers_status,
+                code: headers_status.as_ref().map(|s| s.code()),
+                status: headers_status,
                 ..Pumped::default()
             });
         }
@@ -89,8 +97,14 @@ pub async fn relay(
     };
     let (sent, received) = tokio::join!(upload, download);
     let received = received?;
+    let message = received
+        .status
+        .as_ref()
+        .filter(|s| s.code() != Code::Ok && !s.message().is_empty())
+        .map(|s| s.message().to_string());
     Ok(Relayed {
         code: received.code.unwrap_or(Code::Unknown),
+        message,
         request: sent.first.and_then(message_of),
         reply: received.first.and_then(message_of),
         broken: received.failure,
@@ -101,6 +115,8 @@ pub async fn relay(
 struct Pumped {
     first: Option<Bytes>,
     code: Option<Code>,
+    /// The final status, code and message, as the upstream sent it.
+    status: Option<Status>,
     /// The sending side broke off; `to` got nothing after the last whole piece of data.
     broken: Option<h2::Error>,
     /// What the client was told about it (replies only).
@@ -151,7 +167,8 @@ async fn pump(mut from: RecvStream, to: &mut SendStream<Bytes>, keep_first: bool
     }
     match from.trailers().await {
         Ok(Some(trailers)) => {
-            seen.code = status::from_headers(&trailers).map(|s| s.code());
+            seen.status = status::from_headers(&trailers);
+            seen.code = seen.status.as_ref().map(|s| s.code());
             let _ = to.send_trailers(trailers);
         }
         Ok(None) => {

@@ -48,7 +48,12 @@ pub fn header_list_too_large(limit: u32) -> Status {
 /// DEADLINE_EXCEEDED or CANCELLED: the gateway's failure to carry the call. Any other code is
 /// the upstream's answer.
 pub fn upstream_origin(status: &Status) -> Origin {
-    match status.code() {
+    upstream_code_origin(status.code())
+}
+
+/// [`upstream_origin`] of a status with this code.
+pub fn upstream_code_origin(code: Code) -> Origin {
+    match code {
         Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => Origin::Gateway,
         _ => Origin::Upstream,
     }
@@ -68,6 +73,7 @@ mod tests {
             method,
             v0_2: false,
             decode: false,
+            identical: None,
         })
     }
 

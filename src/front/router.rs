@@ -17,6 +17,9 @@ pub struct Route {
     /// The gateway reads this method's messages (protection or validation is configured for
     /// it, `[calls]`), so it is never relayed undecoded.
     pub decode: bool,
+    /// The upstream dialect whose messages for this method are wire-identical to the front's,
+    /// and its path there ([`super::identical`]).
+    pub identical: Option<(Dialect, &'static str)>,
 }
 
 impl Route {
@@ -31,6 +34,17 @@ impl Route {
     /// and no protection or validation needs them.
     pub fn relays_to(&self, upstream: Dialect) -> bool {
         self.passes_to(upstream) && !self.decode
+    }
+
+    /// The path an `upstream` plugin serves this call on when its messages are wire-identical
+    /// between the two dialects ([`super::identical`]): the call is then relayed like a
+    /// same-dialect one, its `:path` rewritten. `None` when it must be translated, or is read
+    /// by the gateway.
+    pub fn identical_path(&self, upstream: Dialect) -> Option<&'static str> {
+        match self.identical {
+            Some((d, path)) if d == upstream && !self.decode => Some(path),
+            _ => None,
+        }
     }
 }
 
@@ -52,6 +66,7 @@ impl Router {
                     method,
                     v0_2: false,
                     decode: false,
+                    identical: super::identical::upstream_path(dialect, method.path),
                 };
                 if let Some(other) = routes.insert(method.path, route) {
                     if other.dialect != dialect {
@@ -67,6 +82,10 @@ impl Router {
     pub fn serving_v0_2(mut self, v0_2: bool) -> Router {
         for r in self.routes.values_mut() {
             r.v0_2 = v0_2 && r.dialect == Dialect::V0_3;
+            // What a v0.2 client gets filtered or refused is the gateway's answer.
+            if r.v0_2 && crate::translate::front::v0_2_translates(r.method.method) {
+                r.identical = None;
+            }
         }
         self
     }
@@ -135,6 +154,40 @@ mod tests {
             .route("/csi.v1.Controller/ControllerGetCapabilities")
             .unwrap();
         assert!(!v1.v0_2 && v1.relays_to(Dialect::V1));
+    }
+
+    #[test]
+    fn wire_identical_routes_name_their_upstream_path() {
+        let r = Router::new(&[Dialect::V1, Dialect::V0_3, Dialect::V0_1])
+            .unwrap()
+            .serving_v0_2(false);
+        let probe = r.route("/csi.v0.Identity/Probe").unwrap();
+        assert_eq!(
+            probe.identical_path(Dialect::V1),
+            Some("/csi.v1.Identity/Probe")
+        );
+        assert_eq!(
+            probe.identical_path(Dialect::V0_3),
+            None,
+            "same dialect: relayed"
+        );
+        assert_eq!(probe.identical_path(Dialect::V0_1), None);
+        let caps = r.route("/csi.v0.Node/NodeGetCapabilities").unwrap();
+        assert_eq!(caps.identical_path(Dialect::V1), None);
+        let legacy = r.route("/csi.Identity/GetPluginInfo").unwrap();
+        assert_eq!(legacy.identical_path(Dialect::V1), None);
+        // A v0.2 client's NodeGetInfo is refused by the gateway, never relayed.
+        let info = "/csi.v0.Node/NodeGetInfo";
+        assert!(r.route(info).unwrap().identical_path(Dialect::V1).is_some());
+        let v0_2 = Router::new(&[Dialect::V1, Dialect::V0_3])
+            .unwrap()
+            .serving_v0_2(true);
+        assert_eq!(v0_2.route(info).unwrap().identical_path(Dialect::V1), None);
+        assert!(v0_2
+            .route("/csi.v0.Identity/Probe")
+            .unwrap()
+            .identical_path(Dialect::V1)
+            .is_some());
     }
 
     #[test]

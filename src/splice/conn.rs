@@ -5,7 +5,9 @@
 //! WINDOW_UPDATE, RST_STREAM, PRIORITY) and the connection's WINDOW_UPDATEs, so that flow
 //! control runs end to end as if directly connected. Stream ids are the client's own. Request
 //! header blocks are re-encoded once needed (see `headers`), which frees the splice to answer
-//! some streams itself: those whose method needs translation, or that the gateway refuses. For
+//! some streams itself: those whose method needs translation, or that the gateway refuses. A
+//! call of another dialect whose messages are wire-identical (`front::identical`) is relayed
+//! like a same-dialect one, its request block re-encoded with the upstream's `:path`. For
 //! those it is the server: it returns the client's flow-control credit for what it consumed,
 //! and sends its replies within the client's windows. Its replies take connection-level window
 //! the upstream does not know was used, so the splice owes that much: it keeps it back from
@@ -900,7 +902,9 @@ impl<C: Io, U: Io> Splice<C, U> {
             // Trailers from the client end its half of the stream.
             stream.request_done = true;
             match stream.side {
-                Side::Relayed => self.forward_request_block(id, end_stream, frames, request),
+                Side::Relayed => {
+                    self.forward_request_block(id, end_stream, bytes, frames, request, true)
+                }
                 Side::Local(_) => {
                     self.reencode = true;
                     self.start_local(id);
@@ -925,12 +929,22 @@ impl<C: Io, U: Io> Splice<C, U> {
         let route = self.shared.router.route(&path);
         let too_large = request.size > self.limits.max_header_list_size as usize;
         let denied = self.denied(&path, route);
+        // Same dialect: relayed as it is. Wire-identical messages of another dialect
+        // (`front::identical`): relayed the same way with the upstream's `:path`.
+        let upstream_dialect = self.live.detected.dialect;
+        let same = route.is_some_and(|r| r.relays_to(upstream_dialect));
+        let rewrite = match same {
+            true => None,
+            false => route.and_then(|r| r.identical_path(upstream_dialect)),
+        };
         let relayed = !self.upstream_gone
             && !self.upstream_draining
             && !too_large
             && denied.is_none()
-            && route.is_some_and(|r| r.relays_to(self.live.detected.dialect))
-            && self.localize(&mut request, keep);
+            && match rewrite {
+                None => same && self.localize(&mut request, keep),
+                Some(to) => self.rewrite_path(&mut request, keep, path.len(), to),
+            };
         if self.streams.len() >= self.limits.max_concurrent_streams as usize
             || (!relayed && self.local_streams() >= MAX_LOCAL_CALLS)
         {
@@ -968,6 +982,8 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         let mut report = Report::new(path);
         report.route = route;
+        // Counted and logged as the translated call it stands for.
+        report.translated = relayed && rewrite.is_some();
         report.service = service.is_some();
         report.upstream_dialect = Some(self.live.detected.dialect);
         report.driver = Some(self.live.driver_name.clone());
@@ -987,7 +1003,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         };
         let starts_local = end_stream && matches!(side, Side::Local(_));
         if relayed {
-            self.forward_request_block(id, end_stream, frames, request);
+            self.forward_request_block(id, end_stream, bytes, frames, request, false);
         } else {
             // The upstream never sees this block: from now on, its decoding context no longer
             // follows the client's, and forwarded blocks are re-encoded.
@@ -1038,19 +1054,68 @@ impl<C: Io, U: Io> Splice<C, U> {
         kept
     }
 
+    /// Gives a wire-identical call's request the upstream's `:path`. While the upstream's
+    /// decoding context follows the client's, in place ([`headers::rewrite_path`]: the two
+    /// paths are as long, and every such path is rewritten the same way on this connection);
+    /// else with the local `:authority`, re-encoding the connection's request blocks from now
+    /// on. False when the block can be neither (its fields were not kept): the splice answers
+    /// that stream itself, translated, on the gateway's own upstream connection.
+    fn rewrite_path(
+        &mut self,
+        request: &mut headers::Request,
+        kept: bool,
+        from_len: usize,
+        path: &'static str,
+    ) -> bool {
+        if !self.reencode && request.local_authority && request.paths == 1 && from_len == path.len()
+        {
+            if let Some(span) = request.path_span {
+                request.rewrite = Some((span, path));
+                return true;
+            }
+        }
+        self.reencode = true;
+        if !kept {
+            return false;
+        }
+        if !request.local_authority {
+            headers::localize_authority(&mut request.fields);
+        }
+        headers::set_path(&mut request.fields, path);
+        true
+    }
+
     /// Passes a request block to the upstream: its frames as they came while the upstream's
     /// decoding context still follows the client's, re-encoded once it does not.
     fn forward_request_block(
         &mut self,
         id: u32,
         end_stream: bool,
+        block: &[u8],
         frames: &[u8],
         request: headers::Request,
+        trailers: bool,
     ) {
         if !self.reencode {
             // The client's encoder signals its own table's changes to the upstream.
             self.upstream_expects_update = None;
-            return self.to_upstream.extend_from_slice(frames);
+            let rewritten = request
+                .rewrite
+                .and_then(|(span, path)| headers::rewrite_path(block, span, path));
+            // Several `:path` fields, or one in trailers (both malformed), may leave an entry
+            // in the upstream's table that no in-place rewrite made: no later block may refer
+            // to the upstream's table then.
+            self.reencode = request.paths > 1 || (trailers && request.paths > 0);
+            return match rewritten {
+                Some(block) => frame::put_headers(
+                    &mut self.to_upstream,
+                    id,
+                    &block,
+                    end_stream,
+                    self.upstream_max_frame,
+                ),
+                None => self.to_upstream.extend_from_slice(frames),
+            };
         }
         let block = headers::encode(request.fields, self.upstream_expects_update.take());
         frame::put_headers(
@@ -1571,7 +1636,11 @@ impl<C: Io, U: Io> Splice<C, U> {
             stream.reply_started = true;
             if let (Some(code), Some(report)) = (reply.code, stream.report.as_mut()) {
                 report.code = code;
-                if code != Code::Ok {
+                if code != Code::Ok && report.translated {
+                    // A wire-identical call's failure, as its translation reports it.
+                    report.message = Some(reply.message.unwrap_or_default());
+                    report.origin = Some(crate::front::reply::upstream_code_origin(code));
+                } else if code != Code::Ok {
                     report.message = reply.message;
                 }
             }

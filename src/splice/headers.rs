@@ -52,6 +52,25 @@ pub enum Indexing {
     Never,
 }
 
+/// Where a field's representation lies in its block, and which it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
+    pub rep: Rep,
+}
+
+/// A field's representation (RFC 7541 §6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rep {
+    /// An entry of the static or dynamic table.
+    Indexed,
+    /// A literal the decoder adds to its dynamic table.
+    Incremental,
+    /// A literal the decoder does not add (without indexing, or never indexed).
+    Literal(Indexing),
+}
+
 /// RFC 7541 §4.2: a block may open with two size updates (the smallest size set since the
 /// last block, then the final one), and with none after its first field.
 const MAX_LEADING_SIZE_UPDATES: usize = 2;
@@ -92,21 +111,44 @@ impl Decoder {
     /// Walks `block`, updating the table, and lends each field to `field`.
     pub fn decode(
         &mut self,
-        mut block: &[u8],
+        block: &[u8],
         mut field: impl FnMut(&[u8], &[u8], Indexing),
     ) -> Result<(), CompressionError> {
+        self.decode_spans(block, |name, value, indexing, _| {
+            field(name, value, indexing)
+        })
+    }
+
+    /// [`Decoder::decode`], telling also where in `block` each field's representation lies.
+    pub fn decode_spans(
+        &mut self,
+        mut block: &[u8],
+        mut field: impl FnMut(&[u8], &[u8], Indexing, Span),
+    ) -> Result<(), CompressionError> {
+        let len = block.len();
         let mut updates = 0;
         let mut fields = false;
         while let Some(&octet) = block.first() {
+            let start = len - block.len();
             if octet & 0x80 != 0 {
                 let index = hpack::integer(&mut block, 7)?;
                 let (name, value) = self.entry(index)?;
-                field(name, value, Indexing::Allowed);
+                let span = Span {
+                    start,
+                    end: len - block.len(),
+                    rep: Rep::Indexed,
+                };
+                field(name, value, Indexing::Allowed, span);
             } else if octet & 0x40 != 0 {
                 let index = hpack::integer(&mut block, 6)?;
                 let name = self.name(index, &mut block)?;
                 let value = hpack::string(&mut block)?;
-                field(&name, &value, Indexing::Allowed);
+                let span = Span {
+                    start,
+                    end: len - block.len(),
+                    rep: Rep::Incremental,
+                };
+                field(&name, &value, Indexing::Allowed, span);
                 self.table.insert(&name, &value);
             } else if octet & 0x20 != 0 {
                 let size = hpack::integer(&mut block, 5)?;
@@ -136,7 +178,12 @@ impl Decoder {
                 } else {
                     Indexing::Allowed
                 };
-                field(&name, &value, indexing);
+                let span = Span {
+                    start,
+                    end: len - block.len(),
+                    rep: Rep::Literal(indexing),
+                };
+                field(&name, &value, indexing, span);
             }
             fields = true;
         }
@@ -197,6 +244,11 @@ pub struct Request {
     /// The `:authority` is [`LOCAL_AUTHORITY`]; anything else (the socket path a gRPC client
     /// sends on a UNIX socket, or none) is replaced before the block goes upstream.
     pub local_authority: bool,
+    /// Where the `:path` field was in the block, and how many the block had.
+    pub path_span: Option<Span>,
+    pub paths: usize,
+    /// The `:path` the upstream gets instead, in place ([`rewrite_path`]).
+    pub rewrite: Option<(Span, &'static str)>,
 }
 
 /// The `:authority` of every request the gateway sends on a UNIX socket: the authority names
@@ -210,9 +262,13 @@ pub fn request(
     keep: bool,
 ) -> Result<Request, CompressionError> {
     let mut seen = Request::default();
-    decoder.decode(block, |name, value, indexing| {
+    decoder.decode_spans(block, |name, value, indexing, span| {
         match name {
-            b":path" => seen.path = Some(String::from_utf8_lossy(value).into_owned()),
+            b":path" => {
+                seen.path = Some(String::from_utf8_lossy(value).into_owned());
+                seen.path_span = Some(span);
+                seen.paths += 1;
+            }
             b":authority" => seen.local_authority = value == LOCAL_AUTHORITY.as_bytes(),
             b"grpc-timeout" => seen.timeout = grpc::parse_timeout(value),
             _ => {}
@@ -231,6 +287,37 @@ pub fn localize_authority(fields: &mut Vec<Field>) {
     let field = (b":authority".to_vec(), LOCAL_AUTHORITY.as_bytes().to_vec());
     // Pseudo-header fields come first (RFC 9113 §8.3), in any order among themselves.
     fields.insert(0, (field.0, field.1, Indexing::Allowed));
+}
+
+/// `block` with its `:path` field (at `span`) replaced by `path`, represented the same way, for
+/// an upstream whose dynamic table follows the client's: a literal stays a literal (one the
+/// upstream adds to its table if the client's decoder added the original), and since `path` is
+/// as long as the value it replaces, both tables keep entries of the same sizes at the same
+/// places. `None` when the field is indexed: it names an entry that such a rewrite added, which
+/// holds the upstream's path already in the upstream's table, so the block goes as it is.
+/// Only for paths that are always rewritten the same way on the connection.
+pub fn rewrite_path(block: &[u8], span: Span, path: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(block.len() + path.len());
+    out.extend_from_slice(&block[..span.start]);
+    // Static table index 4 is `:path`.
+    match span.rep {
+        Rep::Indexed => return None,
+        Rep::Incremental => hpack::put_integer(&mut out, 0x40, 6, 4),
+        Rep::Literal(Indexing::Allowed) => hpack::put_integer(&mut out, 0x00, 4, 4),
+        Rep::Literal(Indexing::Never) => hpack::put_integer(&mut out, 0x10, 4, 4),
+    }
+    hpack::put_string(&mut out, path.as_bytes(), false);
+    out.extend_from_slice(&block[span.end..]);
+    Some(out)
+}
+
+/// Gives a request's fields this `:path` (a wire-identical call, relayed on the upstream's).
+pub fn set_path(fields: &mut [Field], path: &str) {
+    for (name, value, _) in fields.iter_mut() {
+        if name.as_slice() == b":path" {
+            *value = path.as_bytes().to_vec();
+        }
+    }
 }
 
 /// Re-encodes decoded fields as a block that needs no dynamic table, opened with the size
@@ -591,5 +678,57 @@ mod tests {
             d.decode(&[0x00, 0x81, 0xff, 0x00], |_, _, _| {}).is_err(),
             "bad Huffman code"
         );
+    }
+
+    /// A client's blocks with their `:path` rewritten in place, read by an upstream decoder
+    /// that saw only the rewritten blocks: every field as the client's, the path the
+    /// upstream's — literals, Huffman-coded or not, and the indexed references to the entries
+    /// the literals added, with another entry added in between.
+    #[test]
+    fn a_path_rewritten_in_place_keeps_both_tables_alike() {
+        let (from, to) = ("/csi.v0.Identity/Probe", "/csi.v1.Identity/Probe");
+        let mut block1 = vec![0x83]; // :method POST
+        hpack::put_integer(&mut block1, 0x40, 6, 4); // :path, incremental
+        hpack::put_string(&mut block1, from.as_bytes(), false);
+        block1.push(0x40); // a new name, incremental
+        hpack::put_string(&mut block1, b"x-a", false);
+        hpack::put_string(&mut block1, b"1", true);
+        // Entry 62 is x-a, 63 the path.
+        let block2 = vec![0x83, 0x80 | 63, 0x80 | 62];
+        let mut block3 = vec![0x83];
+        hpack::put_integer(&mut block3, 0x10, 4, 4); // :path, never indexed, Huffman-coded
+        hpack::put_string(&mut block3, from.as_bytes(), true);
+        block3.push(0x80 | 62); // x-a
+        let mut block4 = vec![0x83];
+        hpack::put_integer(&mut block4, 0x40, 6, 63); // :path by the entry's name, incremental
+        hpack::put_string(&mut block4, from.as_bytes(), true);
+        // Entry 62 is now that path, 63 x-a, 64 the first path.
+        let block5 = vec![0x80 | 62, 0x80 | 63, 0x83];
+        let block6 = vec![0x80 | 64];
+        let (mut client, mut upstream) = (Decoder::default(), Decoder::default());
+        let blocks = [block1, block2, block3, block4, block5, block6];
+        for (i, block) in blocks.iter().enumerate() {
+            let seen = request(&mut client, block, true).unwrap();
+            assert_eq!(seen.path.as_deref(), Some(from), "block {i}");
+            assert_eq!(seen.paths, 1);
+            let span = seen.path_span.unwrap();
+            let sent = rewrite_path(block, span, to).unwrap_or_else(|| block.clone());
+            let got = request(&mut upstream, &sent, true).unwrap();
+            let expected: Vec<_> = seen
+                .fields
+                .iter()
+                .map(|(n, v, _)| match n.as_slice() {
+                    b":path" => (n.clone(), to.as_bytes().to_vec()),
+                    _ => (n.clone(), v.clone()),
+                })
+                .collect();
+            let fields: Vec<_> = got
+                .fields
+                .iter()
+                .map(|(n, v, _)| (n.clone(), v.clone()))
+                .collect();
+            assert_eq!(fields, expected, "block {i}");
+            assert_eq!(client.table_max(), upstream.table_max());
+        }
     }
 }

@@ -1,0 +1,327 @@
+use std::collections::HashMap;
+
+use prost::Message;
+use tonic::{Code, Status};
+
+use super::*;
+use crate::dialect::proto::{v0_3, v1};
+use crate::hub::Response as Resp;
+use crate::translate::{self, FrontCall};
+
+fn schema(front: Dialect, upstream: Dialect, method: &str) -> &'static Schema {
+    SCHEMA
+        .iter()
+        .find(|s| s.front == front && s.upstream == upstream && s.method == method)
+        .unwrap_or_else(|| panic!("{method} {front} -> {upstream} is in the schema table"))
+}
+
+fn eligible_for(front: Dialect, upstream: Dialect, method: &str) -> bool {
+    eligible()
+        .iter()
+        .any(|s| s.front == front && s.upstream == upstream && s.method == method)
+}
+
+#[test]
+fn probe_and_plugin_info_pass_from_v0_3_to_v1() {
+    for method in ["Probe", "GetPluginInfo"] {
+        assert!(
+            eligible_for(Dialect::V0_3, Dialect::V1, method),
+            "{method}: {:?}",
+            why_not(schema(Dialect::V0_3, Dialect::V1, method))
+        );
+    }
+    assert_eq!(
+        upstream_path(Dialect::V0_3, "/csi.v0.Identity/Probe"),
+        Some((Dialect::V1, "/csi.v1.Identity/Probe"))
+    );
+    assert_eq!(
+        upstream_path(Dialect::V1, "/csi.v1.Identity/Probe"),
+        Some((Dialect::V0_3, "/csi.v0.Identity/Probe"))
+    );
+}
+
+#[test]
+fn capability_replies_from_v1_are_not_wire_identical_for_v0_3() {
+    for method in [
+        "NodeGetCapabilities",
+        "ControllerGetCapabilities",
+        "GetPluginCapabilities",
+    ] {
+        let s = schema(Dialect::V0_3, Dialect::V1, method);
+        // The descriptors alone refuse it: v1 has enum values v0.3 lacks (and v0.3 numbered
+        // the Controller and Plugin replies' `capabilities` 2, v1 1).
+        let why = s
+            .why_not
+            .unwrap_or_else(|| panic!("{method}: the schema let it through"));
+        assert!(why.starts_with("reply:"), "{method}: {why}");
+        if method == "NodeGetCapabilities" {
+            assert!(why.contains("has no value in"), "{method}: {why}");
+        }
+        assert!(!eligible_for(Dialect::V0_3, Dialect::V1, method));
+        // The other way the enums fit, but the capability maps still filter.
+        let back = why_not(schema(Dialect::V1, Dialect::V0_3, method));
+        assert!(back.iter().any(|w| w.contains("capabilities")), "{back:?}");
+    }
+}
+
+#[test]
+fn validate_volume_capabilities_is_translated_both_ways() {
+    for (front, upstream) in [(Dialect::V0_3, Dialect::V1), (Dialect::V1, Dialect::V0_3)] {
+        let s = schema(front, upstream, "ValidateVolumeCapabilities");
+        assert!(
+            s.why_not.is_some(),
+            "supported (bool 1) vs confirmed (message 1)"
+        );
+        assert!(!eligible_for(front, upstream, "ValidateVolumeCapabilities"));
+    }
+}
+
+#[test]
+fn controller_unpublish_from_v1_to_v0_3_keeps_its_codes_row() {
+    let why = why_not(schema(
+        Dialect::V1,
+        Dialect::V0_3,
+        "ControllerUnpublishVolume",
+    ));
+    assert!(why.iter().any(|w| w.contains("CODES")), "{why:?}");
+    assert!(!eligible_for(
+        Dialect::V1,
+        Dialect::V0_3,
+        "ControllerUnpublishVolume"
+    ));
+}
+
+#[test]
+fn snapshot_times_and_secrets_are_caught_by_schema_or_rule() {
+    // created_at int64 vs creation_time Timestamp: a varint is not a message.
+    let s = schema(Dialect::V0_3, Dialect::V1, "ListSnapshots");
+    assert!(s.why_not.is_some_and(|w| w.contains("created_at")), "{s:?}");
+    let why = why_not(schema(Dialect::V0_3, Dialect::V1, "DeleteVolume"));
+    assert!(why.iter().any(|w| w.contains("secrets")), "{why:?}");
+    assert!(why.iter().any(|w| w.contains("REQUIRED")), "{why:?}");
+}
+
+#[test]
+fn only_v0_3_and_v1_ever_pair() {
+    for s in SCHEMA {
+        assert!(
+            matches!(
+                (s.front, s.upstream),
+                (Dialect::V0_3, Dialect::V1) | (Dialect::V1, Dialect::V0_3)
+            ),
+            "{s:?}"
+        );
+    }
+    for d in [Dialect::V0_1, Dialect::V0_1Oneof] {
+        for m in d.methods() {
+            assert_eq!(upstream_path(d, m.path), None, "{}", m.path);
+        }
+    }
+}
+
+#[test]
+fn the_documented_list_is_the_computed_one() {
+    let doc: Vec<(String, String, String, String)> = include_str!("identical.rs")
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! | v"))
+        .map(|row| {
+            let cells: Vec<String> = format!("v{row}")
+                .split('|')
+                .map(|c| c.trim().trim_matches('`').to_string())
+                .filter(|c| !c.is_empty())
+                .collect();
+            (
+                cells[0].clone(),
+                cells[1].clone(),
+                cells[2].clone(),
+                cells[3].clone(),
+            )
+        })
+        .collect();
+    let computed: Vec<(String, String, String, String)> = eligible()
+        .iter()
+        .map(|s| {
+            (
+                s.front.name().to_string(),
+                s.upstream.name().to_string(),
+                s.method.to_string(),
+                s.upstream_path.to_string(),
+            )
+        })
+        .collect();
+    let mut sorted_doc = doc.clone();
+    let mut sorted_computed = computed.clone();
+    sorted_doc.sort();
+    sorted_computed.sort();
+    assert_eq!(
+        sorted_doc, sorted_computed,
+        "update the table in the module doc"
+    );
+}
+
+const CODES_ALL: [Code; 16] = [
+    Code::Cancelled,
+    Code::Unknown,
+    Code::InvalidArgument,
+    Code::DeadlineExceeded,
+    Code::NotFound,
+    Code::AlreadyExists,
+    Code::PermissionDenied,
+    Code::ResourceExhausted,
+    Code::FailedPrecondition,
+    Code::Aborted,
+    Code::OutOfRange,
+    Code::Unimplemented,
+    Code::Internal,
+    Code::Unavailable,
+    Code::DataLoss,
+    Code::Unauthenticated,
+];
+
+/// A plugin's status on an eligible call reaches the client unchanged through the full
+/// translation too: no CODES row applies, and the front encodes it as it is.
+#[test]
+fn an_eligible_calls_status_passes_through_unchanged() {
+    for s in eligible() {
+        let method = Method::ALL
+            .iter()
+            .copied()
+            .find(|m| m.name() == s.method)
+            .unwrap();
+        for code in CODES_ALL {
+            assert!(
+                errors::code_row(method, s.upstream, s.front, code).is_none(),
+                "{s:?} {code:?}"
+            );
+            let status = Status::new(code, format!("plugin says {code:?}"));
+            let recoded = errors::recode(method, s.upstream, s.front, status.clone())
+                .expect_err("stays an error");
+            let encoded = translate::encode_front(s.front, s.front_path, Err(recoded))
+                .expect_err("a status, not a reply");
+            assert_eq!(
+                (encoded.code(), encoded.message()),
+                (code, status.message()),
+                "{s:?}"
+            );
+        }
+    }
+}
+
+fn canonical(dialect: Dialect, name: &str, bytes: &[u8]) -> Vec<u8> {
+    let out = match dialect {
+        Dialect::V1 => v1::reencode(name, bytes),
+        Dialect::V0_3 => v0_3::reencode(name, bytes),
+        other => panic!("{other}"),
+    };
+    out.unwrap_or_else(|| panic!("{name} in {dialect}"))
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// A request for `method` in the front dialect, with every field set where it has any.
+fn sample_request(front: Dialect, method: &str) -> Vec<u8> {
+    match (front, method) {
+        (Dialect::V1, "ListVolumes") => v1::ListVolumesRequest {
+            max_entries: 3,
+            starting_token: "page-2".into(),
+        }
+        .encode_to_vec(),
+        (Dialect::V0_3, "ListVolumes") => v0_3::ListVolumesRequest {
+            max_entries: 3,
+            starting_token: "page-2".into(),
+        }
+        .encode_to_vec(),
+        (_, "Probe" | "GetPluginInfo" | "NodeGetInfo") => Vec::new(),
+        other => panic!("add a sample request for {other:?}"),
+    }
+}
+
+/// A reply to `method` in the upstream dialect, with every field set.
+fn sample_reply(upstream: Dialect, method: &str) -> Vec<u8> {
+    let map = |k: &str, v: &str| HashMap::from([(k.to_string(), v.to_string())]);
+    match (upstream, method) {
+        (Dialect::V1, "Probe") => v1::ProbeResponse { ready: Some(false) }.encode_to_vec(),
+        (Dialect::V0_3, "Probe") => v0_3::ProbeResponse { ready: Some(false) }.encode_to_vec(),
+        (Dialect::V1, "GetPluginInfo") => v1::GetPluginInfoResponse {
+            name: "p.example".into(),
+            vendor_version: "1.2.3".into(),
+            manifest: map("commit", "abc"),
+        }
+        .encode_to_vec(),
+        (Dialect::V0_3, "GetPluginInfo") => v0_3::GetPluginInfoResponse {
+            name: "p.example".into(),
+            vendor_version: "1.2.3".into(),
+            manifest: map("commit", "abc"),
+        }
+        .encode_to_vec(),
+        (Dialect::V1, "NodeGetInfo") => v1::NodeGetInfoResponse {
+            node_id: "node-7".into(),
+            max_volumes_per_node: 9,
+            accessible_topology: Some(v1::Topology {
+                segments: map("zone", "a"),
+            }),
+        }
+        .encode_to_vec(),
+        (Dialect::V0_3, "ListVolumes") => {
+            use v0_3::volume_content_source as s;
+            v0_3::ListVolumesResponse {
+                entries: vec![v0_3::list_volumes_response::Entry {
+                    volume: Some(v0_3::Volume {
+                        capacity_bytes: 1 << 30,
+                        id: "vol-1".into(),
+                        attributes: map("k", "v"),
+                        content_source: Some(v0_3::VolumeContentSource {
+                            r#type: Some(s::Type::Snapshot(s::SnapshotSource {
+                                id: "snap-1".into(),
+                            })),
+                        }),
+                        accessible_topology: vec![v0_3::Topology {
+                            segments: map("zone", "a"),
+                        }],
+                    }),
+                }],
+                next_token: "page-3".into(),
+            }
+            .encode_to_vec()
+        }
+        other => panic!("add a sample reply for {other:?}"),
+    }
+}
+
+/// The exact translation of an eligible call's bytes is the identity (up to encoding): the
+/// request the upstream would get from the translation is the front's request read as the
+/// upstream's type, on the upstream path; the reply the client would get is the plugin's
+/// read as the front's type.
+#[test]
+fn the_translation_of_an_eligible_call_is_the_identity() {
+    for s in eligible() {
+        let front_info = s.front.method(s.front_path).unwrap();
+        let up_info = s.upstream.method(s.upstream_path).unwrap();
+        let request = sample_request(s.front, s.method);
+        let Ok(FrontCall::Hub(hub)) = translate::decode_front(s.front, s.front_path, &request)
+        else {
+            panic!("{s:?}: not a hub call");
+        };
+        let (path, body) = match s.upstream {
+            Dialect::V1 => (hub.method().path(), hub.encode()),
+            Dialect::V0_3 => translate::v0_3::upstream_request(hub.clone()).unwrap(),
+            other => panic!("{other}"),
+        };
+        assert_eq!(path, s.upstream_path, "{s:?}");
+        assert_eq!(
+            body,
+            canonical(s.upstream, up_info.request, &request),
+            "{s:?}: request"
+        );
+        let reply = sample_reply(s.upstream, s.method);
+        let resp = match s.upstream {
+            Dialect::V1 => Resp::decode(hub.method(), &reply).unwrap(),
+            _ => translate::v0_3::upstream_reply(&hub, &reply).unwrap(),
+        };
+        let client = translate::encode_front(s.front, s.front_path, Ok(resp)).unwrap();
+        assert_eq!(
+            client,
+            canonical(s.front, front_info.response, &reply),
+            "{s:?}: reply"
+        );
+    }
+}
