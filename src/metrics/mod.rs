@@ -8,7 +8,6 @@ pub mod health_check;
 pub mod http;
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -196,13 +195,14 @@ pub fn record_call(c: &CallMetrics<'_>) {
     }
 }
 
-/// Sidecar histogram handles by (method, code), each with the driver it was made for.
-type OperationHandles = HashMap<(&'static str, i32), (String, Histogram)>;
+/// Sidecar histogram handles by (method, code), each with the driver it was made for; hashed
+/// with foldhash (every call looks one up; the keys are the gateway's own method names).
+type OperationHandles = foldhash::HashMap<(&'static str, i32), (String, Histogram)>;
 
 thread_local! {
     /// Handles already looked up in the registry: the hot path records into a handle instead
     /// of building and hashing its labels on every call.
-    static OPERATION_HANDLES: RefCell<OperationHandles> = RefCell::new(HashMap::new());
+    static OPERATION_HANDLES: RefCell<OperationHandles> = RefCell::new(foldhash::HashMap::default());
     static IN_FLIGHT_GAUGE: Gauge = gauge!(IN_FLIGHT);
 }
 

@@ -25,7 +25,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -99,7 +98,9 @@ pub struct Splice<C, U> {
     /// A reply header block whose frames went on but which is not complete: nothing may be
     /// written to the client between its frames.
     reply_block: Option<Block>,
-    streams: HashMap<u32, Stream, BuildHasherDefault<StreamIdHasher>>,
+    /// Looked up on every frame: foldhash, at a fraction of SipHash's cost. At most
+    /// `max_concurrent_streams` entries, which bounds what ids chosen to collide could cost.
+    streams: foldhash::HashMap<u32, Stream>,
     last_stream: u32,
     /// The client's settings, which the splice obeys when it sends replies itself.
     client_initial_window: i64,
@@ -1816,30 +1817,6 @@ impl<C: Io, U: Io> Splice<C, U> {
         for id in ids {
             self.end_stream(id, code, Some(why.to_string()));
         }
-    }
-}
-
-/// Stream ids are the map's only keys, looked up on every frame: a multiplicative hash with its
-/// high half folded into the low one (which picks the bucket) spreads them at a fraction of
-/// SipHash's cost. The map holds at most `MAX_STREAMS`, which bounds what ids chosen to
-/// collide could cost.
-#[derive(Default)]
-struct StreamIdHasher(u64);
-
-impl Hasher for StreamIdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8 | b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-
-    fn write_u32(&mut self, id: u32) {
-        let h = (id as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        self.0 = h ^ (h >> 32);
     }
 }
 
