@@ -154,16 +154,21 @@ fn upstream(c: &mut Criterion) {
 struct MemoryStore(std::sync::Mutex<HashMap<String, HashMap<String, String>>>);
 
 impl translate::HandleStore for MemoryStore {
-    fn put(&self, id: &str, m: &HashMap<String, String>) -> Result<(), Status> {
+    fn put<'a>(
+        &'a self,
+        id: &'a str,
+        m: &'a HashMap<String, String>,
+    ) -> translate::StoreFuture<'a, ()> {
         self.0.lock().unwrap().insert(id.to_string(), m.clone());
-        Ok(())
+        Box::pin(std::future::ready(Ok(())))
     }
-    fn get(&self, id: &str) -> Result<Option<HashMap<String, String>>, Status> {
-        Ok(self.0.lock().unwrap().get(id).cloned())
+    fn get<'a>(&'a self, id: &'a str) -> translate::StoreFuture<'a, Option<HashMap<String, String>>> {
+        let found = self.0.lock().unwrap().get(id).cloned();
+        Box::pin(std::future::ready(Ok(found)))
     }
-    fn remove(&self, id: &str) -> Result<(), Status> {
+    fn remove<'a>(&'a self, id: &'a str) -> translate::StoreFuture<'a, ()> {
         self.0.lock().unwrap().remove(id);
-        Ok(())
+        Box::pin(std::future::ready(Ok(())))
     }
 }
 
