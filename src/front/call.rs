@@ -299,13 +299,7 @@ async fn passed_on(
     report: &mut Report,
 ) -> Result<Vec<u8>, Status> {
     let began = Instant::now();
-    let call = conn.unary(route.method.path, &message);
-    let reply = match deadline {
-        None => call.await,
-        Some(d) => tokio::time::timeout(d, call)
-            .await
-            .unwrap_or_else(|_| Err(deadline_exceeded(d, conn))),
-    };
+    let reply = with_deadline(deadline, conn, conn.unary(route.method.path, &message)).await;
     report.upstream = Some(began.elapsed());
     match reply {
         Ok(b) => Ok(b.to_vec()),
@@ -321,11 +315,21 @@ async fn passed_on(
     }
 }
 
-fn deadline_exceeded(d: Duration, conn: &Connection) -> Status {
-    Status::deadline_exceeded(format!(
-        "deadline of {d:?} exceeded waiting for upstream {}",
-        conn.endpoint()
-    ))
+/// `call` within `deadline`, if there is one: past it, DEADLINE_EXCEEDED naming the upstream.
+async fn with_deadline<T>(
+    deadline: Option<Duration>,
+    conn: &Connection,
+    call: impl std::future::Future<Output = Result<T, Status>>,
+) -> Result<T, Status> {
+    let Some(d) = deadline else {
+        return call.await;
+    };
+    tokio::time::timeout(d, call).await.unwrap_or_else(|_| {
+        Err(Status::deadline_exceeded(format!(
+            "deadline of {d:?} exceeded waiting for upstream {}",
+            conn.endpoint()
+        )))
+    })
 }
 
 /// Decodes the front's request, calls the upstream through the hub, and encodes the outcome in
@@ -363,12 +367,7 @@ async fn translated(
         shared.store.as_deref(),
         request,
     );
-    let outcome = match deadline {
-        None => upstream_call.await,
-        Some(d) => tokio::time::timeout(d, upstream_call)
-            .await
-            .unwrap_or_else(|_| Err(deadline_exceeded(d, conn))),
-    };
+    let outcome = with_deadline(deadline, conn, upstream_call).await;
     report.upstream = Some(began.elapsed());
     // Plugins echo their input in error messages: the client and the log get them without
     // the request's secrets.
