@@ -107,20 +107,10 @@ async fn gateway_dials_an_mtls_v1_server_directly() {
 async fn a_dead_upstream_fails_over_to_the_next_listed() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let pki = Pki::new(d, "failover");
-    let (scert, skey) = pki.issue("server", &Leaf::server(&["localhost"]));
+    let appliance = appliance(d, "failover", "b.sock", "");
+    let (pki, port) = (&appliance.pki, appliance.port);
     let (ccert, ckey) = pki.issue("client", &Leaf::client(&[CLIENT_DNS], &[]));
-    let _plugin = fixed_upstream(&d.join("up.sock"));
-    let (dead, port) = (free_port(), free_port());
-    let b = gateway(
-        "appliance",
-        d,
-        &(front_section(
-            &d.join("b.sock"),
-            &format!("unix://{}", d.join("up.sock").display()),
-        ) + &appliance_section(port, &scert, &skey, &pki.ca_path, "")),
-    );
-    b.wait_log("appliance listening");
+    let dead = free_port();
     let front = front_section(&d.join("a.sock"), &format!("tcp://127.0.0.1:{dead}"))
         + &format!("failover = [\"tcp://127.0.0.1:{port}\"]\n");
     let a = gateway(
@@ -145,32 +135,8 @@ async fn a_dead_upstream_fails_over_to_the_next_listed() {
 async fn keepalive_detects_a_silent_peer() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let pki = Pki::new(d, "keepalive");
-    let (scert, skey) = pki.issue("server", &Leaf::server(&["localhost"]));
-    let (ccert, ckey) = pki.issue("client", &Leaf::client(&[CLIENT_DNS], &[]));
-    let _plugin = fixed_upstream(&d.join("up.sock"));
-    let port = free_port();
-    let b = gateway(
-        "appliance",
-        d,
-        &(front_section(
-            &d.join("b.sock"),
-            &format!("unix://{}", d.join("up.sock").display()),
-        ) + &appliance_section(port, &scert, &skey, &pki.ca_path, "")),
-    );
-    b.wait_log("appliance listening");
-    let a = gateway(
-        "node",
-        d,
-        &(front_section(&d.join("a.sock"), &format!("tcp://127.0.0.1:{port}"))
-            + &upstream_tls_section(
-                &ccert,
-                &ckey,
-                &pki.ca_path,
-                "keepalive_interval = \"200ms\"\nkeepalive_timeout = \"300ms\"",
-            )),
-    );
-    a.wait_log("upstream connected");
+    let bridge = keepalive_bridge(d, "keepalive", CLIENT_DNS);
+    let (a, b) = (&bridge.node, &bridge.appliance.gateway);
     b.signal("STOP");
     a.wait_log("upstream peer unresponsive; dropping the connection");
     b.signal("CONT");

@@ -14,22 +14,10 @@ const ALLOWED: &str = "node-1.csi-gateway.test";
 async fn the_appliance_refuses_every_peer_it_should_and_says_why() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let pki = Pki::new(d, "trusted");
-    let (scert, skey) = pki.issue("server", &Leaf::server(&["localhost"]));
-    let _plugin = fixed_upstream(&d.join("up.sock"));
-    let port = free_port();
     let rules = format!("[[appliance.peers]]\ndns = [\"{ALLOWED}\"]\n");
-    let b = gateway(
-        "appliance",
-        d,
-        &(front_section(
-            &d.join("b.sock"),
-            &format!("unix://{}", d.join("up.sock").display()),
-        ) + &appliance_section(port, &scert, &skey, &pki.ca_path, &rules)),
-    );
-    b.wait_log("appliance listening");
-    // The control below needs the plugin: wait until the appliance reached it.
-    b.wait_log("upstream connected");
+    // The control below needs the plugin: `appliance` waits until the appliance reached it.
+    let appliance = appliance(d, "trusted", "b.sock", &rules);
+    let (b, pki, port) = (&appliance.gateway, &appliance.pki, appliance.port);
     let roots = &pki.ca.cert_pem;
 
     // The control: an allowed certificate from the trusted CA gets through.

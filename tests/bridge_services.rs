@@ -129,25 +129,14 @@ async fn gateway_services(channel: &Channel) -> [(&'static str, Code); 4] {
 async fn gateway_services_on_the_appliance_follow_the_peer_rules() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let pki = Pki::new(d, "trusted");
-    let (scert, skey) = pki.issue("server", &Leaf::server(&["localhost"]));
-    let _plugin = fixed_upstream(&d.join("up.sock"));
-    let port = free_port();
     let rules = format!(
         "[[appliance.peers]]\ndns = [\"{NODE}\"]\nservices = [\"Identity\", \"Node\"]\n\
          [[appliance.peers]]\ndns = [\"{OPS}\"]\nservices = [\"Identity\", \"Health\", \"ServerReflection\"]\n\
          [[appliance.peers]]\ndns = [\"{ADMIN}\"]\n"
     );
-    let appliance = gateway(
-        "appliance",
-        d,
-        &(front_section(
-            &d.join("a.sock"),
-            &format!("unix://{}", d.join("up.sock").display()),
-        ) + &appliance_section(port, &scert, &skey, &pki.ca_path, &rules)),
-    );
-    appliance.wait_log("appliance listening");
-    appliance.wait_log("upstream connected");
+    let appliance = appliance(d, "trusted", "a.sock", &rules);
+    let (pki, port) = (&appliance.pki, appliance.port);
+    let appliance = &appliance.gateway;
     let roots = &pki.ca.cert_pem;
     let peer = |name: &str| {
         let issued = pki.ca.issue(&Leaf::client(&[name], &[])).unwrap();

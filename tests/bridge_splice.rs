@@ -161,32 +161,8 @@ async fn bridged_calls_are_spliced_on_both_gateways_and_refusals_stay() {
 async fn a_silent_appliance_fails_the_calls_of_a_spliced_connection() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let pki = Pki::new(d, "silent");
-    let (scert, skey) = pki.issue("server", &Leaf::server(&["localhost"]));
-    let (ccert, ckey) = pki.issue("client", &Leaf::client(&[CLIENT_DNS], &[]));
-    let _plugin = fixed_upstream(&d.join("up.sock"));
-    let port = free_port();
-    let b = gateway(
-        "appliance",
-        d,
-        &(front_section(
-            &d.join("b.sock"),
-            &format!("unix://{}", d.join("up.sock").display()),
-        ) + &appliance_section(port, &scert, &skey, &pki.ca_path, "")),
-    );
-    b.wait_log("upstream connected");
-    let a = gateway(
-        "node",
-        d,
-        &(front_section(&d.join("a.sock"), &format!("tcp://127.0.0.1:{port}"))
-            + &upstream_tls_section(
-                &ccert,
-                &ckey,
-                &pki.ca_path,
-                "keepalive_interval = \"200ms\"\nkeepalive_timeout = \"300ms\"",
-            )),
-    );
-    a.wait_log("upstream connected");
+    let bridge = keepalive_bridge(d, "silent", CLIENT_DNS);
+    let (a, b, port) = (&bridge.node, &bridge.appliance.gateway, bridge.appliance.port);
     // A client that connects and waits before its preface: the splice's PINGs wait for the
     // HTTP/2 preface and SETTINGS they may only follow.
     let quiet = tokio::net::UnixStream::connect(d.join("a.sock"))

@@ -221,6 +221,70 @@ impl Pki {
     }
 }
 
+/// The fixed-reply plugin on `<dir>/up.sock` behind a gateway named "appliance" (front socket
+/// `<dir>/<front>`) that serves it over mutual TLS on a free loopback port: server certificate
+/// `localhost` from a new CA `ca_name`, peer rules `rules` appended to `[appliance]`. Returned
+/// once the appliance listens and has reached the plugin.
+pub struct Appliance {
+    pub gateway: Proc,
+    pub plugin: Proc,
+    pub pki: Pki,
+    pub port: u16,
+}
+
+pub fn appliance(dir: &Path, ca_name: &str, front: &str, rules: &str) -> Appliance {
+    let pki = Pki::new(dir, ca_name);
+    let (cert, key) = pki.issue("server", &Leaf::server(&["localhost"]));
+    let plugin = fixed_upstream(&dir.join("up.sock"));
+    let port = free_port();
+    let gateway = gateway(
+        "appliance",
+        dir,
+        &(front_section(
+            &dir.join(front),
+            &format!("unix://{}", dir.join("up.sock").display()),
+        ) + &appliance_section(port, &cert, &key, &pki.ca_path, rules)),
+    );
+    gateway.wait_log("appliance listening");
+    gateway.wait_log("upstream connected");
+    Appliance {
+        gateway,
+        plugin,
+        pki,
+        port,
+    }
+}
+
+/// An [`appliance`] (front socket `<dir>/b.sock`, no peer rules) and a gateway named "node" on
+/// `<dir>/a.sock` dialing it as `client_dns`, with keepalive PINGs every 200 ms that drop a
+/// peer silent for 300 ms; returned once the node gateway is connected.
+pub struct KeepaliveBridge {
+    pub node: Proc,
+    pub appliance: Appliance,
+}
+
+pub fn keepalive_bridge(dir: &Path, ca_name: &str, client_dns: &str) -> KeepaliveBridge {
+    let appliance = appliance(dir, ca_name, "b.sock", "");
+    let (cert, key) = appliance
+        .pki
+        .issue("client", &Leaf::client(&[client_dns], &[]));
+    let node = gateway(
+        "node",
+        dir,
+        &(front_section(
+            &dir.join("a.sock"),
+            &format!("tcp://127.0.0.1:{}", appliance.port),
+        ) + &upstream_tls_section(
+            &cert,
+            &key,
+            &appliance.pki.ca_path,
+            "keepalive_interval = \"200ms\"\nkeepalive_timeout = \"300ms\"",
+        )),
+    );
+    node.wait_log("upstream connected");
+    KeepaliveBridge { node, appliance }
+}
+
 /// `[appliance]` on `port` with the given peer rules (TOML text appended).
 pub fn appliance_section(port: u16, cert: &Path, key: &Path, ca: &Path, extra: &str) -> String {
     format!(
