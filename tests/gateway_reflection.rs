@@ -4,8 +4,8 @@
 //! request from the reflected descriptors and calls GetPluginInfo in every dialect the front
 //! serves, and asks Health about the upstream. Streams held open (a Watch across a plugin
 //! restart, a reflection stream under flow control, cancelled streams, shutdown) are driven
-//! with tonic's client. Every test runs on a spliced connection (the default) and on a
-//! terminated one (`--splice=false`).
+//! with tonic's client. Every test of `on_every_path!` runs on a spliced connection (the
+//! default) and on a terminated one (`--splice=false`), as `spliced::NAME` and `terminated::NAME`.
 
 mod support;
 
@@ -31,6 +31,53 @@ use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
 use tonic_reflection::pb::v1::{ServerReflectionRequest, ServerReflectionResponse};
 
 const PLUGIN: &str = "reference.csi-gateway.dev";
+
+/// The path a client connection takes through the gateway.
+#[derive(Clone, Copy, Debug)]
+enum Path {
+    /// Spliced onto an upstream connection of its own (the default).
+    Spliced,
+    /// HTTP/2 terminated on both sides (`--splice=false`).
+    Terminated,
+}
+
+impl Path {
+    /// The gateway's flags for this path.
+    fn args(self) -> &'static [&'static str] {
+        match self {
+            Path::Spliced => &[],
+            Path::Terminated => &["--splice=false"],
+        }
+    }
+}
+
+/// For each `async fn NAME(path: Path)`, one test per path, `spliced::NAME` and
+/// `terminated::NAME`, so a failure names its path.
+macro_rules! on_every_path {
+    ($($body:ident),* $(,)?) => {
+        mod spliced {
+            $(#[tokio::test]
+            async fn $body() {
+                super::$body(super::Path::Spliced).await
+            })*
+        }
+        mod terminated {
+            $(#[tokio::test]
+            async fn $body() {
+                super::$body(super::Path::Terminated).await
+            })*
+        }
+    };
+}
+
+on_every_path!(
+    reflection_lists_and_calls_every_dialect,
+    one_reflection_stream_answers_request_after_request,
+    a_watch_follows_the_plugin_down_and_back,
+    cancelled_streams_leave_nothing_behind,
+    reflection_keeps_to_flow_control,
+    a_watch_ends_unavailable_when_the_gateway_shuts_down,
+);
 
 /// Runs the tool; fails (never skips) when python3 or its packages are missing.
 fn tool(gateway: &Gateway, args: &[&str]) -> Value {
@@ -64,9 +111,14 @@ fn names(v: &Value) -> Vec<&str> {
 }
 
 /// Every dialect the front serves is listed and callable with reflected descriptors only.
-async fn reflect_every_dialect(legacy: &str, extra: &[&str]) {
+async fn reflection_lists_and_calls_every_dialect(path: Path) {
+    // Each path serves the other legacy dialect under `csi`: both are covered.
+    let legacy = match path {
+        Path::Spliced => "v0.1",
+        Path::Terminated => "v0.1-oneof",
+    };
     let backend = Backend::start(Options::new(legacy)).await;
-    let gateway = Gateway::start(&backend.socket, legacy, extra).await;
+    let gateway = Gateway::start(&backend.socket, legacy, path.args()).await;
     let listed = tool(&gateway, &["list"]);
     for version in ["v1", "v1alpha"] {
         let services = names(&listed[version]);
@@ -101,16 +153,6 @@ async fn reflect_every_dialect(legacy: &str, extra: &[&str]) {
     }
 }
 
-#[tokio::test]
-async fn reflection_lists_and_calls_every_dialect_with_v0_1_spliced() {
-    reflect_every_dialect("v0.1", &[]).await;
-}
-
-#[tokio::test]
-async fn reflection_lists_and_calls_every_dialect_with_the_draft_terminated() {
-    reflect_every_dialect("v0.1-oneof", &["--splice=false"]).await;
-}
-
 /// The legacy package `csi` is the configured dialect's: the draft's messages, not v0.1's.
 #[tokio::test]
 async fn reflection_describes_the_legacy_dialect_the_listener_serves() {
@@ -122,10 +164,10 @@ async fn reflection_describes_the_legacy_dialect_the_listener_serves() {
 }
 
 /// grpcurl's way: one reflection stream, each request answered before the next is sent, in
-/// both reflection versions; `extra` picks the path.
-async fn one_reflection_stream_answers_request_after_request(extra: &[&str]) {
+/// both reflection versions.
+async fn one_reflection_stream_answers_request_after_request(path: Path) {
     let backend = Backend::start(Options::new("v1")).await;
-    let gateway = Gateway::start(&backend.socket, "v0.1", extra).await;
+    let gateway = Gateway::start(&backend.socket, "v0.1", path.args()).await;
     for version in ["v1", "v1alpha"] {
         let out = tool(&gateway, &["stream", version]);
         let files = out["files"].as_object().unwrap();
@@ -139,16 +181,6 @@ async fn one_reflection_stream_answers_request_after_request(extra: &[&str]) {
         assert_eq!(out["requests"], files.len() + 1, "{version}: {out}");
         assert_eq!(out["after_half_close"], 0, "{version}: {out}");
     }
-}
-
-#[tokio::test]
-async fn one_reflection_stream_answers_request_after_request_spliced() {
-    one_reflection_stream_answers_request_after_request(&[]).await;
-}
-
-#[tokio::test]
-async fn one_reflection_stream_answers_request_after_request_terminated() {
-    one_reflection_stream_answers_request_after_request(&["--splice=false"]).await;
 }
 
 #[tokio::test]
@@ -218,9 +250,9 @@ fn serving(status: i32) -> ServingStatus {
 }
 
 /// One Watch sees the plugin go and come back, and stays open throughout.
-async fn watch_follows_the_plugin_down_and_back(extra: &[&str]) {
+async fn a_watch_follows_the_plugin_down_and_back(path: Path) {
     let mut backend = Backend::start(Options::new("v1")).await;
-    let gateway = Gateway::start(&backend.socket, "v0.1", extra).await;
+    let gateway = Gateway::start(&backend.socket, "v0.1", path.args()).await;
     let mut health = HealthClient::new(channel(&gateway, None).await);
     let request = HealthCheckRequest {
         service: "csi.v1.Node".into(),
@@ -251,16 +283,6 @@ async fn watch_follows_the_plugin_down_and_back(extra: &[&str]) {
     assert_eq!(serving(check.into_inner().status), ServingStatus::Serving);
 }
 
-#[tokio::test]
-async fn a_watch_follows_the_plugin_down_and_back_spliced() {
-    watch_follows_the_plugin_down_and_back(&[]).await;
-}
-
-#[tokio::test]
-async fn a_watch_follows_the_plugin_down_and_back_terminated() {
-    watch_follows_the_plugin_down_and_back(&["--splice=false"]).await;
-}
-
 fn list_services() -> ServerReflectionRequest {
     ServerReflectionRequest {
         host: String::new(),
@@ -279,12 +301,12 @@ fn file_containing(symbol: &str, host: String) -> ServerReflectionRequest {
 /// whose request half is still open (h2's client: RST_STREAM CANCEL) leaves nothing running
 /// in the gateway: no call in flight, each counted once as cancelled, and the same
 /// connections serve the next calls — CSI and health alike.
-async fn cancelled_streams_leave_nothing_behind(extra: &[&str]) {
+async fn cancelled_streams_leave_nothing_behind(path: Path) {
     let backend = Backend::start(Options::new("v1")).await;
     let port = support::free_port();
     let metrics = format!("--metrics-listen=127.0.0.1:{port}");
     let mut args = vec![metrics.as_str()];
-    args.extend_from_slice(extra);
+    args.extend_from_slice(path.args());
     let gateway = Gateway::start(&backend.socket, "v0.1", &args).await;
     let in_flight = || support::value(&support::scrape(port), "csi_gateway_calls_in_flight");
 
@@ -411,24 +433,14 @@ fn grpc_request(path: &str) -> http::Request<()> {
     request
 }
 
-#[tokio::test]
-async fn cancelled_streams_leave_nothing_behind_spliced() {
-    cancelled_streams_leave_nothing_behind(&[]).await;
-}
-
-#[tokio::test]
-async fn cancelled_streams_leave_nothing_behind_terminated() {
-    cancelled_streams_leave_nothing_behind(&["--splice=false"]).await;
-}
-
 /// Flow control both ways on one reflection stream: requests sent all at once, without waiting,
 /// 1.5 MiB in all (each with a 32 KiB `host`, which the reply echoes: more than a stream window
 /// of the plugin's, passed on by the splice, lets a client send before the service read some),
 /// are all answered in order; replies far larger than the client's 1 KiB stream window arrive
 /// whole.
-async fn reflection_keeps_to_flow_control(extra: &[&str]) {
+async fn reflection_keeps_to_flow_control(path: Path) {
     let backend = Backend::start(Options::new("v1")).await;
-    let gateway = Gateway::start(&backend.socket, "v0.1", extra).await;
+    let gateway = Gateway::start(&backend.socket, "v0.1", path.args()).await;
     let mut reflection = ReflectionClient::new(channel(&gateway, Some(1024)).await);
     let symbols = ["csi.v1.Controller", "csi.v0.Node", "csi.Identity"];
     let sent: Vec<_> = (0..48)
@@ -452,21 +464,11 @@ async fn reflection_keeps_to_flow_control(extra: &[&str]) {
     assert!(matches!(end, Ok(None)), "{end:?}");
 }
 
-#[tokio::test]
-async fn reflection_keeps_to_flow_control_spliced() {
-    reflection_keeps_to_flow_control(&[]).await;
-}
-
-#[tokio::test]
-async fn reflection_keeps_to_flow_control_terminated() {
-    reflection_keeps_to_flow_control(&["--splice=false"]).await;
-}
-
 /// A gateway that shuts down ends an open Watch at once with UNAVAILABLE (the cue for a
 /// health-checking client to go elsewhere) instead of holding it through its grace period.
-async fn a_watch_ends_unavailable_when_the_gateway_shuts_down(extra: &[&str]) {
+async fn a_watch_ends_unavailable_when_the_gateway_shuts_down(path: Path) {
     let backend = Backend::start(Options::new("v1")).await;
-    let mut gateway = Gateway::start(&backend.socket, "v0.1", extra).await;
+    let mut gateway = Gateway::start(&backend.socket, "v0.1", path.args()).await;
     let mut health = HealthClient::new(channel(&gateway, None).await);
     let mut watch = health
         .watch(HealthCheckRequest {
@@ -499,12 +501,3 @@ async fn a_watch_ends_unavailable_when_the_gateway_shuts_down(extra: &[&str]) {
     );
 }
 
-#[tokio::test]
-async fn a_watch_ends_unavailable_when_the_gateway_shuts_down_spliced() {
-    a_watch_ends_unavailable_when_the_gateway_shuts_down(&[]).await;
-}
-
-#[tokio::test]
-async fn a_watch_ends_unavailable_when_the_gateway_shuts_down_terminated() {
-    a_watch_ends_unavailable_when_the_gateway_shuts_down(&["--splice=false"]).await;
-}
