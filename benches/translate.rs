@@ -162,7 +162,10 @@ impl translate::HandleStore for MemoryStore {
         self.0.lock().unwrap().insert(id.to_string(), m.clone());
         Box::pin(std::future::ready(Ok(())))
     }
-    fn get<'a>(&'a self, id: &'a str) -> translate::StoreFuture<'a, Option<HashMap<String, String>>> {
+    fn get<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> translate::StoreFuture<'a, Option<HashMap<String, String>>> {
         let found = self.0.lock().unwrap().get(id).cloned();
         Box::pin(std::future::ready(Ok(found)))
     }

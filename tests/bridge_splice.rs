@@ -162,7 +162,11 @@ async fn a_silent_appliance_fails_the_calls_of_a_spliced_connection() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let bridge = keepalive_bridge(d, "silent", CLIENT_DNS);
-    let (a, b, port) = (&bridge.node, &bridge.appliance.gateway, bridge.appliance.port);
+    let (a, b, port) = (
+        &bridge.node,
+        &bridge.appliance.gateway,
+        bridge.appliance.port,
+    );
     // A client that connects and waits before its preface: the splice's PINGs wait for the
     // HTTP/2 preface and SETTINGS they may only follow.
     let quiet = tokio::net::UnixStream::connect(d.join("a.sock"))

@@ -500,4 +500,3 @@ async fn a_watch_ends_unavailable_when_the_gateway_shuts_down(path: Path) {
         began.elapsed()
     );
 }
-
