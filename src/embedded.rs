@@ -5,8 +5,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::backend::engine::{self, mounter::PublishMode};
-use crate::backend::serve::{self, Options};
+use csi_reference_backend::engine::{self, mounter::PublishMode};
+use csi_reference_backend::serve::{self, Options};
 use crate::dialect::Dialect;
 
 pub struct Embedded {

@@ -188,7 +188,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     });
     let (shutdown, stop) = watch::channel(false);
     let appliance = appliance.map(|(tcp, acceptor)| {
-        tokio::spawn(crate::tls::server::serve(
+        tokio::spawn(crate::tls::appliance::serve(
             tcp,
             acceptor,
             shared.clone(),

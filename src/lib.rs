@@ -1,6 +1,17 @@
 //! csi-gateway: serves every Container Storage Interface dialect on one socket and translates
 //! each call to a plugin of any dialect through one hub model (CSI v1).
 //!
+//! The workspace (README "Layout"): this package is the gateway, its library and its binary;
+//! beside it, in `crates/`:
+//! - `csi-gateway-proto` (crates/proto): the code generated from the `.proto` files — the four
+//!   dialects, the hub model, the wire-identical verdicts, etcd's client — re-exported here as
+//!   [`dialect`] and [`hub`];
+//! - `csi-gateway-tls` (crates/tls): mutual TLS on TCP, re-exported here as [`tls`];
+//! - `csi-reference-backend` (crates/backend): the reference CSI plugin, which the built-in
+//!   default configuration runs in-process ([`embedded`]);
+//! - `csi-gateway-load` (crates/load): the load tool, on top of this library;
+//! - `csi-gateway-test-support` (crates/test-support): what the tests in `tests/` share.
+//!
 //! The modules, in the order a call meets them:
 //! - [`config`]: the TOML file, `CSI_ENDPOINT` and flags, validated before anything binds.
 //! - [`gateway`]: the pieces assembled and started, top to bottom.
@@ -22,9 +33,11 @@
 //!
 //! Around them: [`endpoint`] (endpoint syntax), [`check`] (identify any CSI endpoint),
 //! [`conformance`] (`check --conformance`: a lifecycle scenario against any endpoint),
-//! [`validate`] (spec validation rules),
-//! [`embedded`] (the reference backend run in-process), [`load`] (the load tool), and
-//! [`backend`]: the reference CSI plugin (all four dialects) the gateway is tested against.
+//! [`validate`] (spec validation rules), and [`embedded`] (the reference backend run
+//! in-process).
+//!
+//! Cargo feature `test-hooks` (off unless the test suite builds it): the hidden
+//! `--test-crash-at` flag ([`staging`]'s crash hook).
 #![forbid(unsafe_code)]
 
 pub mod config;
@@ -34,8 +47,7 @@ pub mod front;
 pub mod grpc;
 pub mod splice;
 
-pub mod dialect;
-pub mod hub;
+pub use csi_gateway_proto::{dialect, hub};
 pub mod translate;
 pub mod validate;
 
@@ -52,6 +64,3 @@ pub mod check;
 pub mod conformance;
 pub mod embedded;
 pub mod endpoint;
-pub mod load;
-
-pub mod backend;

@@ -22,7 +22,7 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::Path;
 
-use crate::backend::engine::mounter::is_mount_point;
+use csi_reference_backend::engine::mounter::is_mount_point;
 use crate::dialect::Dialect;
 use crate::grpc::Status;
 use crate::hub::{v1, Request as Req, Response as Resp};

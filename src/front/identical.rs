@@ -7,7 +7,7 @@
 //! - its schema: the front's request is a subset of the upstream's and the upstream's reply a
 //!   subset of the front's, recursively (same numbers, wire types, scalar kinds, labels, oneofs;
 //!   enum values with the same number and meaning) — decided at build time from the
-//!   descriptors by `build/identical.rs` ([`SCHEMA`]);
+//!   descriptors by `crates/proto/build/identical.rs` ([`SCHEMA`]);
 //! - nothing the translation layer does for that RPC and direction goes beyond copying fields:
 //!   the rules below, each read from the table that implements it where there is one
 //!   ([`errors::CODES`], [`errors::REQUIRED`], the secret fields of `observe::redact`), else
@@ -45,19 +45,8 @@ use crate::dialect::Dialect;
 use crate::hub::Method;
 use crate::translate::errors;
 
-/// One RPC both dialects have, in one direction, and whether its messages are wire-compatible.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Schema {
-    pub front: Dialect,
-    pub upstream: Dialect,
-    pub method: &'static str,
-    pub front_path: &'static str,
-    pub upstream_path: &'static str,
-    /// `None`: wire-compatible; else the first field or enum value that is not.
-    pub why_not: Option<&'static str>,
-}
-
-include!(concat!(env!("OUT_DIR"), "/identical.rs"));
+/// The schema verdicts, computed at build time from the descriptors (crates/proto).
+pub use csi_gateway_proto::identical::{Schema, SCHEMA};
 
 /// A direction a rule applies to: `None` matches either dialect.
 #[derive(Clone, Copy, Debug)]

@@ -27,8 +27,10 @@ pub const IN_FLIGHT: &str = "csi_gateway_calls_in_flight";
 pub const UPSTREAM_CONNECTED: &str = "csi_gateway_upstream_connected";
 pub const UPSTREAM_RECONNECTS: &str = "csi_gateway_upstream_reconnects_total";
 pub const UPSTREAM_DIALECT: &str = "csi_gateway_upstream_dialect_info";
-pub const TLS_HANDSHAKE_FAILURES: &str = "csi_gateway_tls_handshake_failures_total";
-pub const CERT_EXPIRY: &str = "csi_gateway_certificate_expiry_timestamp_seconds";
+/// Recorded by the TLS crate (the bridge), described and exported here with the others.
+pub use csi_gateway_tls::metrics::{
+    certificate_expiry, tls_handshake_failure, CERT_EXPIRY, TLS_HANDSHAKE_FAILURES,
+};
 pub const STORE_OPERATIONS: &str = "csi_gateway_store_operations_total";
 pub const STAGING_REFERENCES: &str = "csi_gateway_staging_references";
 pub const CONNECTIONS: &str = "csi_gateway_connections_total";
@@ -265,15 +267,6 @@ pub fn store_operation(op: &'static str, ok: bool) {
 /// A TLS handshake or peer admission refused, by a bounded reason.
 pub fn front_connection(path: &'static str, client: &'static str, upstream: &'static str) {
     counter!(CONNECTIONS, "path" => path, "client" => client, "upstream" => upstream).increment(1);
-}
-
-pub fn tls_handshake_failure(reason: &'static str) {
-    counter!(TLS_HANDSHAKE_FAILURES, "reason" => reason).increment(1);
-}
-
-/// The expiry time (Unix seconds) of the certificate loaded from `path`.
-pub fn certificate_expiry(path: &str, not_after: f64) {
-    gauge!(CERT_EXPIRY, "certificate" => path.to_string()).set(not_after);
 }
 
 #[cfg(test)]

@@ -26,16 +26,8 @@ use tonic::Code;
 use super::{KeyValue, KvFuture, StoreError};
 use crate::tls::{ClientSettings, Dialer};
 
-/// The generated client and messages (`proto-etcd/`).
-#[allow(clippy::all, missing_docs, rustdoc::all)]
-pub mod proto {
-    pub mod mvccpb {
-        include!(concat!(env!("OUT_DIR"), "/etcd/mvccpb.rs"));
-    }
-    pub mod etcdserverpb {
-        include!(concat!(env!("OUT_DIR"), "/etcd/etcdserverpb.rs"));
-    }
-}
+/// The generated client and messages (`proto-etcd/`, compiled in crates/proto).
+pub use csi_gateway_proto::etcd as proto;
 
 use proto::etcdserverpb::{
     auth_client::AuthClient, kv_client::KvClient, AuthenticateRequest, DeleteRangeRequest,

@@ -1,0 +1,317 @@
+//! `csi-gateway-load`: a minimal fixed-reply upstream, and a closed-loop load generator that
+//! measures several targets in the same run and prints each one's ratio to the first.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use csi_gateway::endpoint::Endpoint;
+use csi_gateway_load::{self as load, Load};
+use csi_gateway::upstream::Connection;
+
+#[derive(Parser)]
+#[command(about = "Load tool for csi-gateway: fixed-reply upstream and load generator")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve a minimal upstream that answers every unary call with an empty OK reply.
+    FixedUpstream {
+        #[arg(long)]
+        listen: PathBuf,
+    },
+    /// Relay --listen to --upstream through a plain tonic pass-through proxy (HTTP/2 server,
+    /// tonic `Channel`): the reference point the gateway's performance target names.
+    TonicProxy {
+        #[arg(long)]
+        listen: PathBuf,
+        #[arg(long)]
+        upstream: PathBuf,
+    },
+    /// Measure each target (the first is the baseline) at each concurrency, interleaved.
+    Run {
+        /// name=endpoint, e.g. direct=unix:///tmp/up.sock (repeat; the first is the baseline).
+        #[arg(long = "target", required = true)]
+        targets: Vec<String>,
+        #[arg(long, default_value = "/csi.v1.Identity/Probe")]
+        path: String,
+        /// Comma-separated calls in flight.
+        #[arg(long, default_value = "1,16,64", value_delimiter = ',')]
+        concurrency: Vec<usize>,
+        #[arg(long, default_value = "1")]
+        connections: usize,
+        #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+        warmup: Duration,
+        #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+        duration: Duration,
+        /// Rounds per (target, concurrency); the median round is reported.
+        #[arg(long, default_value = "3")]
+        rounds: usize,
+        /// Who makes the calls: this crate's HTTP/2 client, or h2load (nghttp2), which
+        /// shares no code with the gateway and reports a mean latency instead of percentiles.
+        #[arg(long, value_enum, default_value = "builtin")]
+        generator: Generator,
+        /// NAME=label:pid,label:pid — report the CPU time these processes (each with its
+        /// descendants) spend per call while target NAME is measured, read from
+        /// /proc/PID/stat before and after each measured window (repeat per target).
+        #[arg(long = "cpu")]
+        cpu: Vec<String>,
+    },
+    /// SIGKILL the gateway at random moments while concurrent clients run volume lifecycles
+    /// through it (a draft plugin's handles, and staging emulation), then check that no volume,
+    /// staging or store entry was lost or left behind. Exits 1 on any violation.
+    Crashloop {
+        /// Kills.
+        #[arg(long, default_value = "300")]
+        iterations: usize,
+        /// Concurrent clients per gateway.
+        #[arg(long, default_value = "4")]
+        clients: usize,
+        #[arg(long, value_enum, default_value = "embedded")]
+        store: Store,
+        /// The gateway and plugin binaries; default: beside this tool.
+        #[arg(long)]
+        gateway: Option<PathBuf>,
+        #[arg(long)]
+        backend: Option<PathBuf>,
+        /// etcd for `--store etcd` (Debian's etcd-server).
+        #[arg(long, default_value = "/usr/bin/etcd")]
+        etcd: PathBuf,
+        #[arg(long, default_value = "1")]
+        seed: u64,
+        /// Longest random pause between two kills.
+        #[arg(long, default_value = "250ms", value_parser = humantime::parse_duration)]
+        max_pause: Duration,
+        /// A step still failing after this long is a violation.
+        #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+        step_timeout: Duration,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Store {
+    Embedded,
+    Etcd,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Generator {
+    Builtin,
+    H2load,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        // Servers use every core, as a plugin would.
+        Command::FixedUpstream { listen } => {
+            tokio::runtime::Runtime::new()?.block_on(load::fixed::serve(&listen))?
+        }
+        Command::TonicProxy { listen, upstream } => tokio::runtime::Runtime::new()?
+            .block_on(load::tonic_proxy::serve(&listen, &upstream))
+            .map_err(anyhow::Error::msg)?,
+        Command::Run {
+            targets,
+            path,
+            concurrency,
+            connections,
+            warmup,
+            duration,
+            rounds,
+            generator,
+            cpu,
+        } => {
+            let mut watched = std::collections::HashMap::new();
+            for c in &cpu {
+                let (name, list) = c
+                    .split_once('=')
+                    .ok_or_else(|| anyhow::anyhow!("--cpu wants NAME=label:pid,..., got {c:?}"))?;
+                watched.insert(
+                    name.to_string(),
+                    load::cpu::parse_list(list).map_err(anyhow::Error::msg)?,
+                );
+            }
+            let targets = targets
+                .iter()
+                .map(|t| {
+                    let (name, ep) = t.split_once('=').ok_or_else(|| {
+                        anyhow::anyhow!("--target wants name=endpoint, got {t:?}")
+                    })?;
+                    let cpu = watched.remove(name).unwrap_or_default();
+                    Ok((name.to_string(), ep.parse::<Endpoint>()?, cpu))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            if let Some(name) = watched.keys().next() {
+                anyhow::bail!("--cpu names {name:?}, which is no --target");
+            }
+            let plan = Plan {
+                path,
+                connections,
+                warmup,
+                duration,
+                rounds,
+                generator,
+            };
+            generator_runtime(connections)?.block_on(run(targets, concurrency, plan))?;
+        }
+        Command::Crashloop {
+            iterations,
+            clients,
+            store,
+            gateway,
+            backend,
+            etcd,
+            seed,
+            max_pause,
+            step_timeout,
+        } => {
+            let beside = |name: &str| -> anyhow::Result<PathBuf> {
+                Ok(std::env::current_exe()?.with_file_name(name))
+            };
+            let settings = load::crashloop::Settings {
+                gateway: gateway.map_or_else(|| beside("csi-gateway"), Ok)?,
+                backend: backend.map_or_else(|| beside("csi-reference-backend"), Ok)?,
+                etcd: matches!(store, Store::Etcd).then_some(etcd),
+                iterations,
+                clients,
+                seed,
+                step_timeout,
+                max_pause,
+            };
+            let store = match store {
+                Store::Embedded => "embedded",
+                Store::Etcd => "etcd",
+            };
+            println!(
+                "crash loop: {iterations} SIGKILLs, {clients} clients per gateway, {store} store, seed {seed}"
+            );
+            let report = tokio::runtime::Runtime::new()?
+                .block_on(load::crashloop::run(&settings))
+                .map_err(anyhow::Error::msg)?;
+            println!("{report}");
+            if !report.violations.is_empty() {
+                std::process::exit(1);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The generator's runtime: a thread per connection, up to the CPUs (see
+/// `load::generator_threads`).
+fn generator_runtime(connections: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    match load::generator_threads(connections) {
+        1 => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        n => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(n)
+            .enable_all()
+            .build(),
+    }
+}
+
+/// How every target is measured.
+struct Plan {
+    path: String,
+    connections: usize,
+    warmup: Duration,
+    duration: Duration,
+    rounds: usize,
+    generator: Generator,
+}
+
+async fn run(
+    targets: Vec<(String, Endpoint, Vec<load::cpu::Process>)>,
+    concurrency: Vec<usize>,
+    plan: Plan,
+) -> anyhow::Result<()> {
+    if let Generator::H2load = plan.generator {
+        // h2load sees HTTP/2 statuses only: each target must first answer a call with OK.
+        for (name, target, _) in &targets {
+            answers_ok(target, &plan.path)
+                .await
+                .map_err(|e| anyhow::anyhow!("target {name}: {e}"))?;
+        }
+    }
+    // The CPU column only when some target's processes are watched (`--cpu`).
+    let with_cpu = targets.iter().any(|(_, _, cpu)| !cpu.is_empty());
+    println!(
+        "{:<12} {:>8} {:>12} {:>10} {:>10} {:>10} {:>8} {:>7}{}",
+        "target",
+        "inflight",
+        "calls/s",
+        "mean",
+        "p50",
+        "p99",
+        "errors",
+        "ratio",
+        if with_cpu { "  cpu µs/call" } else { "" }
+    );
+    for &c in &concurrency {
+        // Rounds interleave the targets so drift on the machine hits them alike, and each
+        // round starts one target later so none always runs right after the same one.
+        let mut results: Vec<Vec<load::Figures>> = vec![Vec::new(); targets.len()];
+        for round in 0..plan.rounds.max(1) {
+            for i in (0..targets.len()).map(|k| (k + round) % targets.len()) {
+                let l = Load {
+                    target: targets[i].1.clone(),
+                    path: plan.path.clone(),
+                    request: Vec::new(),
+                    concurrency: c,
+                    connections: plan.connections,
+                    warmup: plan.warmup,
+                    duration: plan.duration,
+                    cpu: targets[i].2.clone(),
+                };
+                let figures = match plan.generator {
+                    Generator::Builtin => load::measure(&l).await,
+                    Generator::H2load => load::h2load::measure(&l).await,
+                };
+                results[i].push(figures.map_err(anyhow::Error::msg)?);
+            }
+        }
+        let medians: Vec<load::Figures> = results
+            .into_iter()
+            .map(|mut r| {
+                r.sort_by(|a, b| a.calls_per_sec.total_cmp(&b.calls_per_sec));
+                r[r.len() / 2].clone()
+            })
+            .collect();
+        let base = medians[0].calls_per_sec;
+        for ((name, _, cpu), f) in targets.iter().zip(&medians) {
+            println!(
+                "{:<12} {:>8} {:>12.0} {:>10} {:>10} {:>10} {:>8} {:>7.2}{}",
+                name,
+                c,
+                f.calls_per_sec,
+                format!("{:?}", f.mean),
+                shown(f.p50),
+                shown(f.p99),
+                f.errors,
+                f.calls_per_sec / base,
+                match with_cpu {
+                    true => format!("  {}", load::cpu::per_call(cpu, &f.cpu, f.calls)),
+                    false => String::new(),
+                }
+            );
+        }
+    }
+    Ok(())
+}
+
+fn shown(d: Option<Duration>) -> String {
+    d.map_or_else(|| "-".to_string(), |d| format!("{d:?}"))
+}
+
+/// One call through this crate's client, which reads the gRPC status h2load does not.
+async fn answers_ok(target: &Endpoint, path: &str) -> anyhow::Result<()> {
+    let conn = Connection::connect(target, Duration::from_secs(5)).await?;
+    conn.unary(path, &[])
+        .await
+        .map_err(|s| anyhow::anyhow!("{path} answered {:?}: {}", s.code(), s.message()))?;
+    Ok(())
+}

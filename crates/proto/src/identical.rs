@@ -1,0 +1,19 @@
+//! The build-time half of the gateway's wire-identical fast path (`src/front/identical.rs` in
+//! the gateway): for every unary RPC v0.3 and v1 both have, in each direction, whether its
+//! messages are wire-compatible, decided from the descriptors by `build/identical.rs`.
+
+use crate::dialect::Dialect;
+
+/// One RPC both dialects have, in one direction, and whether its messages are wire-compatible.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Schema {
+    pub front: Dialect,
+    pub upstream: Dialect,
+    pub method: &'static str,
+    pub front_path: &'static str,
+    pub upstream_path: &'static str,
+    /// `None`: wire-compatible; else the first field or enum value that is not.
+    pub why_not: Option<&'static str>,
+}
+
+include!(concat!(env!("OUT_DIR"), "/identical.rs"));
