@@ -109,7 +109,7 @@ fn main() {
     let d = dir.path();
     let sock = |name: &str| -> PathBuf { d.join(name) };
     let gateway = env!("CARGO_BIN_EXE_csi-gateway");
-    let load = env!("CARGO_BIN_EXE_csi-gateway-load");
+    let load = csi_gateway_test_support::workspace_binary("csi-gateway-load");
     let certs = d.join("certs");
     assert!(Command::new(gateway)
         .arg("gen-certs")

@@ -17,7 +17,7 @@ fn main() {
     let seed = env("CRASHLOOP_SEED", "1");
     let mut failed = Vec::new();
     for store in env("CRASHLOOP_STORES", "embedded,etcd").split(',') {
-        let status = Command::new(env!("CARGO_BIN_EXE_csi-gateway-load"))
+        let status = Command::new(csi_gateway_test_support::workspace_binary("csi-gateway-load"))
             .args(["crashloop", "--store", store])
             .args([
                 "--iterations",
@@ -28,7 +28,7 @@ fn main() {
                 &seed,
             ])
             .args(["--gateway", env!("CARGO_BIN_EXE_csi-gateway")])
-            .args(["--backend", env!("CARGO_BIN_EXE_csi-reference-backend")])
+            .args(["--backend", csi_gateway_test_support::workspace_binary("csi-reference-backend")])
             .status()
             .expect("running csi-gateway-load crashloop");
         if !status.success() {

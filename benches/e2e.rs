@@ -61,7 +61,7 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let sock = |name: &str| -> PathBuf { dir.path().join(name) };
     let gateway = env!("CARGO_BIN_EXE_csi-gateway");
-    let load = env!("CARGO_BIN_EXE_csi-gateway-load");
+    let load = csi_gateway_test_support::workspace_binary("csi-gateway-load");
 
     let upstream = spawn(
         Command::new(load)

@@ -41,6 +41,7 @@ pub enum StartError {
         addr: String,
         source: std::io::Error,
     },
+    #[cfg(feature = "test-hooks")]
     #[error("test hook: {0}")]
     Hook(String),
 }
@@ -91,7 +92,10 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     // The store before anything binds or spawns: a wrong etcd address fails the start-up.
     let kv = open_store(config).await?;
     // Staging emulation shares the store, so its records are as durable as the handles.
+    #[cfg(feature = "test-hooks")]
     let crash = staging::CrashPoint::new(config.test_crash_at.clone()).map_err(StartError::Hook)?;
+    #[cfg(not(feature = "test-hooks"))]
+    let crash = staging::CrashPoint::default();
     let emulation = staging::Emulation::new(
         kv.clone(),
         &config.state.node_id,

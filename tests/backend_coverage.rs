@@ -2,7 +2,7 @@
 //! reference backend in that dialect: an empty request on every unary path gets an answer
 //! other than UNIMPLEMENTED. The only exceptions are listed, so a missing handler cannot hide.
 
-mod support;
+use csi_gateway_test_support as support;
 
 use bytes::{Buf, BufMut};
 use csi_gateway::dialect::Dialect;

@@ -2,7 +2,7 @@
 //! `version` field, GetSupportedVersions, ControllerProbe/NodeProbe, GetNodeID, the v0.1.0
 //! error rows, and state across restart and SIGKILL.
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::fs;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! handles carry metadata that must come back; the draft's non-idempotent deletes; state
 //! across restart and SIGKILL.
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::collections::HashMap;
 use std::fs;

@@ -1,7 +1,7 @@
 //! The reference backend served as CSI v0.3 (`--dialect v0.3`, package `csi.v0`): lifecycle,
 //! idempotency, v0.3's error rows and semantics, and state across restart and SIGKILL.
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::fs;
 use std::time::Duration;

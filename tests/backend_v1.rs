@@ -1,7 +1,7 @@
 //! The reference backend in its default dialect (CSI v1), driven over its socket: lifecycle,
 //! idempotency, the spec's error rows, and state across restarts and crashes.
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::collections::HashMap;
 use std::fs;

@@ -1,7 +1,7 @@
 //! State across a clean restart and across a SIGKILL mid-operation, socket hygiene and
 //! start-up checks, for the v1 dialect.
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::fs;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The error rows of the CSI v1 per-RPC tables for the Controller service, each provoked for
 //! real against the backend (Node rows and concurrency: `backend_v1_node_errors.rs`).
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::collections::HashMap;
 

@@ -1,7 +1,7 @@
 //! The error rows of the CSI v1 per-RPC tables for the Node service, and per-volume
 //! serialization (ABORTED), each provoked for real against the backend.
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::time::Duration;
 

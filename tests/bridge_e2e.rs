@@ -3,7 +3,7 @@
 //! socket; a gateway dials an mTLS v1 server directly; and a dead upstream fails over to the
 //! next one listed.
 
-mod bridge_support;
+use csi_gateway_test_support::bridge as bridge_support;
 
 use std::sync::{Arc, Mutex};
 

@@ -3,7 +3,7 @@
 //! plaintext HTTP/2 client on the TLS port. A good certificate on the same listener works.
 //! The clients here are hand-built rustls configurations, so each presents exactly one fault.
 
-mod bridge_support;
+use csi_gateway_test_support::bridge as bridge_support;
 
 use bridge_support::*;
 use csi_gateway::tls::gencerts::{DevCa, Leaf};

@@ -5,7 +5,7 @@
 //! then trust old and new CA; then both sides switch to certificates from the new CA. B reloads
 //! by noticing the file changes, A only on SIGHUP (its poll interval is an hour).
 
-mod bridge_support;
+use csi_gateway_test_support::bridge as bridge_support;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -4,7 +4,7 @@
 //! otherwise; a rule without a list allows everything. The clients are tonic's generated health
 //! and reflection clients over mutual TLS to the appliance gateway's TCP port.
 
-mod bridge_support;
+use csi_gateway_test_support::bridge as bridge_support;
 
 use std::sync::Arc;
 

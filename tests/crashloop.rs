@@ -5,7 +5,7 @@
 use std::process::Command;
 
 fn crashloop(store: &str) {
-    let out = Command::new(env!("CARGO_BIN_EXE_csi-gateway-load"))
+    let out = Command::new(csi_gateway_test_support::workspace_binary("csi-gateway-load"))
         .args([
             "crashloop",
             "--store",
@@ -16,7 +16,7 @@ fn crashloop(store: &str) {
             "3",
         ])
         .args(["--gateway", env!("CARGO_BIN_EXE_csi-gateway")])
-        .args(["--backend", env!("CARGO_BIN_EXE_csi-reference-backend")])
+        .args(["--backend", csi_gateway_test_support::workspace_binary("csi-reference-backend")])
         .output()
         .expect("running csi-gateway-load crashloop");
     let text = format!(

@@ -6,7 +6,7 @@
 //! A real etcd (`/usr/bin/etcd`, Debian's `etcd-server`) and `etcdctl` (`etcd-client`) run on
 //! loopback; without them the tests fail, saying so.
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::collections::HashMap;
 use std::path::Path;

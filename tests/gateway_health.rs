@@ -2,7 +2,7 @@
 //! operations endpoint: healthy while the plugin answers Probe, unhealthy (exit 1, the reason
 //! on stderr) once it is gone, and a clear refusal of what it cannot ask.
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};

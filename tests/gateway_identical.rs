@@ -9,7 +9,7 @@
 //! plugin that quotes its request's strings in its error (the reference backend's
 //! `--test-echo-errors` hook) shows it.
 
-mod support;
+use csi_gateway_test_support as support;
 
 use csi_gateway::dialect::proto::{v0_3, v1};
 use support::gateway::Gateway;

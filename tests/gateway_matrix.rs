@@ -2,7 +2,7 @@
 //! `--dialect`), running the volume lifecycle through the built gateway and asserting what each
 //! side's spec revision says: translated fields, capabilities, idempotency and error codes.
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::collections::HashMap;
 

@@ -2,7 +2,7 @@
 //! plugin dying and coming back during a run of calls, shutdown, bad configuration, and the
 //! refusals the spec prescribes where one side cannot do what the other asks.
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::collections::HashMap;
 use std::process::Command;

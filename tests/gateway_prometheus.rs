@@ -2,7 +2,7 @@
 //! during a volume lifecycle; the series must then exist in Prometheus with the labels existing
 //! CSI dashboards expect, and with the right counts, as read through its HTTP query API.
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};

@@ -4,7 +4,7 @@
 //! `max_in_flight` (RESOURCE_EXHAUSTED), the default deadline for clients that set none, and
 //! the metrics that show each.
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

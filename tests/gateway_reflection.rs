@@ -7,7 +7,7 @@
 //! with tonic's client. Every test of `on_every_path!` runs on a spliced connection (the
 //! default) and on a terminated one (`--splice=false`), as `spliced::NAME` and `terminated::NAME`.
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::process::Command;
 use std::time::{Duration, Instant};

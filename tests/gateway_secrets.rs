@@ -3,7 +3,7 @@
 //! translated — with every log level on (`trace`, bodies included); then the canaries must
 //! appear nowhere in the log or on `/metrics`.
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! tiny flow-control windows, hostile bytes on the socket, and the plugin dying under a
 //! spliced connection. The same calls run with `--splice=false`, so both paths agree.
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::time::Duration;
 

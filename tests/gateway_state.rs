@@ -6,7 +6,7 @@
 //! The etcd tests start a real etcd (`/usr/bin/etcd`, Debian's `etcd-server`) on free loopback
 //! ports; without it they fail, saying so.
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

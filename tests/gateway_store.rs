@@ -6,7 +6,7 @@
 //! The store is read after the gateway stopped, by opening `state.redb` with the gateway's own
 //! store code (redb locks the file while the gateway runs).
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;

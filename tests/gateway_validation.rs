@@ -3,7 +3,7 @@
 //! message (no plugin name, no node id, no volume), which a v1 gateway detects and serves.
 //! Bad requests go to the reference plugin.
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -28,7 +28,7 @@ impl Malformed {
     fn start() -> Malformed {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("plugin.sock");
-        let child = Command::new(env!("CARGO_BIN_EXE_csi-gateway-load"))
+        let child = Command::new(csi_gateway_test_support::workspace_binary("csi-gateway-load"))
             .arg("fixed-upstream")
             .arg(format!("--listen={}", socket.display()))
             .stdin(Stdio::null())

@@ -12,7 +12,7 @@
 //! or goes away under a spliced connection never shows its GOAWAY to the client, and no call
 //! is executed twice.
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::time::Duration;
 

@@ -6,7 +6,7 @@
 //! the same answer: idle connections, total connections, slow header blocks, concurrent
 //! streams, resets per second, and the memory a connection can make the gateway hold.
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::time::{Duration, Instant};
 

@@ -15,8 +15,8 @@
 //! front dialect (and, by C-core, Probe's readiness where the dialect has Probe). Each tool must
 //! be installed (`.ci/run` installs them): a missing one fails.
 
-mod bridge_support;
-mod support;
+use csi_gateway_test_support::bridge as bridge_support;
+use csi_gateway_test_support as support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

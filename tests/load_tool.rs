@@ -3,7 +3,7 @@
 //! its own HTTP/2 client and h2load (Debian's `nghttp2-client`, which `.ci/run` installs; a
 //! missing h2load fails these tests, naming the package).
 
-mod support;
+use csi_gateway_test_support as support;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -14,7 +14,7 @@ use support::gateway::Gateway;
 use support::PROCESS_TIMEOUT;
 
 fn load_tool() -> &'static str {
-    env!("CARGO_BIN_EXE_csi-gateway-load")
+    csi_gateway_test_support::workspace_binary("csi-gateway-load")
 }
 
 /// A server the load tool runs (its fixed-reply upstream, its tonic proxy), killed on drop.

@@ -131,7 +131,9 @@ struct RunArgs {
     /// Bound of every durable state operation, e.g. 5s.
     #[arg(long, value_parser = humantime::parse_duration)]
     state_timeout: Option<std::time::Duration>,
-    /// TEST HOOK, hidden: SIGKILL the gateway at this named staging-emulation step.
+    /// TEST HOOK, hidden: SIGKILL the gateway at this named staging-emulation step. Accepted
+    /// only by a build with the `test-hooks` cargo feature (the test suite's); any other build
+    /// refuses it as a configuration error, so a production gateway cannot be made to crash.
     #[arg(long, hide = true)]
     test_crash_at: Option<String>,
 }

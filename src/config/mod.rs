@@ -276,7 +276,8 @@ pub struct Overrides {
     pub state_dir: Option<PathBuf>,
     pub state: StateOverrides,
     /// TEST HOOK (hidden flag): the gateway kills itself with SIGKILL at this named step of
-    /// staging emulation, so tests can crash it between two steps. Never set in production.
+    /// staging emulation, so tests can crash it between two steps. Only a build with the
+    /// `test-hooks` cargo feature (the test suite's) accepts it; any other refuses it here.
     pub test_crash_at: Option<String>,
 }
 
@@ -312,6 +313,7 @@ pub struct Config {
     /// The store backend and the staging directory.
     pub state: State,
     /// See [`Overrides::test_crash_at`].
+    #[cfg(feature = "test-hooks")]
     pub test_crash_at: Option<String>,
     /// 1: a single-threaded runtime; 0: one worker per core; n: n workers.
     pub worker_threads: usize,
@@ -386,6 +388,15 @@ impl File {
 
     fn validate(self, test_crash_at: Option<String>) -> Result<Config, ConfigError> {
         let invalid = |field, message: String| ConfigError::Invalid { field, message };
+        #[cfg(not(feature = "test-hooks"))]
+        if test_crash_at.is_some() {
+            return Err(invalid(
+                "--test-crash-at",
+                "a test hook, and this csi-gateway was built without it (cargo feature \
+                 `test-hooks`, which only the test suite enables)"
+                    .into(),
+            ));
+        }
         let listen: Endpoint = self
             .listen
             .endpoint
@@ -592,6 +603,7 @@ impl File {
             worker_threads: self.runtime.worker_threads,
             scheduling: self.runtime.scheduling,
             state,
+            #[cfg(feature = "test-hooks")]
             test_crash_at,
             calls: self.calls,
         })

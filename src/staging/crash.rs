@@ -1,6 +1,10 @@
 //! TEST HOOK: the gateway kills itself with SIGKILL at a named step of staging emulation
 //! (hidden flag `--test-crash-at=<step>`), so the crash-recovery tests can stop it between two
-//! steps exactly. Unset in production, where [`CrashPoint::at`] does nothing.
+//! steps exactly. Unset, [`CrashPoint::at`] does nothing.
+//!
+//! Compiled in only with the cargo feature `test-hooks`, which only the test suite turns on
+//! (the gateway's dev-dependency on itself, Cargo.toml). Any other build — `cargo build`, the
+//! release binary — has `no_crash.rs` in its place, and its configuration refuses the flag.
 //!
 //! Steps: `publish:recorded`, `publish:staged`, `publish:published`,
 //! `unpublish:unpublished`, `unpublish:unrecorded`, `unpublish:unstaged`.

@@ -28,6 +28,11 @@
 //! The records live in the gateway's store, keyed by node id (`state.node_id`): node gateways
 //! sharing one etcd keep their mounts apart.
 
+// The crash hook of the test suite's build (`--test-crash-at`), else a no-op in its place.
+#[cfg(feature = "test-hooks")]
+mod crash;
+#[cfg(not(feature = "test-hooks"))]
+#[path = "no_crash.rs"]
 mod crash;
 mod record;
 

@@ -1,6 +1,7 @@
-//! The appliance listener: TCP connections admitted by the TLS crate's [`Acceptor`] (mutual TLS,
-//! the peer allow-list) served with the same front code as the UNIX socket, each carrying the
-//! peer's [`Authorization`](super::Authorization) so every call is checked against the CSI service it belongs to.
+//! The appliance listener: TCP connections admitted by the TLS crate's [`Acceptor`] (mutual
+//! TLS, the peer allow-list), served with the same front code as the UNIX socket, each carrying
+//! the peer's [`Authorization`](super::Authorization) so every call is checked against the CSI
+//! service it belongs to.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

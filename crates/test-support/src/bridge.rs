@@ -20,8 +20,16 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use tokio::io::{AsyncRead, AsyncWrite};
 
-pub const GATEWAY: &str = env!("CARGO_BIN_EXE_csi-gateway");
-pub const LOAD: &str = env!("CARGO_BIN_EXE_csi-gateway-load");
+/// The built gateway (the test suite's build, with the `test-hooks` feature).
+pub fn gateway_binary() -> &'static str {
+    crate::workspace_binary("csi-gateway")
+}
+
+/// The built load tool.
+pub fn load_binary() -> &'static str {
+    crate::workspace_binary("csi-gateway-load")
+}
+
 pub const WAIT: Duration = Duration::from_secs(20);
 
 /// A child process whose stderr is collected (and echoed, so a failing test shows it).
@@ -139,7 +147,7 @@ pub fn wait_socket(path: &Path) {
 pub fn fixed_upstream(sock: &Path) -> Proc {
     let p = Proc::spawn(
         "plugin",
-        Command::new(LOAD)
+        Command::new(load_binary())
             .args(["fixed-upstream", "--listen"])
             .arg(sock),
     );
@@ -165,7 +173,7 @@ pub fn gateway_with_metrics(name: &str, dir: &Path, config: &str, metrics: &str)
     .unwrap();
     Proc::spawn(
         name,
-        Command::new(GATEWAY).arg("run").arg("--config").arg(&file),
+        Command::new(gateway_binary()).arg("run").arg("--config").arg(&file),
     )
 }
 

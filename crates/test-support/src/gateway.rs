@@ -10,8 +10,9 @@ use tonic::transport::Channel;
 
 use super::PROCESS_TIMEOUT;
 
+/// The built gateway: the test suite's build, with the `test-hooks` feature.
 pub fn binary() -> &'static str {
-    env!("CARGO_BIN_EXE_csi-gateway")
+    super::workspace_binary("csi-gateway")
 }
 
 /// A running gateway with its own temp directory: `sock/csi.sock`, `state/`, `gateway.log`.

@@ -1,9 +1,12 @@
-//! Test support: start the built `csi-reference-backend` in any dialect on a temp socket and
-//! talk to it with the generated tonic clients. Shared by the backend tests and (later) the
-//! gateway tests, which start backends in every dialect as their upstreams.
+//! csi-gateway-test-support: what the whole-binary tests in the workspace root's `tests/` (and
+//! its benches) share, as a dev-dependency. At the crate root: start the built
+//! `csi-reference-backend` in any dialect on a temp socket and talk to it with the generated
+//! tonic clients. [`gateway`]: the built `csi-gateway` in front of one; [`front`]: a client of
+//! every dialect; [`etcd`]: a real etcd; [`h2raw`]: raw HTTP/2 frames; [`bridge`]: the TLS
+//! bridge's processes and PKI. [`workspace_binary`] finds the binaries they start.
 //!
 //! ```ignore
-//! mod support;
+//! use csi_gateway_test_support as support;
 //! let backend = support::Backend::start(support::Options::new("v1")).await;
 //! let mut identity = IdentityClient::new(backend.channel().await);
 //! ```
@@ -11,7 +14,9 @@
 //! Everything is bounded: start-up, connects, each RPC ([`RPC_TIMEOUT`]) and process exit.
 //! [`DIALECTS`] lists every `--dialect`; see `docs/reference-backend.md` for what each serves.
 #![allow(dead_code)] // each test crate uses a different subset
+#![forbid(unsafe_code)]
 
+pub mod bridge;
 pub mod etcd;
 pub mod front;
 pub mod gateway;
@@ -37,7 +42,49 @@ pub const PROCESS_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The built plugin binary.
 pub fn binary() -> &'static str {
-    env!("CARGO_BIN_EXE_csi-reference-backend")
+    workspace_binary("csi-reference-backend")
+}
+
+/// The binary `name` of a workspace member, built into the same target directory and profile
+/// as the running test or bench: `target/<profile>/<name>`, where the test itself runs from
+/// `target/<profile>/deps/`.
+///
+/// Why not `env!("CARGO_BIN_EXE_<name>")`: Cargo sets it only for the binaries of the package
+/// whose tests are compiled, and this crate is a library (the backend's and the load tool's
+/// binaries belong to other members besides). `cargo test --workspace` — the README's and
+/// `.ci/run`'s command — builds every member's binaries before it runs any test: a package's
+/// binaries are built whenever one of its integration tests is selected, and each member with
+/// a binary has one (`crates/*/tests/cli.rs`); the gateway's own are built for `tests/`, with the
+/// `test-hooks` feature. Running only the root package's tests (`cargo test --test NAME`)
+/// uses whatever `cargo build --workspace` or the last `cargo test --workspace` left there;
+/// a missing binary fails here with that advice rather than as an obscure spawn error.
+pub fn workspace_binary(name: &'static str) -> &'static str {
+    static FOUND: std::sync::Mutex<Vec<(&str, &str)>> = std::sync::Mutex::new(Vec::new());
+    let mut found = FOUND.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, path)) = found.iter().find(|(n, _)| *n == name) {
+        return path;
+    }
+    let exe = std::env::current_exe().expect("the running test's path");
+    // target/<profile>/deps/<test>-<hash> → target/<profile>
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test runs from target/<profile>/deps");
+    let path = profile_dir.join(name);
+    assert!(
+        path.is_file(),
+        "{name} is not built in {dir}: run the tests with `cargo test --workspace` (which builds \
+         every member's binaries first), or `cargo build --workspace` before testing one package",
+        dir = profile_dir.display()
+    );
+    let path: &'static str = Box::leak(
+        path.to_str()
+            .expect("a UTF-8 target directory")
+            .to_owned()
+            .into_boxed_str(),
+    );
+    found.push((name, path));
+    path
 }
 
 /// Whether bind mounts work here (root with CAP_SYS_ADMIN). Tests pick `--publish-mode`
