@@ -11,8 +11,9 @@
 //! window (`csi-gateway-load run --cpu`, from /proc/PID/stat; socat counts with the children
 //! it forks per connection).
 //!
-//! `cargo bench --bench bridge` (env: E2E_DURATION=3s, E2E_ROUNDS=3, E2E_CONCURRENCY=1,16,64;
-//! socat and stunnel4 must be installed).
+//! `cargo build --release --workspace && cargo bench --bench bridge` (the load tool is another
+//! workspace member's binary, taken from `target/release/`; env: E2E_DURATION=3s, E2E_ROUNDS=3,
+//! E2E_CONCURRENCY=1,16,64; socat and stunnel4 must be installed).
 
 use std::io::Write as _;
 
@@ -21,6 +22,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+use csi_gateway_test_support::workspace_binary;
 
 struct Proc(Child);
 
@@ -109,7 +112,7 @@ fn main() {
     let d = dir.path();
     let sock = |name: &str| -> PathBuf { d.join(name) };
     let gateway = env!("CARGO_BIN_EXE_csi-gateway");
-    let load = csi_gateway_test_support::workspace_binary("csi-gateway-load");
+    let load = workspace_binary("csi-gateway-load");
     let certs = d.join("certs");
     assert!(Command::new(gateway)
         .arg("gen-certs")

@@ -11,8 +11,10 @@
 //! shows the CPU µs per call its proxy (gateway, socat with its forked children, tonic) and the
 //! plugin spent (`csi-gateway-load run --cpu`).
 //!
-//! `cargo bench --bench e2e` (env: E2E_DURATION=3s, E2E_ROUNDS=3, E2E_CONCURRENCY=1,16,64,
-//! E2E_CONCURRENCY_CONNECTIONS=16,64 for the runs over 4 and 2 client connections).
+//! `cargo build --release --workspace && cargo bench --bench e2e` (the load tool is another
+//! workspace member's binary, taken from `target/release/`; env: E2E_DURATION=3s, E2E_ROUNDS=3,
+//! E2E_CONCURRENCY=1,16,64, E2E_CONCURRENCY_CONNECTIONS=16,64 for the runs over 4 and 2 client
+//! connections).
 //! E2E_BEFORE=/path/to/an/older/csi-gateway adds that build as the target `before` (spliced, the
 //! same flags) beside `gateway` in every run, so a change is measured before and after in the
 //! same run, on the same upstream and the same load.
@@ -20,6 +22,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use csi_gateway_test_support::workspace_binary;
 
 struct Proc(Child);
 
@@ -61,7 +65,7 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let sock = |name: &str| -> PathBuf { dir.path().join(name) };
     let gateway = env!("CARGO_BIN_EXE_csi-gateway");
-    let load = csi_gateway_test_support::workspace_binary("csi-gateway-load");
+    let load = workspace_binary("csi-gateway-load");
 
     let upstream = spawn(
         Command::new(load)

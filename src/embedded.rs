@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::dialect::Dialect;
 use csi_reference_backend::engine::{self, mounter::PublishMode};
 use csi_reference_backend::serve::{self, Options};
-use crate::dialect::Dialect;
 
 pub struct Embedded {
     stop: Option<tokio::sync::oneshot::Sender<()>>,

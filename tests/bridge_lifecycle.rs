@@ -3,8 +3,8 @@
 //! - gateway (UNIX socket) → mTLS TCP → appliance gateway → the reference backend (UNIX socket),
 //!   two gateways bridging an unmodified legacy plugin.
 
-use csi_gateway_test_support::bridge as bridge_support;
 use csi_gateway_test_support as support;
+use csi_gateway_test_support::bridge as bridge_support;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -58,7 +58,7 @@ async fn gateway_to_a_reference_backend_on_mutual_tls() {
     let port = free_port();
     let _backend = Proc::spawn(
         "backend",
-        Command::new(csi_gateway_test_support::workspace_binary("csi-reference-backend"))
+        Command::new(support::workspace_binary("csi-reference-backend"))
             .arg(format!("--endpoint=tcp://127.0.0.1:{port}"))
             .arg(format!("--data-dir={}", d.join("data").display()))
             .args(["--publish-mode=symlink", "--require-staging=false"])

@@ -6,8 +6,8 @@
 //! peer may not call is refused on the spliced appliance with the very reply the terminating
 //! one gives, and a silent appliance is dropped by the splice's own keepalive PINGs.
 
-use csi_gateway_test_support::bridge as bridge_support;
 use csi_gateway_test_support as support;
+use csi_gateway_test_support::bridge as bridge_support;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

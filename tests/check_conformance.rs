@@ -87,7 +87,7 @@ async fn the_gateway_in_front_of_a_draft_plugin_passes_as_v1() {
 async fn a_malformed_plugin_fails_with_a_non_zero_exit() {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("plugin.sock");
-    let mut plugin = Command::new(csi_gateway_test_support::workspace_binary("csi-gateway-load"))
+    let mut plugin = Command::new(support::workspace_binary("csi-gateway-load"))
         .arg("fixed-upstream")
         .arg(format!("--listen={}", socket.display()))
         .spawn()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # docker-compose.yml end to end on this machine's Docker engine (.ci/run runs it after
-# `cargo test --locked`): builds the images (deploy/docker/build-images), brings the project up
+# `cargo test --workspace --locked`): builds the images (deploy/docker/build-images), brings the project up
 # and asserts that
 #   - both gateways pass their image's HEALTHCHECK (`csi-gateway health`),
 #   - a v1 call on the node's socket crosses the mTLS bridge to the draft (v0.1-oneof) plugin,

@@ -4,8 +4,10 @@
 
 use std::process::Command;
 
+use csi_gateway_test_support::workspace_binary;
+
 fn crashloop(store: &str) {
-    let out = Command::new(csi_gateway_test_support::workspace_binary("csi-gateway-load"))
+    let out = Command::new(workspace_binary("csi-gateway-load"))
         .args([
             "crashloop",
             "--store",
@@ -16,7 +18,7 @@ fn crashloop(store: &str) {
             "3",
         ])
         .args(["--gateway", env!("CARGO_BIN_EXE_csi-gateway")])
-        .args(["--backend", csi_gateway_test_support::workspace_binary("csi-reference-backend")])
+        .args(["--backend", workspace_binary("csi-reference-backend")])
         .output()
         .expect("running csi-gateway-load crashloop");
     let text = format!(

@@ -28,7 +28,7 @@ impl Malformed {
     fn start() -> Malformed {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("plugin.sock");
-        let child = Command::new(csi_gateway_test_support::workspace_binary("csi-gateway-load"))
+        let child = Command::new(support::workspace_binary("csi-gateway-load"))
             .arg("fixed-upstream")
             .arg(format!("--listen={}", socket.display()))
             .stdin(Stdio::null())

@@ -1,6 +1,6 @@
 //! The connection limits of `[listen.limits]` (src/front/limits.rs), driven with raw frames
-//! (tests/support/h2raw.rs) against the built gateway on both paths a connection can take:
-//! spliced (the default, UNIX-socket upstream) and terminated (`--splice=false`, served by
+//! (crates/test-support/src/h2raw.rs) against the built gateway on both paths a connection can
+//! take: spliced (the default, UNIX-socket upstream) and terminated (`--splice=false`, served by
 //! h2 as TCP upstreams and connections accepted while the plugin is down are). Each limit is
 //! set small in a configuration file so that each case takes seconds, and each path must give
 //! the same answer: idle connections, total connections, slow header blocks, concurrent

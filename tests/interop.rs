@@ -15,8 +15,8 @@
 //! front dialect (and, by C-core, Probe's readiness where the dialect has Probe). Each tool must
 //! be installed (`.ci/run` installs them): a missing one fails.
 
-use csi_gateway_test_support::bridge as bridge_support;
 use csi_gateway_test_support as support;
+use csi_gateway_test_support::bridge as bridge_support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -437,7 +437,7 @@ async fn every_client(socket: &Path, dialect: Dialect, what: &str) {
 
 // ---- the paths ----
 
-/// The plugin's log names the `:authority` of every call it served (`src/backend/rpclog.rs`):
+/// The plugin's log names the `:authority` of every call it served (`crates/backend/src/rpclog.rs`):
 /// behind a gateway, every GetPluginInfo came with `localhost`, whatever the client sent.
 fn plugin_saw_only_localhost(backend: &Backend) {
     let log = backend.log_text();

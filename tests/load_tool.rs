@@ -14,7 +14,7 @@ use support::gateway::Gateway;
 use support::PROCESS_TIMEOUT;
 
 fn load_tool() -> &'static str {
-    csi_gateway_test_support::workspace_binary("csi-gateway-load")
+    support::workspace_binary("csi-gateway-load")
 }
 
 /// A server the load tool runs (its fixed-reply upstream, its tonic proxy), killed on drop.

@@ -7,7 +7,7 @@
 //! change or SIGHUP like the bridge's). With a user name and password, it asks etcd's
 //! `Auth.Authenticate` for a token, sends it with every call, and asks again when etcd says
 //! the token expired. It uses a minimal subset of etcd's API (`proto-etcd/`, compiled by
-//! `build.rs`), because the `etcd-client` crate needs a system `protoc` to build.
+//! `crates/proto/build.rs`), because the `etcd-client` crate needs a system `protoc` to build.
 //!
 //! Every operation is async on the caller's runtime: a hung member delays only the calls that
 //! use the store, each bounded by [`super::Store`]'s timeout. Members are tried in turn while

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use csi_gateway_proto::dialect::Dialect;
 use csi_reference_backend::engine::{self, size::parse_size, PublishMode, Segment};
 use csi_reference_backend::serve::{self, Options};
-use csi_gateway_proto::dialect::Dialect;
 
 /// Exit status for configuration errors (sysexits EX_USAGE).
 const EX_USAGE: u8 = 64;

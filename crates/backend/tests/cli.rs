@@ -15,7 +15,10 @@ fn help_names_every_dialect() {
     assert!(out.status.success(), "{out:?}");
     let help = String::from_utf8_lossy(&out.stdout);
     for dialect in ["v1", "v0.3", "v0.1", "v0.1-oneof"] {
-        assert!(help.contains(dialect), "{dialect} missing from --help:\n{help}");
+        assert!(
+            help.contains(dialect),
+            "{dialect} missing from --help:\n{help}"
+        );
     }
 }
 

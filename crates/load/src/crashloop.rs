@@ -798,8 +798,10 @@ async fn store_entries(sides: &[Side], etcd: &Option<String>) -> Result<usize, S
     for side in sides {
         let kv: Arc<dyn csi_gateway::store::KeyValue> = match etcd {
             None => Arc::new(
-                csi_gateway::store::embedded::Embedded::open(&side.dir.join("state").join("state.redb"))
-                    .map_err(|e| e.to_string())?,
+                csi_gateway::store::embedded::Embedded::open(
+                    &side.dir.join("state").join("state.redb"),
+                )
+                .map_err(|e| e.to_string())?,
             ),
             Some(e) => {
                 let settings = csi_gateway::store::etcd::Settings {

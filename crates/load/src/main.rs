@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use csi_gateway::endpoint::Endpoint;
-use csi_gateway_load::{self as load, Load};
 use csi_gateway::upstream::Connection;
+use csi_gateway_load::{self as load, Load};
 
 #[derive(Parser)]
 #[command(about = "Load tool for csi-gateway: fixed-reply upstream and load generator")]

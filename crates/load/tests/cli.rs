@@ -15,6 +15,9 @@ fn help_lists_the_subcommands() {
     assert!(out.status.success(), "{out:?}");
     let help = String::from_utf8_lossy(&out.stdout);
     for command in ["fixed-upstream", "tonic-proxy", "crashloop"] {
-        assert!(help.contains(command), "{command} missing from --help:\n{help}");
+        assert!(
+            help.contains(command),
+            "{command} missing from --help:\n{help}"
+        );
     }
 }

@@ -173,7 +173,10 @@ pub fn gateway_with_metrics(name: &str, dir: &Path, config: &str, metrics: &str)
     .unwrap();
     Proc::spawn(
         name,
-        Command::new(gateway_binary()).arg("run").arg("--config").arg(&file),
+        Command::new(gateway_binary())
+            .arg("run")
+            .arg("--config")
+            .arg(&file),
     )
 }
 

@@ -74,7 +74,8 @@ pub fn workspace_binary(name: &'static str) -> &'static str {
     assert!(
         path.is_file(),
         "{name} is not built in {dir}: run the tests with `cargo test --workspace` (which builds \
-         every member's binaries first), or `cargo build --workspace` before testing one package",
+         every member's binaries first), or `cargo build --workspace` (`--release` for the \
+         benches) before testing or benchmarking one package",
         dir = profile_dir.display()
     );
     let path: &'static str = Box::leak(

@@ -5,9 +5,9 @@ use tonic::{Request, Response};
 use super::{capabilities, capability, check_version, hash, map, required, status, Reply, V01};
 use crate::blocking;
 use crate::engine::{rules, CreateVolume, EngineError, Kind, ObjectKind, Volume};
-use csi_gateway_proto::dialect::proto::v0_1 as csi;
 use csi::controller_server::Controller;
 use csi::controller_service_capability::{rpc::Type as Rpc, Type};
+use csi_gateway_proto::dialect::proto::v0_1 as csi;
 
 #[derive(Clone)]
 pub struct ControllerService(pub V01);

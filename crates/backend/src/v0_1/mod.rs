@@ -14,9 +14,9 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
 use crate::engine::{AccessMode, Capability, Engine, EngineError, Kind};
-use csi_gateway_proto::dialect::proto::v0_1 as csi;
 use csi::identity_server::Identity;
 use csi::volume_capability::AccessType;
+use csi_gateway_proto::dialect::proto::v0_1 as csi;
 
 /// The only version this plugin speaks in this dialect.
 pub const SUPPORTED: csi::Version = csi::Version {

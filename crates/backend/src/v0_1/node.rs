@@ -5,8 +5,8 @@ use tonic::{Request, Response};
 use super::{capability, check_version, required, status, Reply, V01};
 use crate::blocking;
 use crate::engine::Publish;
-use csi_gateway_proto::dialect::proto::v0_1 as csi;
 use csi::node_server::Node;
+use csi_gateway_proto::dialect::proto::v0_1 as csi;
 
 #[derive(Clone)]
 pub struct NodeService(pub V01);

@@ -9,8 +9,8 @@ use super::{
     NODE_KEY,
 };
 use crate::engine::{rules, CreateVolume, EngineError, ObjectKind, Precondition};
-use csi_gateway_proto::dialect::proto::v0_1_oneof as csi;
 use csi::controller_server::Controller;
+use csi_gateway_proto::dialect::proto::v0_1_oneof as csi;
 
 #[derive(Clone)]
 pub struct ControllerService(pub Draft);

@@ -4,8 +4,8 @@
 //! the draft's error tables live.
 
 use crate::engine::{EngineError, ObjectKind, Precondition};
-use csi_gateway_proto::dialect::proto::v0_1_oneof as csi;
 use csi::error::{self as e, general_error::GeneralErrorCode, Value};
+use csi_gateway_proto::dialect::proto::v0_1_oneof as csi;
 
 /// Whether a caller must not retry the same request after this error (the draft's
 /// `caller_must_not_retry`): argument, lookup and conflict errors never heal by themselves;

@@ -24,10 +24,10 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
 use crate::engine::{AccessMode, Capability, Engine, EngineError, Kind, Volume};
-use csi_gateway_proto::dialect::proto::v0_1_oneof as csi;
 use csi::error::general_error::GeneralErrorCode;
 use csi::identity_server::Identity;
 use csi::volume_capability::AccessType;
+use csi_gateway_proto::dialect::proto::v0_1_oneof as csi;
 use errors::Rpc;
 
 pub const SUPPORTED: csi::Version = csi::Version {

@@ -5,8 +5,8 @@ use tonic::{Request, Response, Status};
 use super::errors::{self, Rpc};
 use super::{capability, check_version, node_id, reply, require, resolve, run, Draft};
 use crate::engine::Publish;
-use csi_gateway_proto::dialect::proto::v0_1_oneof as csi;
 use csi::node_server::Node;
+use csi_gateway_proto::dialect::proto::v0_1_oneof as csi;
 
 #[derive(Clone)]
 pub struct NodeService(pub Draft);

@@ -6,9 +6,9 @@ use super::convert::{self, int64, required};
 use super::{status, Reply, V03};
 use crate::blocking;
 use crate::engine::{rules, CreateVolume, EngineError, ObjectKind};
-use csi_gateway_proto::dialect::proto::v0_3 as csi;
 use csi::controller_server::Controller;
 use csi::controller_service_capability::{rpc::Type as Rpc, Type};
+use csi_gateway_proto::dialect::proto::v0_3 as csi;
 
 #[derive(Clone)]
 pub struct ControllerService(pub V03);

@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::engine::{self, AccessMode, Capability, EngineError, Kind, Segment, Source};
-use csi_gateway_proto::dialect::proto::v0_3 as csi;
 use csi::volume_capability::AccessType;
+use csi_gateway_proto::dialect::proto::v0_3 as csi;
 
 pub type Result<T> = std::result::Result<T, EngineError>;
 

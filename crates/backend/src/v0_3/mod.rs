@@ -13,8 +13,8 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
 use crate::engine::{Engine, EngineError};
-use csi_gateway_proto::dialect::proto::v0_3 as csi;
 use csi::identity_server::Identity;
+use csi_gateway_proto::dialect::proto::v0_3 as csi;
 
 #[derive(Clone)]
 pub struct V03 {

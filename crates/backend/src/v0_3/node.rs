@@ -7,9 +7,9 @@ use super::convert::{self, int64, required};
 use super::{status, Reply, V03};
 use crate::blocking;
 use crate::engine::Publish;
-use csi_gateway_proto::dialect::proto::v0_3 as csi;
 use csi::node_server::Node;
 use csi::node_service_capability::{rpc::Type as Rpc, Type};
+use csi_gateway_proto::dialect::proto::v0_3 as csi;
 
 #[derive(Clone)]
 pub struct NodeService(pub V03);

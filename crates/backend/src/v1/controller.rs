@@ -6,9 +6,9 @@ use super::convert::{self, bytes, int64};
 use super::{status, Reply, V1};
 use crate::blocking;
 use crate::engine::{CreateVolume, EngineError, Volume};
-use csi_gateway_proto::dialect::proto::v1 as csi;
 use csi::controller_server::Controller;
 use csi::controller_service_capability::{rpc::Type as Rpc, Type};
+use csi_gateway_proto::dialect::proto::v1 as csi;
 
 /// The v1 Controller service (a newtype so Identity and Controller can share [`V1`]).
 #[derive(Clone)]

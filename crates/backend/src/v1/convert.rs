@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, HashMap};
 use prost_types::Timestamp;
 
 use crate::engine::{self, AccessMode, Capability, EngineError, Kind, Segment, Source};
-use csi_gateway_proto::dialect::proto::v1 as csi;
 use csi::volume_capability::{access_mode::Mode, AccessType, BlockVolume, MountVolume};
+use csi_gateway_proto::dialect::proto::v1 as csi;
 
 pub type Result<T> = std::result::Result<T, EngineError>;
 

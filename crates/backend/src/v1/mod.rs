@@ -10,8 +10,8 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
 use crate::engine::{Engine, EngineError};
-use csi_gateway_proto::dialect::proto::v1 as csi;
 use csi::identity_server::Identity;
+use csi_gateway_proto::dialect::proto::v1 as csi;
 
 pub use controller::ControllerService;
 pub use node::NodeService;

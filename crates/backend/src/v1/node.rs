@@ -6,9 +6,9 @@ use super::convert::{self, int64};
 use super::{status, Reply, V1};
 use crate::blocking;
 use crate::engine::{EngineError, Publish};
-use csi_gateway_proto::dialect::proto::v1 as csi;
 use csi::node_server::Node;
 use csi::node_service_capability::{rpc::Type as Rpc, Type};
+use csi_gateway_proto::dialect::proto::v1 as csi;
 
 #[derive(Clone)]
 pub struct NodeService(pub V1);
