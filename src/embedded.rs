@@ -6,8 +6,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::dialect::Dialect;
-use csi_reference_backend::engine::{self, mounter::PublishMode};
-use csi_reference_backend::serve::{self, Options};
+use csi_gateway_backend::engine::{self, mounter::PublishMode};
+use csi_gateway_backend::serve::{self, Options};
 
 pub struct Embedded {
     stop: Option<tokio::sync::oneshot::Sender<()>>,

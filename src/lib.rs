@@ -7,8 +7,9 @@
 //!   dialects, the hub model, the wire-identical verdicts, etcd's client — re-exported here as
 //!   [`dialect`] and [`hub`];
 //! - `csi-gateway-tls` (crates/tls): mutual TLS on TCP, re-exported here as [`tls`];
-//! - `csi-reference-backend` (crates/backend): the reference CSI plugin, which the built-in
-//!   default configuration runs in-process ([`embedded`]);
+//! - `csi-gateway-backend` (crates/backend): the reference CSI plugin (binary
+//!   `csi-reference-backend`), which the built-in default configuration runs in-process
+//!   ([`embedded`]);
 //! - `csi-gateway-load` (crates/load): the load tool, on top of this library;
 //! - `csi-gateway-test-support` (crates/test-support): what the tests in `tests/` share.
 //!

@@ -27,7 +27,7 @@ use crate::grpc::Status;
 use crate::hub::{v1, Request as Req, Response as Resp};
 use crate::staging::Emulation;
 use crate::translate::{errors, HandleStore, RawUpstream, UpstreamSession};
-use csi_reference_backend::engine::mounter::is_mount_point;
+use csi_gateway_backend::engine::mounter::is_mount_point;
 
 /// Whether the gateway owns the target path between a `front` client and an `upstream` plugin.
 pub fn owns_targets(front: Dialect, upstream: Dialect) -> bool {

@@ -1,4 +1,4 @@
-//! csi-reference-backend: the reference CSI plugin — a real one (volumes are directories or
+//! csi-gateway-backend: the reference CSI plugin — a real one (volumes are directories or
 //! sparse files, snapshots are copies, state survives restarts and crashes), served in any of
 //! the four dialects. The gateway is tested end to end against it, and runs it in-process as
 //! the built-in default configuration's upstream (the gateway's `embedded` module). Its binary,

@@ -1,20 +1,22 @@
 //! `csi-reference-backend`: the project's reference CSI plugin, served in one CSI dialect on
-//! a UNIX socket. Thin: parse flags, validate, hand over to `csi_reference_backend::serve`.
+//! a UNIX socket. Thin: parse flags, validate, hand over to `csi_gateway_backend::serve`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use csi_gateway_backend::engine::{self, size::parse_size, PublishMode, Segment};
+use csi_gateway_backend::serve::{self, Options};
 use csi_gateway_proto::dialect::Dialect;
-use csi_reference_backend::engine::{self, size::parse_size, PublishMode, Segment};
-use csi_reference_backend::serve::{self, Options};
 
 /// Exit status for configuration errors (sysexits EX_USAGE).
 const EX_USAGE: u8 = 64;
 
 #[derive(Parser, Debug)]
 #[command(
+    // The binary's name (clap would take the package's, `csi-gateway-backend`).
+    name = "csi-reference-backend",
     version,
     about = "A real CSI plugin (directories and sparse files under --data-dir), served in any CSI dialect",
     long_about = "A real CSI plugin: volumes are directories (mount access) or sparse files (block \
