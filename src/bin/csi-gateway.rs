@@ -203,7 +203,10 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_CONFIG));
         }
     };
-    init_logging(config.log_json, &config.log_level)?;
+    init_logging(
+        config.log_format == config::LogFormat::Json,
+        &config.log_level,
+    )?;
     // Before the runtime starts its threads, which inherit the policy.
     set_scheduling(config.scheduling);
     let runtime = match config.worker_threads {

@@ -66,6 +66,12 @@ pub enum PolicyError {
 impl Policy {
     /// Every method name must be an RPC of some dialect, unary, with sensible limits.
     pub fn check(&self) -> Result<(), PolicyError> {
+        self.problems().into_iter().next().map_or(Ok(()), Err)
+    }
+
+    /// Every way [`Policy::check`] can fail, all of them.
+    pub fn problems(&self) -> Vec<PolicyError> {
+        let mut problems = Vec::new();
         for (name, m) in &self.methods {
             let all: Vec<&MethodInfo> = Dialect::ALL
                 .iter()
@@ -73,19 +79,20 @@ impl Policy {
                 .filter(|i| i.method == name)
                 .collect();
             if all.is_empty() {
-                return Err(PolicyError::UnknownMethod(name.clone()));
+                problems.push(PolicyError::UnknownMethod(name.clone()));
+                continue;
             }
             if all.iter().any(|i| i.server_streaming) {
-                return Err(PolicyError::Streaming(name.clone()));
+                problems.push(PolicyError::Streaming(name.clone()));
             }
             if m.max_in_flight == Some(0) {
-                return Err(PolicyError::ZeroLimit(name.clone()));
+                problems.push(PolicyError::ZeroLimit(name.clone()));
             }
             if m.default_deadline == Some(Duration::ZERO) {
-                return Err(PolicyError::ZeroDeadline(name.clone()));
+                problems.push(PolicyError::ZeroDeadline(name.clone()));
             }
         }
-        Ok(())
+        problems
     }
 
     pub fn method(&self, method: &MethodInfo) -> Option<&MethodPolicy> {
