@@ -404,7 +404,10 @@ scheduling = "fifo"
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(64), "{stderr}");
-    assert!(stderr.contains("configuration error: 7 problems:"), "{stderr}");
+    assert!(
+        stderr.contains("configuration error: 7 problems:"),
+        "{stderr}"
+    );
     for field in [
         "listen.legacy_dialect: \"v0.9\" is not one of \"v0.1\", \"v0.1-oneof\"",
         "listen.mode:",
@@ -414,7 +417,10 @@ scheduling = "fifo"
         "metrics.listen:",
         "runtime.scheduling: \"fifo\" is not one of \"batch\", \"normal\"",
     ] {
-        assert!(stderr.contains(&format!("\n  {field}")), "{field} in:\n{stderr}");
+        assert!(
+            stderr.contains(&format!("\n  {field}")),
+            "{field} in:\n{stderr}"
+        );
     }
     assert!(!sock.exists(), "bound despite a bad configuration");
 }

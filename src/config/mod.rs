@@ -47,12 +47,15 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
-    /// Not TOML, a key no section has, or a value of the wrong type. serde stops at the first
-    /// of these (with `deny_unknown_fields` the document cannot be read on past an unknown
-    /// key), so this one is reported alone; every bad *value* is collected instead.
+    /// Not TOML, a key no section has, or a value that cannot be read as its setting's type
+    /// (a number for a string, a duration humantime cannot parse). serde stops at the first of
+    /// these (with `deny_unknown_fields` the document cannot be read on past an unknown key), so
+    /// this one is reported alone. Collecting them too would mean holding every field as a raw
+    /// TOML value; the values with a fixed set of spellings, the likeliest slips, are held as
+    /// [`Choice`] and so collected with every other bad value in [`ConfigError::Invalid`].
     #[error("{origin}: {message}")]
     Parse { origin: String, message: String },
-    /// Every bad setting, in the order of the file's sections; never empty.
+    /// Every bad setting, in the order of the sections in `config/gateway.toml`; never empty.
     #[error("{}", render(.0))]
     Invalid(Vec<Problem>),
 }
@@ -98,7 +101,7 @@ pub struct File {
     pub runtime: RuntimeFile,
     /// Validation and protection per method.
     #[serde(default)]
-    pub calls: crate::front::policy::Policy,
+    pub calls: crate::front::policy::PolicyFile,
 }
 
 /// Command-line and environment overrides; `None` keeps the file's value. Values are as
@@ -228,15 +231,21 @@ impl File {
     fn validate(self, test_crash_at: Option<String>) -> Result<Config, ConfigError> {
         let mut p = Problems::default();
         let listen = self.listen.check(&mut p);
+        let state = self.state.check(&mut p);
         let upstream = self.upstream.check(self.embedded, &mut p);
         let appliance = self.appliance.map(|a| a.check(&mut p));
         let format = p.choice("log.format", self.log.format);
-        let state = self.state.check(&mut p);
         let metrics_listen = self.metrics.check_listen(&mut p);
-        for e in self.calls.problems() {
-            p.push("calls", e.to_string());
-        }
         let scheduling = p.choice("runtime.scheduling", self.runtime.scheduling);
+        let calls = self
+            .calls
+            .check()
+            .map_err(|errors| {
+                for e in errors {
+                    p.push(e.field(), e.reason());
+                }
+            })
+            .ok();
         if let (Some(listen), Some(upstream), Some(state)) = (&listen, &upstream, &state) {
             check_socket_neighbours(&listen.endpoint, upstream, state, &self.state.dir, &mut p);
         }
@@ -247,6 +256,7 @@ impl File {
             Some(state),
             Some(metrics_listen),
             Some(scheduling),
+            Some(calls),
             true,
         ) = (
             listen,
@@ -255,6 +265,7 @@ impl File {
             state,
             metrics_listen,
             scheduling,
+            calls,
             p.is_empty(),
         )
         else {
@@ -288,7 +299,7 @@ impl File {
             scheduling,
             state,
             test_crash_at,
-            calls: self.calls,
+            calls,
         })
     }
 }
@@ -503,6 +514,8 @@ backend = "zookeeper"
 handle_encoding = "url"
 [runtime]
 scheduling = "fifo"
+[calls]
+validate = "strict"
 "#;
         let e = with(text).unwrap_err();
         assert_eq!(
@@ -511,17 +524,18 @@ scheduling = "fifo"
                 "listen.legacy_dialect",
                 "listen.v0_dialect",
                 "listen.mode",
+                "state.backend",
+                "state.handle_encoding",
                 "upstream.dialect",
                 "upstream.backoff_initial",
                 "log.format",
-                "state.backend",
-                "state.handle_encoding",
                 "metrics.listen",
                 "runtime.scheduling",
+                "calls.validate",
             ]
         );
         let shown = e.to_string();
-        assert!(shown.starts_with("10 problems:\n  "), "{shown}");
+        assert!(shown.starts_with("11 problems:\n  "), "{shown}");
         for line in [
             r#"listen.legacy_dialect: "v0.9" is not one of "v0.1", "v0.1-oneof""#,
             r#"listen.v0_dialect: "v0.4" is not one of "v0.3", "v0.2""#,
@@ -551,9 +565,9 @@ scheduling = "fifo"
             e.fields(),
             [
                 "listen.legacy_dialect",
+                "state.backend",
                 "upstream.dialect",
-                "log.format",
-                "state.backend"
+                "log.format"
             ]
         );
     }
