@@ -635,4 +635,38 @@ validate = "strict"
             crate::tls::MinVersion::Tls12
         );
     }
+
+    /// The configurations shipped in deploy/ still validate as they are.
+    #[test]
+    fn the_shipped_deployments_validate() {
+        let kubernetes = include_str!("../../deploy/kubernetes/csi-gateway-config.yaml");
+        // The ConfigMap's two TOML blocks: the indented lines under `node.toml: |` and
+        // `controller.toml: |`.
+        let block = |key: &str| -> String {
+            kubernetes
+                .lines()
+                .skip_while(|l| l.trim() != format!("{key}: |"))
+                .skip(1)
+                .take_while(|l| l.starts_with("    "))
+                .map(|l| format!("{}\n", &l[4..]))
+                .collect()
+        };
+        for (name, text) in [
+            (
+                "compose/node.toml",
+                include_str!("../../deploy/compose/node.toml").to_string(),
+            ),
+            (
+                "compose/appliance.toml",
+                include_str!("../../deploy/compose/appliance.toml").to_string(),
+            ),
+            ("kubernetes node.toml", block("node.toml")),
+            ("kubernetes controller.toml", block("controller.toml")),
+        ] {
+            assert!(text.contains("[listen]"), "{name}: {text}");
+            if let Err(e) = with(&text) {
+                panic!("{name}: {e}");
+            }
+        }
+    }
 }
