@@ -81,9 +81,24 @@ pub struct Listen {
     pub socket_owner: Option<(u32, u32)>,
     pub legacy: LegacyDialect,
     pub v0: V0Dialect,
+    /// On SIGTERM, in-flight calls get this long to finish.
     pub grace_period: Duration,
+    /// See [`ListenFile::splice`].
     pub splice: bool,
+    /// See [`ListenFile::limits`].
     pub limits: crate::front::Limits,
+}
+
+impl Listen {
+    /// v1 and v0.3 always; the legacy package `csi` as configured.
+    pub fn front_dialects(&self) -> Vec<Dialect> {
+        vec![Dialect::V1, Dialect::V0_3, self.legacy.into()]
+    }
+
+    /// `v0_dialect = "v0.2"`: `csi.v0` clients are v0.2 clients.
+    pub fn serves_v0_2(&self) -> bool {
+        self.v0 == V0Dialect::V0_2
+    }
 }
 
 impl ListenFile {

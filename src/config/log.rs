@@ -3,6 +3,7 @@
 use serde::Deserialize;
 
 use super::choice::Choice;
+use super::problems::Problems;
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -28,4 +29,23 @@ pub enum LogFormat {
 
 fn default_level() -> String {
     "info".into()
+}
+
+/// `[log]`, validated.
+#[derive(Clone, Debug)]
+pub struct Log {
+    pub format: LogFormat,
+    /// Checked when logging starts (`RUST_LOG` may replace it).
+    pub level: String,
+    pub redact_keys: Vec<String>,
+}
+
+impl LogFile {
+    pub fn check(self, p: &mut Problems) -> Option<Log> {
+        Some(Log {
+            format: p.choice("log.format", self.format)?,
+            level: self.level,
+            redact_keys: self.redact_keys,
+        })
+    }
 }

@@ -34,18 +34,29 @@ fn default_probe_timeout() -> Duration {
     Duration::from_secs(3)
 }
 
+/// `[metrics]`, validated.
+#[derive(Clone, Debug)]
+pub struct Metrics {
+    /// Where `/metrics`, `/healthz` and `/readyz` are served, if anywhere.
+    pub listen: Option<SocketAddr>,
+    pub probe_timeout: Duration,
+}
+
 impl MetricsFile {
-    /// Where to serve, if anywhere; `None` (recorded) when `listen` is not `host:port`.
-    pub fn check_listen(&self, p: &mut Problems) -> Option<Option<SocketAddr>> {
-        match self.listen.trim() {
-            "" => Some(None),
-            a => p
-                .take(
+    pub fn check(self, p: &mut Problems) -> Option<Metrics> {
+        let listen = match self.listen.trim() {
+            "" => None,
+            a => Some(
+                p.take(
                     "metrics.listen",
                     a.parse()
                         .map_err(|_| format!("{a:?} is not host:port like 127.0.0.1:9808")),
-                )
-                .map(Some),
-        }
+                )?,
+            ),
+        };
+        Some(Metrics {
+            listen,
+            probe_timeout: self.probe_timeout,
+        })
     }
 }

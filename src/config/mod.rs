@@ -19,20 +19,20 @@ mod tls;
 mod upstream;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde::Deserialize;
 
 pub use choice::Choice;
-pub use listen::{LegacyDialect, ListenFile, V0Dialect};
-pub use log::{LogFile, LogFormat};
-pub use metrics::MetricsFile;
+pub use listen::{LegacyDialect, Listen, ListenFile, V0Dialect};
+pub use log::{Log, LogFile, LogFormat};
+pub use metrics::{Metrics, MetricsFile};
 pub use problems::{Problem, Problems};
-pub use runtime::{RuntimeFile, Scheduling};
+pub use runtime::{Runtime, RuntimeFile, Scheduling};
 pub use state::{Backend, HandleEncoding, State, StateFile, StateOverrides, StoreBackend};
-pub use upstream::{DialectName, EmbeddedFile, UpstreamDialect, UpstreamFile, UpstreamTarget};
+pub use upstream::{
+    DialectName, EmbeddedFile, Upstream, UpstreamDialect, UpstreamFile, UpstreamTarget,
+};
 
-use crate::dialect::Dialect;
 use crate::endpoint::Endpoint;
 
 pub use self::tls::{ApplianceFile, PeerFile, UpstreamTlsFile};
@@ -126,44 +126,20 @@ pub struct Overrides {
     pub test_crash_at: Option<String>,
 }
 
-/// The validated configuration the gateway runs with.
+/// The validated configuration the gateway runs with: each section checked by its own file.
 #[derive(Clone, Debug)]
 pub struct Config {
-    pub listen: Endpoint,
-    pub socket_mode: Option<u32>,
-    pub socket_owner: Option<(u32, u32)>,
-    pub front_dialects: Vec<Dialect>,
-    /// `listen.v0_dialect = "v0.2"`: `csi.v0` clients are v0.2 clients.
-    pub v0_2_front: bool,
-    pub grace_period: Duration,
-    /// See [`ListenFile::splice`].
-    pub splice: bool,
-    /// See [`ListenFile::limits`].
-    pub limits: crate::front::Limits,
-    pub upstream: UpstreamTarget,
-    pub upstream_dialect: Option<Dialect>,
-    pub connect_timeout: Duration,
-    pub backoff_initial: Duration,
-    pub backoff_max: Duration,
-    pub log_format: LogFormat,
-    pub log_level: String,
-    pub failover: Vec<Endpoint>,
-    pub upstream_tls: Option<crate::tls::ClientSettings>,
-    pub appliance: Option<crate::tls::ServerSettings>,
-    pub redact_keys: Vec<String>,
-    /// Where `/metrics`, `/healthz` and `/readyz` are served, if anywhere.
-    pub metrics_listen: Option<std::net::SocketAddr>,
-    pub probe_timeout: Duration,
-    pub state_dir: PathBuf,
-    /// The store backend and the staging directory.
+    pub listen: Listen,
     pub state: State,
-    /// See [`Overrides::test_crash_at`].
-    pub test_crash_at: Option<String>,
-    /// 1: a single-threaded runtime; 0: one worker per core; n: n workers.
-    pub worker_threads: usize,
-    pub scheduling: Scheduling,
+    pub upstream: Upstream,
+    pub appliance: Option<crate::tls::ServerSettings>,
+    pub log: Log,
+    pub metrics: Metrics,
+    pub runtime: Runtime,
     /// `[calls]`: validation and protection per method.
     pub calls: crate::front::policy::Policy,
+    /// See [`Overrides::test_crash_at`].
+    pub test_crash_at: Option<String>,
 }
 
 impl File {
@@ -234,9 +210,9 @@ impl File {
         let state = self.state.check(&mut p);
         let upstream = self.upstream.check(self.embedded, &mut p);
         let appliance = self.appliance.map(|a| a.check(&mut p));
-        let format = p.choice("log.format", self.log.format);
-        let metrics_listen = self.metrics.check_listen(&mut p);
-        let scheduling = p.choice("runtime.scheduling", self.runtime.scheduling);
+        let log = self.log.check(&mut p);
+        let metrics = self.metrics.check(&mut p);
+        let runtime = self.runtime.check(&mut p);
         let calls = self
             .calls
             .check()
@@ -247,24 +223,25 @@ impl File {
             })
             .ok();
         if let (Some(listen), Some(upstream), Some(state)) = (&listen, &upstream, &state) {
-            check_socket_neighbours(&listen.endpoint, upstream, state, &self.state.dir, &mut p);
+            check_socket_neighbours(&listen.endpoint, upstream, state, &mut p);
         }
+        // A section with a problem returned `None`, and left `p` non-empty.
         let (
             Some(listen),
-            Some(upstream),
-            Some(log_format),
             Some(state),
-            Some(metrics_listen),
-            Some(scheduling),
+            Some(upstream),
+            Some(log),
+            Some(metrics),
+            Some(runtime),
             Some(calls),
             true,
         ) = (
             listen,
-            upstream,
-            format,
             state,
-            metrics_listen,
-            scheduling,
+            upstream,
+            log,
+            metrics,
+            runtime,
             calls,
             p.is_empty(),
         )
@@ -272,34 +249,15 @@ impl File {
             return Err(ConfigError::Invalid(p.into_vec()));
         };
         Ok(Config {
-            listen: listen.endpoint,
-            socket_mode: listen.socket_mode,
-            socket_owner: listen.socket_owner,
-            front_dialects: vec![Dialect::V1, Dialect::V0_3, listen.legacy.into()],
-            v0_2_front: listen.v0 == V0Dialect::V0_2,
-            grace_period: listen.grace_period,
-            splice: listen.splice,
-            limits: listen.limits,
-            upstream: upstream.target,
-            upstream_dialect: upstream.dialect,
-            connect_timeout: upstream.connect_timeout,
-            backoff_initial: upstream.backoff_initial,
-            backoff_max: upstream.backoff_max,
-            log_format,
-            log_level: self.log.level,
-            failover: upstream.failover,
-            upstream_tls: upstream.tls,
-            // Checked: a problem in it left `p` non-empty.
-            appliance: appliance.flatten(),
-            redact_keys: self.log.redact_keys,
-            metrics_listen,
-            probe_timeout: self.metrics.probe_timeout,
-            state_dir: self.state.dir,
-            worker_threads: self.runtime.worker_threads,
-            scheduling,
+            listen,
             state,
-            test_crash_at,
+            upstream,
+            appliance: appliance.flatten(),
+            log,
+            metrics,
+            runtime,
             calls,
+            test_crash_at,
         })
     }
 }
@@ -308,9 +266,8 @@ impl File {
 /// CSI spec wants the socket's directory to hold only the socket.
 fn check_socket_neighbours(
     listen: &Endpoint,
-    upstream: &upstream::Upstream,
+    upstream: &Upstream,
     state: &State,
-    state_dir: &std::path::Path,
     p: &mut Problems,
 ) {
     let Endpoint::Unix(socket) = listen else {
@@ -323,7 +280,7 @@ fn check_socket_neighbours(
     }
     for (field, dir) in [
         ("state.staging_dir", state.staging_dir.as_path()),
-        ("state.dir", state_dir),
+        ("state.dir", state.dir.as_path()),
     ] {
         p.check(socket.parent() != Some(dir), field, || {
             format!(
@@ -337,6 +294,7 @@ fn check_socket_neighbours(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dialect::Dialect;
 
     fn with(toml_text: &str) -> Result<Config, ConfigError> {
         File::parse(toml_text, "test")?.resolve(None, Overrides::default())
@@ -349,17 +307,20 @@ mod tests {
             .resolve(None, Overrides::default())
             .unwrap();
         assert!(matches!(
-            c.upstream,
+            c.upstream.target,
             UpstreamTarget::Embedded {
                 dialect: Dialect::V0_1Oneof,
                 ..
             }
         ));
         assert_eq!(
-            c.front_dialects,
+            c.listen.front_dialects(),
             vec![Dialect::V1, Dialect::V0_3, Dialect::V0_1]
         );
-        assert!(!c.v0_2_front, "csi.v0 is served as v0.3 by default");
+        assert!(
+            !c.listen.serves_v0_2(),
+            "csi.v0 is served as v0.3 by default"
+        );
     }
 
     #[test]
@@ -369,13 +330,13 @@ mod tests {
             .clone()
             .resolve(Some("unix:///run/a.sock".into()), Overrides::default())
             .unwrap();
-        assert_eq!(c.listen, Endpoint::Unix("/run/a.sock".into()));
+        assert_eq!(c.listen.endpoint, Endpoint::Unix("/run/a.sock".into()));
         let o = Overrides {
             listen: Some("/run/b.sock".into()),
             ..Default::default()
         };
         let c = f.resolve(Some("unix:///run/a.sock".into()), o).unwrap();
-        assert_eq!(c.listen, Endpoint::Unix("/run/b.sock".into()));
+        assert_eq!(c.listen.endpoint, Endpoint::Unix("/run/b.sock".into()));
     }
 
     #[test]
@@ -434,9 +395,9 @@ mod tests {
     #[test]
     fn scheduling_is_batch_unless_set_to_normal() {
         let base = "[state]\ndir = \"/var/lib/gw\"\n[listen]\nendpoint = \"unix:///run/a.sock\"\n[upstream]\nendpoint = \"unix:///b.sock\"\n";
-        assert_eq!(with(base).unwrap().scheduling, Scheduling::Batch);
+        assert_eq!(with(base).unwrap().runtime.scheduling, Scheduling::Batch);
         let normal = with(&format!("{base}[runtime]\nscheduling = \"normal\"\n")).unwrap();
-        assert_eq!(normal.scheduling, Scheduling::Normal);
+        assert_eq!(normal.runtime.scheduling, Scheduling::Normal);
         match with(&format!("{base}[runtime]\nscheduling = \"fifo\"\n")) {
             Err(e) => assert_eq!(
                 e.to_string(),
@@ -451,9 +412,9 @@ mod tests {
         let tls = "[upstream.tls]\ncert = \"/c.pem\"\nkey = \"/c.key\"\nca = \"/ca.pem\"\n";
         let tcp = "[state]\ndir = \"/var/lib/gw\"\n[listen]\nendpoint = \"unix:///a.sock\"\n[upstream]\nendpoint = \"tcp://h:1\"\nfailover = [\"tcp://g:2\"]\n";
         let c = with(&format!("{tcp}{tls}")).unwrap();
-        let t = c.upstream_tls.unwrap();
+        let t = c.upstream.tls.unwrap();
         assert_eq!(t.min_version, crate::tls::MinVersion::Tls13);
-        assert_eq!(c.failover, vec![Endpoint::Tcp("g:2".into())]);
+        assert_eq!(c.upstream.failover, vec![Endpoint::Tcp("g:2".into())]);
         let unix = "[state]\ndir = \"/var/lib/gw\"\n[listen]\nendpoint = \"unix:///a.sock\"\n[upstream]\nendpoint = \"unix:///b.sock\"\n";
         let appliance = "[appliance]\nlisten = \"tcp://0.0.0.0:9443\"\ncert = \"/s.pem\"\nkey = \"/s.key\"\nclient_ca = \"/ca.pem\"\n[[appliance.peers]]\ndns = [\"node\"]\nservices = [\"Identity\", \"Node\"]\n";
         let a = with(&format!("{unix}{appliance}"))
@@ -588,31 +549,35 @@ validate = "strict"
                 "{base}dialect = \"{name}\"\n[embedded]\ndialect = \"{name}\"\n"
             ))
             .unwrap();
-            assert_eq!(c.upstream_dialect, Some(dialect), "{name}");
+            assert_eq!(c.upstream.dialect, Some(dialect), "{name}");
             assert!(
-                matches!(c.upstream, UpstreamTarget::Embedded { dialect: d, .. } if d == dialect),
+                matches!(c.upstream.target, UpstreamTarget::Embedded { dialect: d, .. } if d == dialect),
                 "{name}"
             );
         }
         assert_eq!(
             with(&format!("{base}dialect = \"auto\"\n"))
                 .unwrap()
-                .upstream_dialect,
+                .upstream
+                .dialect,
             None
         );
         let listen = |extra: &str| {
             with(&base.replace("[upstream]", &format!("{extra}\n[upstream]"))).unwrap()
         };
         assert_eq!(
-            listen("legacy_dialect = \"v0.1-oneof\"").front_dialects[2],
+            listen("legacy_dialect = \"v0.1-oneof\"")
+                .listen
+                .front_dialects()[2],
             Dialect::V0_1Oneof
         );
-        assert!(listen("v0_dialect = \"v0.2\"").v0_2_front);
-        assert!(!listen("v0_dialect = \"v0.3\"").v0_2_front);
+        assert!(listen("v0_dialect = \"v0.2\"").listen.serves_v0_2());
+        assert!(!listen("v0_dialect = \"v0.3\"").listen.serves_v0_2());
         assert_eq!(
             with(&format!("{base}[log]\nformat = \"json\"\n"))
                 .unwrap()
-                .log_format,
+                .log
+                .format,
             LogFormat::Json
         );
         let inline =
@@ -631,7 +596,7 @@ validate = "strict"
         let tcp = base.replace("\"embedded\"", "\"tcp://h:1\"");
         let c = with(&format!("{tcp}{tls12}")).unwrap();
         assert_eq!(
-            c.upstream_tls.unwrap().min_version,
+            c.upstream.tls.unwrap().min_version,
             crate::tls::MinVersion::Tls12
         );
     }

@@ -3,6 +3,7 @@
 use serde::Deserialize;
 
 use super::choice::Choice;
+use super::problems::Problems;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -42,4 +43,21 @@ pub enum Scheduling {
     Batch,
     /// The policy the gateway was started with (`SCHED_OTHER` unless its parent chose another).
     Normal,
+}
+
+/// `[runtime]`, validated.
+#[derive(Clone, Debug)]
+pub struct Runtime {
+    /// 1: a single-threaded runtime; 0: one worker per core; n: n workers.
+    pub worker_threads: usize,
+    pub scheduling: Scheduling,
+}
+
+impl RuntimeFile {
+    pub fn check(self, p: &mut Problems) -> Option<Runtime> {
+        Some(Runtime {
+            worker_threads: self.worker_threads,
+            scheduling: p.choice("runtime.scheduling", self.scheduling)?,
+        })
+    }
 }

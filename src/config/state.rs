@@ -129,6 +129,8 @@ pub enum StoreBackend {
 /// `[state]`, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct State {
+    /// Directory of the embedded database.
+    pub dir: PathBuf,
     pub backend: StoreBackend,
     pub staging_dir: PathBuf,
     /// `handle_encoding = "inline"`.
@@ -205,6 +207,7 @@ impl StateFile {
         let timeout = p.positive("state.timeout", self.timeout);
         let node_id = check_node_id(self.node_id.clone(), p);
         Some(State {
+            dir: self.dir.clone(),
             backend: backend?,
             staging_dir: staging_ok.then_some(staging_dir)?,
             inline_handles: inline_handles?,
