@@ -175,6 +175,8 @@ impl UpstreamFile {
             p.take("upstream.endpoint", self.endpoint.parse::<Endpoint>())
                 .map(UpstreamTarget::Endpoint)
         };
+        // Every endpoint is parsed and each bad one recorded: collecting straight into an
+        // `Option` would stop at the first.
         let failover: Option<Vec<Endpoint>> = self
             .failover
             .iter()
