@@ -237,18 +237,21 @@ impl StateFile {
             .iter()
             .filter(|e| e.starts_with("https://"))
             .count();
-        let (field, message) = match (https, &self.etcd_tls) {
-            (0, Some(_)) => ("state.etcd_tls", "set, but no endpoint is https://"),
-            (n, None) if n > 0 => (
+        let mismatch = match (https, &self.etcd_tls) {
+            (0, Some(_)) => Some(("state.etcd_tls", "set, but no endpoint is https://")),
+            (n, None) if n > 0 => Some((
                 "state.etcd_tls",
                 "https:// endpoints need [state.etcd_tls] (cert, key, ca)",
-            ),
+            )),
             (n, Some(_)) if n != self.etcd_endpoints.len() => {
-                ("state.etcd_endpoints", "mixes http:// and https://")
+                Some(("state.etcd_endpoints", "mixes http:// and https://"))
             }
-            _ => ("", ""),
+            _ => None,
         };
-        ok &= p.check(field.is_empty(), field, || message.into());
+        if let Some((field, message)) = mismatch {
+            p.push(field, message);
+            ok = false;
+        }
         ok &= p.check(
             self.etcd_username.is_some() == self.etcd_password_file.is_some(),
             "state.etcd_username",
@@ -384,6 +387,27 @@ mod tests {
         ] {
             assert_eq!(f.validate(), Err(vec![field.to_string()]), "{field}");
         }
+    }
+
+    #[test]
+    fn every_etcd_problem_is_reported() {
+        let f = StateFile {
+            etcd_endpoints: vec!["https://a:2379".into(), "ftp://b".into()],
+            etcd_username: Some("gw".into()),
+            etcd_prefix: "a prefix".into(),
+            timeout: Duration::ZERO,
+            ..file("etcd", &[])
+        };
+        assert_eq!(
+            f.validate(),
+            Err(vec![
+                "state.etcd_endpoints".to_string(),
+                "state.etcd_tls".into(),
+                "state.etcd_username".into(),
+                "state.etcd_prefix".into(),
+                "state.timeout".into(),
+            ])
+        );
     }
 
     #[test]
