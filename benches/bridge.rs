@@ -11,8 +11,9 @@
 //! window (`csi-gateway-load run --cpu`, from /proc/PID/stat; socat counts with the children
 //! it forks per connection).
 //!
-//! `cargo bench --bench bridge` (env: E2E_DURATION=3s, E2E_ROUNDS=3, E2E_CONCURRENCY=1,16,64;
-//! socat and stunnel4 must be installed).
+//! `cargo bench --bench bridge` (env: E2E_DURATION=3s, E2E_ROUNDS=3, E2E_CONCURRENCY=1,16,64,
+//! E2E_SCHEDULING=batch, the gateways' `[runtime] scheduling`; socat and stunnel4 must be
+//! installed).
 
 use std::io::Write as _;
 
@@ -124,8 +125,9 @@ fn main() {
         std::fs::write(
             &p,
             format!(
-                "{text}\n[log]\nlevel = \"info\"\nformat = \"json\"\n[state]\ndir = {:?}\n[metrics]\nlisten = \"\"\n",
-                d.join(format!("{name}-state"))
+                "{text}\n[log]\nlevel = \"info\"\nformat = \"json\"\n[state]\ndir = {:?}\n[metrics]\nlisten = \"\"\n[runtime]\nscheduling = {:?}\n",
+                d.join(format!("{name}-state")),
+                std::env::var("E2E_SCHEDULING").unwrap_or_else(|_| "batch".into())
             ),
         )
         .unwrap();
