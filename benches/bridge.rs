@@ -13,7 +13,8 @@
 //!
 //! `cargo build --release --workspace && cargo bench --bench bridge` (the load tool is another
 //! workspace member's binary, taken from `target/release/`; env: E2E_DURATION=3s, E2E_ROUNDS=3,
-//! E2E_CONCURRENCY=1,16,64; socat and stunnel4 must be installed).
+//! E2E_CONCURRENCY=1,16,64, E2E_SCHEDULING=batch, the gateways' `[runtime] scheduling`; socat
+//! and stunnel4 must be installed).
 
 use std::io::Write as _;
 
@@ -127,8 +128,9 @@ fn main() {
         std::fs::write(
             &p,
             format!(
-                "{text}\n[log]\nlevel = \"info\"\nformat = \"json\"\n[state]\ndir = {:?}\n[metrics]\nlisten = \"\"\n",
-                d.join(format!("{name}-state"))
+                "{text}\n[log]\nlevel = \"info\"\nformat = \"json\"\n[state]\ndir = {:?}\n[metrics]\nlisten = \"\"\n[runtime]\nscheduling = {:?}\n",
+                d.join(format!("{name}-state")),
+                std::env::var("E2E_SCHEDULING").unwrap_or_else(|_| "batch".into())
             ),
         )
         .unwrap();

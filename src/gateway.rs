@@ -52,7 +52,7 @@ async fn open_store(config: &Config) -> Result<Arc<store::Store>, StartError> {
     let timeout = config.state.timeout;
     let kv: Arc<dyn store::KeyValue> = match &config.state.backend {
         StoreBackend::Embedded => {
-            let file = config.state_dir.join("state.redb");
+            let file = config.state.dir.join("state.redb");
             let kv = store::embedded::Embedded::open(&file)?;
             tracing::info!(state = %file.display(), "durable state: embedded database");
             Arc::new(kv)
@@ -86,8 +86,8 @@ pub struct Running {
 pub async fn start(config: &Config) -> Result<Running, StartError> {
     // First, so nothing recorded while starting up (the upstream's state) is lost.
     let prometheus = metrics::install();
-    let router = Router::new(&config.front_dialects)?
-        .serving_v0_2(config.v0_2_front)
+    let router = Router::new(&config.listen.front_dialects())?
+        .serving_v0_2(config.listen.serves_v0_2())
         .decoding(&config.calls);
     // The store before anything binds or spawns: a wrong etcd address fails the start-up.
     let kv = open_store(config).await?;
@@ -104,7 +104,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     )
     .await?;
     tracing::info!(staging_dir = %config.state.staging_dir.display(), node_id = %config.state.node_id, references = emulation.references(), "staging emulation");
-    let embedded = match &config.upstream {
+    let embedded = match &config.upstream.target {
         UpstreamTarget::Embedded {
             dialect,
             socket,
@@ -116,13 +116,14 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         ),
         UpstreamTarget::Endpoint(_) => None,
     };
-    let endpoint = match &config.upstream {
+    let endpoint = match &config.upstream.target {
         UpstreamTarget::Endpoint(e) => e.clone(),
         UpstreamTarget::Embedded { socket, .. } => Endpoint::Unix(socket.clone()),
     };
     // TLS material is loaded before anything binds: unusable certificates stop the start.
     let dialer = config
-        .upstream_tls
+        .upstream
+        .tls
         .as_ref()
         .map(crate::tls::Dialer::new)
         .transpose()?;
@@ -133,15 +134,15 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         .transpose()?;
     let upstream = Upstream::spawn(upstream::Settings {
         endpoint,
-        dialect: config.upstream_dialect,
-        connect_timeout: config.connect_timeout,
-        backoff_initial: config.backoff_initial,
-        backoff_max: config.backoff_max,
-        failover: config.failover.clone(),
+        dialect: config.upstream.dialect,
+        connect_timeout: config.upstream.connect_timeout,
+        backoff_initial: config.upstream.backoff_initial,
+        backoff_max: config.upstream.backoff_max,
+        failover: config.upstream.failover.clone(),
         tls: dialer,
         inline_handles: config.state.inline_handles,
     });
-    let Endpoint::Unix(path) = &config.listen else {
+    let Endpoint::Unix(path) = &config.listen.endpoint else {
         unreachable!("config validation keeps the front on a UNIX socket")
     };
     // The appliance listener (mTLS peers on TCP get the same front as the UNIX socket) binds
@@ -161,13 +162,13 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         _ => None,
     };
     let services = Services::new(
-        &config.front_dialects,
+        &config.listen.front_dialects(),
         upstream.clone(),
-        config.probe_timeout,
+        config.metrics.probe_timeout,
     )?;
-    let listener = socket::bind(path, config.socket_mode, config.socket_owner)?;
-    tracing::info!(listen = %config.listen, dialects = ?router.dialects(), upstream = %upstream.endpoint(), "serving");
-    let metrics_listener = match config.metrics_listen {
+    let listener = socket::bind(path, config.listen.socket_mode, config.listen.socket_owner)?;
+    tracing::info!(listen = %config.listen.endpoint, dialects = ?router.dialects(), upstream = %upstream.endpoint(), "serving");
+    let metrics_listener = match config.metrics.listen {
         Some(addr) => Some(
             TcpListener::bind(addr)
                 .await
@@ -185,8 +186,8 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         upstream: upstream.clone(),
         store: Some(Arc::new(store::Handles::new(kv.clone()))),
         staging: Some(emulation),
-        redactor: Redactor::new(config.redact_keys.iter().cloned()),
-        limits: config.limits.clone(),
+        redactor: Redactor::new(config.log.redact_keys.iter().cloned()),
+        limits: config.listen.limits.clone(),
         services,
         protection: Protection::new(config.calls.clone()),
     });
@@ -197,15 +198,15 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
             acceptor,
             shared.clone(),
             stop.clone(),
-            config.grace_period,
-            config.splice,
+            config.listen.grace_period,
+            config.listen.splice,
         ))
     });
     if let Some(listener) = metrics_listener {
         let endpoint = Arc::new(metrics::http::Endpoint {
             prometheus,
             upstream: upstream.clone(),
-            probe_timeout: config.probe_timeout,
+            probe_timeout: config.metrics.probe_timeout,
             store: kv.clone(),
         });
         tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "metrics and health endpoint");
@@ -215,8 +216,8 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         listener,
         shared,
         stop,
-        config.grace_period,
-        config.splice,
+        config.listen.grace_period,
+        config.listen.splice,
     ));
     Ok(Running {
         socket: path.clone(),

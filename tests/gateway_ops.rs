@@ -365,6 +365,66 @@ async fn bad_configuration_exits_64_before_binding() {
     assert_eq!(missing.status.code(), Some(64));
 }
 
+/// A configuration file with several bad values: every one is reported, each naming its
+/// field, before the gateway exits 64 (not only the first, which would take the operator one
+/// round per mistake).
+#[test]
+fn every_bad_value_of_a_configuration_file_is_reported_then_exit_64() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("gw.sock");
+    let file = dir.path().join("gateway.toml");
+    let text = format!(
+        r#"
+[listen]
+endpoint = "unix://{sock}"
+legacy_dialect = "v0.9"
+mode = "rw"
+[upstream]
+endpoint = "unix:///nonexistent/csi.sock"
+dialect = "v7"
+[state]
+dir = "{state}"
+handle_encoding = "url"
+[log]
+format = "xml"
+[metrics]
+listen = "localhost"
+[runtime]
+scheduling = "fifo"
+"#,
+        sock = sock.display(),
+        state = dir.path().join("state").display(),
+    );
+    std::fs::write(&file, text).unwrap();
+    let out = Command::new(gateway::binary())
+        .arg("run")
+        .arg("--config")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{stderr}");
+    assert!(
+        stderr.contains("configuration error: 7 problems:"),
+        "{stderr}"
+    );
+    for field in [
+        "listen.legacy_dialect: \"v0.9\" is not one of \"v0.1\", \"v0.1-oneof\"",
+        "listen.mode:",
+        "upstream.dialect: \"v7\" is not one of",
+        "state.handle_encoding: \"url\" is not one of \"store\", \"inline\"",
+        "log.format: \"xml\" is not one of \"text\", \"json\"",
+        "metrics.listen:",
+        "runtime.scheduling: \"fifo\" is not one of \"batch\", \"normal\"",
+    ] {
+        assert!(
+            stderr.contains(&format!("\n  {field}")),
+            "{field} in:\n{stderr}"
+        );
+    }
+    assert!(!sock.exists(), "bound despite a bad configuration");
+}
+
 #[tokio::test]
 async fn inline_handle_encoding_needs_no_state() {
     let backend = Backend::start(Options::new("v0.1-oneof")).await;

@@ -322,3 +322,32 @@ async fn measured_raw(generator: &str, args: &[String]) -> String {
     assert!(out.status.success(), "{generator}: {stderr}");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// `--path-for NAME=PATH` calls target NAME on its own path, the others on `--path` (the e2e
+/// bench's translated rows beside spliced ones); one naming no target is refused.
+#[tokio::test]
+async fn each_target_may_be_called_on_a_path_of_its_own() {
+    let upstream = Served::fixed_upstream();
+    let gw = Gateway::start(&upstream.socket, "v0.1", &["--upstream-dialect=v1"]).await;
+    let args = [
+        "--concurrency=2".into(),
+        "--path=/csi.v1.Identity/Probe".into(),
+        target("v1", &gw.socket),
+        target("v0.3", &gw.socket),
+        target("unknown", &gw.socket),
+        "--path-for=v0.3=/csi.v0.Identity/Probe".into(),
+        "--path-for=unknown=/csi.v1.Identity/NoSuchMethod".into(),
+    ];
+    let (rows, stdout) = measured("builtin", &args).await;
+    let errors: Vec<(&str, bool)> = rows.iter().map(|r| (&*r.target, r.errors > 0)).collect();
+    assert_eq!(
+        errors,
+        [("v1", false), ("v0.3", false), ("unknown", true)],
+        "only the target on a path the gateway does not route fails: {stdout}"
+    );
+    let args = [
+        target("direct", &upstream.socket),
+        "--path-for=other=/csi.v0.Identity/Probe".into(),
+    ];
+    refused(&args, &["--path-for names \"other\", which is no --target"]).await;
+}

@@ -205,10 +205,13 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_CONFIG));
         }
     };
-    init_logging(config.log_json, &config.log_level)?;
+    init_logging(
+        config.log.format == config::LogFormat::Json,
+        &config.log.level,
+    )?;
     // Before the runtime starts its threads, which inherit the policy.
-    set_scheduling(config.scheduling);
-    let runtime = match config.worker_threads {
+    set_scheduling(config.runtime.scheduling);
+    let runtime = match config.runtime.worker_threads {
         1 => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build(),
@@ -231,7 +234,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             Err(e) => return Err(e.into()),
         };
         wait_for_signal().await?;
-        tracing::info!(grace = ?config.grace_period, "shutting down");
+        tracing::info!(grace = ?config.listen.grace_period, "shutting down");
         running.shutdown().await;
         Ok(ExitCode::SUCCESS)
     })

@@ -1,19 +1,38 @@
 //! Configuration: a TOML file (`config/gateway.toml` is both the commented example and the
 //! built-in default), `CSI_ENDPOINT` for the listen address, and command-line overrides, in
 //! that order of precedence from low to high. Everything is validated before anything binds, so
-//! a bad configuration fails fast with a message and never half-starts.
+//! a bad configuration fails fast and never half-starts; validation goes on past the first
+//! problem and reports every one, each naming its field.
+//!
+//! Each section has a file of its own: its type as written (`…File`, deserialized straight from
+//! the TOML, settings with a fixed set of spellings as serde enums through [`Choice`]) and its
+//! `check`, which records each problem in [`Problems`] and returns the section validated.
 
+mod choice;
+mod listen;
+mod log;
+mod metrics;
+mod problems;
+mod runtime;
 mod state;
 mod tls;
+mod upstream;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde::Deserialize;
 
-pub use state::{State, StateFile, StateOverrides, StoreBackend};
+pub use choice::Choice;
+pub use listen::{LegacyDialect, Listen, ListenFile, V0Dialect};
+pub use log::{Log, LogFile, LogFormat};
+pub use metrics::{Metrics, MetricsFile};
+pub use problems::{Problem, Problems};
+pub use runtime::{Runtime, RuntimeFile, Scheduling};
+pub use state::{Backend, HandleEncoding, State, StateFile, StateOverrides, StoreBackend};
+pub use upstream::{
+    DialectName, EmbeddedFile, Upstream, UpstreamDialect, UpstreamFile, UpstreamTarget,
+};
 
-use crate::dialect::Dialect;
 use crate::endpoint::Endpoint;
 
 pub use self::tls::{ApplianceFile, PeerFile, UpstreamTlsFile};
@@ -28,13 +47,39 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// Not TOML, a key no section has, or a value that cannot be read as its setting's type
+    /// (a number for a string, a duration humantime cannot parse). serde stops at the first of
+    /// these (with `deny_unknown_fields` the document cannot be read on past an unknown key), so
+    /// this one is reported alone. Collecting them too would mean holding every field as a raw
+    /// TOML value; the values with a fixed set of spellings, the likeliest slips, are held as
+    /// [`Choice`] and so collected with every other bad value in [`ConfigError::Invalid`].
     #[error("{origin}: {message}")]
     Parse { origin: String, message: String },
-    #[error("{field}: {message}")]
-    Invalid {
-        field: &'static str,
-        message: String,
-    },
+    /// Every bad setting, in the order of the sections in `config/gateway.toml`; never empty.
+    #[error("{}", render(.0))]
+    Invalid(Vec<Problem>),
+}
+
+/// One problem on one line, as before there could be several; several, one per line under a
+/// count, so each is read on its own.
+fn render(problems: &[Problem]) -> String {
+    match problems {
+        [one] => one.to_string(),
+        many => {
+            let lines: Vec<String> = many.iter().map(|p| format!("\n  {p}")).collect();
+            format!("{} problems:{}", many.len(), lines.concat())
+        }
+    }
+}
+
+impl ConfigError {
+    /// The fields named, in order (nothing for an unreadable or unparsable file).
+    pub fn fields(&self) -> Vec<&str> {
+        match self {
+            ConfigError::Invalid(problems) => problems.iter().map(|p| p.field.as_str()).collect(),
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// The configuration file as written.
@@ -56,210 +101,11 @@ pub struct File {
     pub runtime: RuntimeFile,
     /// Validation and protection per method.
     #[serde(default)]
-    pub calls: crate::front::policy::Policy,
+    pub calls: crate::front::policy::PolicyFile,
 }
 
-/// The async runtime the gateway runs on.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RuntimeFile {
-    /// 1 (the default) runs everything on one thread: a client connection's calls and its
-    /// upstream connection share one task anyway, and it measured fastest that way
-    /// (`cargo bench --bench e2e`). 0 means one thread per core.
-    #[serde(default = "default_worker_threads")]
-    pub worker_threads: usize,
-    #[serde(default)]
-    pub scheduling: Scheduling,
-}
-
-impl Default for RuntimeFile {
-    fn default() -> Self {
-        RuntimeFile {
-            worker_threads: default_worker_threads(),
-            scheduling: Scheduling::default(),
-        }
-    }
-}
-
-/// The Linux scheduling policy of the gateway's threads.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Scheduling {
-    /// `SCHED_BATCH`: the same share of CPU as any other process, but a gateway thread that
-    /// wakes up does not preempt the one running. The orchestrator and the plugin then finish
-    /// writing their batch of calls before the gateway relays it, instead of being cut off
-    /// after the first one. In A/B runs of `csi-gateway-load` it was level with `Normal` or a
-    /// few percent ahead at 16 and 64 calls in flight.
-    #[default]
-    Batch,
-    /// The policy the gateway was started with (`SCHED_OTHER` unless its parent chose another).
-    Normal,
-}
-
-fn default_splice() -> bool {
-    true
-}
-
-fn default_worker_threads() -> usize {
-    1
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ListenFile {
-    pub endpoint: String,
-    /// Octal, e.g. "0660".
-    pub mode: Option<String>,
-    pub owner_uid: Option<u32>,
-    pub owner_gid: Option<u32>,
-    /// Which of `v0.1` and `v0.1-oneof` answers under the package `csi`.
-    #[serde(default = "default_legacy")]
-    pub legacy_dialect: String,
-    /// Which revision answers under the package `csi.v0`: "v0.3", or "v0.2" (same package, no
-    /// snapshots, topology or NodeGetInfo).
-    #[serde(default = "default_v0")]
-    pub v0_dialect: String,
-    #[serde(default = "default_grace", with = "humantime_serde")]
-    pub grace_period: Duration,
-    /// Splice client connections onto upstream connections of their own (UNIX upstreams).
-    #[serde(default = "default_splice")]
-    pub splice: bool,
-    /// What one client connection may make the gateway do (`[listen.limits]`).
-    #[serde(default)]
-    pub limits: crate::front::Limits,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UpstreamFile {
-    /// `unix:///path`, or `embedded` for the built-in reference backend.
-    pub endpoint: String,
-    #[serde(default = "default_auto")]
-    pub dialect: String,
-    #[serde(default = "default_connect_timeout", with = "humantime_serde")]
-    pub connect_timeout: Duration,
-    #[serde(default = "default_backoff_initial", with = "humantime_serde")]
-    pub backoff_initial: Duration,
-    #[serde(default = "default_backoff_max", with = "humantime_serde")]
-    pub backoff_max: Duration,
-    /// More endpoints, tried in turn when the current one cannot be reached.
-    #[serde(default)]
-    pub failover: Vec<String>,
-    /// Client TLS; required for tcp:// upstreams.
-    pub tls: Option<UpstreamTlsFile>,
-}
-
-/// The in-process reference backend used when `upstream.endpoint = "embedded"`.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EmbeddedFile {
-    #[serde(default = "default_embedded_dialect")]
-    pub dialect: String,
-    #[serde(default = "default_embedded_socket")]
-    pub socket: PathBuf,
-    #[serde(default = "default_embedded_data")]
-    pub data_dir: PathBuf,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LogFile {
-    #[serde(default = "default_log_format")]
-    pub format: String,
-    #[serde(default = "default_log_level")]
-    pub level: String,
-    /// Map keys (e.g. in `volume_context`) whose values are stripped from logged bodies, on top
-    /// of every field the dialects mark as secret.
-    #[serde(default)]
-    pub redact_keys: Vec<String>,
-}
-
-/// The operations endpoint: `/metrics`, `/healthz`, `/readyz`.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MetricsFile {
-    /// `host:port`, or "" to serve none.
-    #[serde(default = "default_metrics_listen")]
-    pub listen: String,
-    /// How long `/healthz` waits for the upstream's Probe.
-    #[serde(default = "default_probe_timeout", with = "humantime_serde")]
-    pub probe_timeout: Duration,
-}
-
-impl Default for MetricsFile {
-    fn default() -> Self {
-        MetricsFile {
-            listen: default_metrics_listen(),
-            probe_timeout: default_probe_timeout(),
-        }
-    }
-}
-
-fn default_metrics_listen() -> String {
-    "127.0.0.1:9808".into()
-}
-fn default_probe_timeout() -> Duration {
-    Duration::from_secs(3)
-}
-
-impl Default for EmbeddedFile {
-    fn default() -> Self {
-        EmbeddedFile {
-            dialect: default_embedded_dialect(),
-            socket: default_embedded_socket(),
-            data_dir: default_embedded_data(),
-        }
-    }
-}
-
-impl Default for LogFile {
-    fn default() -> Self {
-        LogFile {
-            format: default_log_format(),
-            level: default_log_level(),
-            redact_keys: Vec::new(),
-        }
-    }
-}
-
-fn default_legacy() -> String {
-    "v0.1".into()
-}
-fn default_v0() -> String {
-    "v0.3".into()
-}
-fn default_grace() -> Duration {
-    Duration::from_secs(10)
-}
-fn default_auto() -> String {
-    "auto".into()
-}
-fn default_connect_timeout() -> Duration {
-    Duration::from_secs(5)
-}
-fn default_backoff_initial() -> Duration {
-    Duration::from_millis(100)
-}
-fn default_backoff_max() -> Duration {
-    Duration::from_secs(5)
-}
-fn default_embedded_dialect() -> String {
-    "v0.1-oneof".into()
-}
-fn default_embedded_socket() -> PathBuf {
-    "/tmp/csi-gateway/backend/csi.sock".into()
-}
-fn default_embedded_data() -> PathBuf {
-    "/tmp/csi-gateway/backend-data".into()
-}
-fn default_log_format() -> String {
-    "text".into()
-}
-fn default_log_level() -> String {
-    "info".into()
-}
-
-/// Command-line and environment overrides; `None` keeps the file's value.
+/// Command-line and environment overrides; `None` keeps the file's value. Values are as
+/// written on the command line and checked like the file's, under the file's field names.
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {
     pub listen: Option<String>,
@@ -281,56 +127,21 @@ pub struct Overrides {
     pub test_crash_at: Option<String>,
 }
 
-/// The validated configuration the gateway runs with.
+/// The validated configuration the gateway runs with: each section checked by its own file.
 #[derive(Clone, Debug)]
 pub struct Config {
-    pub listen: Endpoint,
-    pub socket_mode: Option<u32>,
-    pub socket_owner: Option<(u32, u32)>,
-    pub front_dialects: Vec<Dialect>,
-    /// `listen.v0_dialect = "v0.2"`: `csi.v0` clients are v0.2 clients.
-    pub v0_2_front: bool,
-    pub grace_period: Duration,
-    /// See [`ListenFile::splice`].
-    pub splice: bool,
-    /// See [`ListenFile::limits`].
-    pub limits: crate::front::Limits,
-    pub upstream: UpstreamTarget,
-    pub upstream_dialect: Option<Dialect>,
-    pub connect_timeout: Duration,
-    pub backoff_initial: Duration,
-    pub backoff_max: Duration,
-    pub log_json: bool,
-    pub log_level: String,
-    pub failover: Vec<Endpoint>,
-    pub upstream_tls: Option<crate::tls::ClientSettings>,
-    pub appliance: Option<crate::tls::ServerSettings>,
-    pub redact_keys: Vec<String>,
-    /// Where `/metrics`, `/healthz` and `/readyz` are served, if anywhere.
-    pub metrics_listen: Option<std::net::SocketAddr>,
-    pub probe_timeout: Duration,
-    pub state_dir: PathBuf,
-    /// The store backend and the staging directory.
+    pub listen: Listen,
     pub state: State,
+    pub upstream: Upstream,
+    pub appliance: Option<crate::tls::ServerSettings>,
+    pub log: Log,
+    pub metrics: Metrics,
+    pub runtime: Runtime,
+    /// `[calls]`: validation and protection per method.
+    pub calls: crate::front::policy::Policy,
     /// See [`Overrides::test_crash_at`].
     #[cfg(feature = "test-hooks")]
     pub test_crash_at: Option<String>,
-    /// 1: a single-threaded runtime; 0: one worker per core; n: n workers.
-    pub worker_threads: usize,
-    pub scheduling: Scheduling,
-    /// `[calls]`: validation and protection per method.
-    pub calls: crate::front::policy::Policy,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum UpstreamTarget {
-    Endpoint(Endpoint),
-    /// The in-process reference backend, serving `dialect` on `socket`.
-    Embedded {
-        dialect: Dialect,
-        socket: PathBuf,
-        data_dir: PathBuf,
-    },
 }
 
 impl File {
@@ -363,22 +174,30 @@ impl File {
         if let Some(e) = csi_endpoint.filter(|e| !e.is_empty()) {
             self.listen.endpoint = e;
         }
-        let set = |slot: &mut String, v: Option<String>| {
+        fn set<T>(slot: &mut T, v: Option<String>, into: impl FnOnce(String) -> T) {
             if let Some(v) = v {
-                *slot = v;
+                *slot = into(v);
             }
-        };
-        set(&mut self.listen.endpoint, o.listen);
-        set(&mut self.upstream.endpoint, o.upstream);
-        set(&mut self.upstream.dialect, o.upstream_dialect);
-        set(&mut self.listen.legacy_dialect, o.legacy_dialect);
-        set(&mut self.listen.v0_dialect, o.v0_dialect);
+        }
+        set(&mut self.listen.endpoint, o.listen, |v| v);
+        set(&mut self.upstream.endpoint, o.upstream, |v| v);
+        set(
+            &mut self.upstream.dialect,
+            o.upstream_dialect,
+            Choice::parse,
+        );
+        set(
+            &mut self.listen.legacy_dialect,
+            o.legacy_dialect,
+            Choice::parse,
+        );
+        set(&mut self.listen.v0_dialect, o.v0_dialect, Choice::parse);
         if let Some(splice) = o.splice {
             self.listen.splice = splice;
         }
-        set(&mut self.log.format, o.log_format);
-        set(&mut self.log.level, o.log_level);
-        set(&mut self.metrics.listen, o.metrics_listen);
+        set(&mut self.log.format, o.log_format, Choice::parse);
+        set(&mut self.log.level, o.log_level, |v| v);
+        set(&mut self.metrics.listen, o.metrics_listen, |v| v);
         if let Some(dir) = o.state_dir {
             self.state.dir = dir;
         }
@@ -386,233 +205,107 @@ impl File {
         self.validate(o.test_crash_at)
     }
 
+    /// Checks every section, then what spans sections; every problem is reported.
     fn validate(self, test_crash_at: Option<String>) -> Result<Config, ConfigError> {
-        let invalid = |field, message: String| ConfigError::Invalid { field, message };
+        let mut p = Problems::default();
         #[cfg(not(feature = "test-hooks"))]
         if test_crash_at.is_some() {
-            return Err(invalid(
+            p.push(
                 "--test-crash-at",
                 "a test hook, and this csi-gateway was built without it (cargo feature \
-                 `test-hooks`, which only the test suite enables)"
-                    .into(),
-            ));
+                 `test-hooks`, which only the test suite enables)",
+            );
         }
-        let listen: Endpoint = self
-            .listen
-            .endpoint
-            .parse()
-            .map_err(|e| invalid("listen.endpoint", format!("{e}")))?;
-        if !matches!(listen, Endpoint::Unix(_)) {
-            return Err(invalid(
-                "listen.endpoint",
-                "the front listens on a UNIX socket (unix:///path)".into(),
-            ));
-        }
-        let legacy = match self.listen.legacy_dialect.parse::<Dialect>() {
-            Ok(d @ (Dialect::V0_1 | Dialect::V0_1Oneof)) => d,
-            _ => {
-                return Err(invalid(
-                    "listen.legacy_dialect",
-                    format!(
-                        "{:?}: must be \"v0.1\" or \"v0.1-oneof\"",
-                        self.listen.legacy_dialect
-                    ),
-                ))
-            }
-        };
-        let v0_2_front = match self.listen.v0_dialect.as_str() {
-            "v0.3" => false,
-            "v0.2" => true,
-            other => {
-                return Err(invalid(
-                    "listen.v0_dialect",
-                    format!("{other:?}: must be \"v0.3\" or \"v0.2\""),
-                ))
-            }
-        };
-        let socket_mode = match &self.listen.mode {
-            None => None,
-            Some(m) => Some(
-                u32::from_str_radix(m.trim_start_matches("0o"), 8)
-                    .ok()
-                    .filter(|m| *m <= 0o7777)
-                    .ok_or_else(|| {
-                        invalid(
-                            "listen.mode",
-                            format!("{m:?} is not an octal file mode like \"0660\""),
-                        )
-                    })?,
-            ),
-        };
-        let socket_owner = match (self.listen.owner_uid, self.listen.owner_gid) {
-            (None, None) => None,
-            (Some(u), Some(g)) => Some((u, g)),
-            _ => {
-                return Err(invalid(
-                    "listen.owner_uid",
-                    "set both owner_uid and owner_gid, or neither".into(),
-                ))
-            }
-        };
-        let upstream_dialect = match self.upstream.dialect.as_str() {
-            "auto" => None,
-            d => Some(
-                d.parse::<Dialect>()
-                    .map_err(|e| invalid("upstream.dialect", format!("{e}, or \"auto\"")))?,
-            ),
-        };
-        let upstream = if self.upstream.endpoint == "embedded" {
-            let dialect = self
-                .embedded
-                .dialect
-                .parse()
-                .map_err(|e| invalid("embedded.dialect", format!("{e}")))?;
-            UpstreamTarget::Embedded {
-                dialect,
-                socket: self.embedded.socket,
-                data_dir: self.embedded.data_dir,
-            }
-        } else {
-            let e: Endpoint = self
-                .upstream
-                .endpoint
-                .parse()
-                .map_err(|e| invalid("upstream.endpoint", format!("{e}")))?;
-            UpstreamTarget::Endpoint(e)
-        };
-        let failover = self
-            .upstream
-            .failover
-            .iter()
-            .map(|f| f.parse::<Endpoint>())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| invalid("upstream.failover", format!("{e}")))?;
-        if !failover.is_empty() && !matches!(upstream, UpstreamTarget::Endpoint(_)) {
-            return Err(invalid(
-                "upstream.failover",
-                "failover applies to endpoint upstreams, not \"embedded\"".into(),
-            ));
-        }
-        let any_tcp = std::iter::once(&upstream)
-            .filter_map(|u| match u {
-                UpstreamTarget::Endpoint(e) => Some(e),
-                UpstreamTarget::Embedded { .. } => None,
-            })
-            .chain(&failover)
-            .find(|e| matches!(e, Endpoint::Tcp(_)));
-        let upstream_tls = match (any_tcp, self.upstream.tls) {
-            (Some(e), None) => {
-                return Err(invalid(
-                    "upstream.endpoint",
-                    format!("{e}: a TCP upstream requires [upstream.tls] (mutual TLS); plaintext TCP is refused"),
-                ))
-            }
-            (None, Some(_)) => {
-                return Err(invalid(
-                    "upstream.tls",
-                    "[upstream.tls] applies only to tcp:// upstreams".into(),
-                ))
-            }
-            (_, tls) => tls.map(UpstreamTlsFile::validate).transpose()?,
-        };
-        let appliance = self.appliance.map(ApplianceFile::validate).transpose()?;
-        if let (Endpoint::Unix(l), UpstreamTarget::Endpoint(Endpoint::Unix(u))) =
-            (&listen, &upstream)
-        {
-            if l == u {
-                return Err(invalid(
-                    "upstream.endpoint",
-                    "the upstream cannot be the gateway's own socket".into(),
-                ));
-            }
-        }
-        let log_json = match self.log.format.as_str() {
-            "text" => false,
-            "json" => true,
-            f => {
-                return Err(invalid(
-                    "log.format",
-                    format!("{f:?}: must be \"text\" or \"json\""),
-                ))
-            }
-        };
-        if self.upstream.backoff_initial.is_zero()
-            || self.upstream.backoff_initial > self.upstream.backoff_max
-        {
-            return Err(invalid(
-                "upstream.backoff_initial",
-                "must be above zero and at most upstream.backoff_max".into(),
-            ));
-        }
-        let state = self.state.validate()?;
-        if let Endpoint::Unix(socket) = &listen {
-            if socket.parent() == Some(state.staging_dir.as_path()) {
-                return Err(invalid(
-                    "state.staging_dir",
-                    format!(
-                        "{}: the front socket's directory must hold only the socket (CSI spec)",
-                        state.staging_dir.display()
-                    ),
-                ));
-            }
-            if socket.parent() == Some(self.state.dir.as_path()) {
-                return Err(invalid(
-                    "state.dir",
-                    format!(
-                        "{}: the front socket's directory must hold only the socket (CSI spec)",
-                        self.state.dir.display()
-                    ),
-                ));
-            }
-        }
-        let metrics_listen = match self.metrics.listen.trim() {
-            "" => None,
-            a => Some(a.parse().map_err(|_| {
-                invalid(
-                    "metrics.listen",
-                    format!("{a:?} is not host:port like 127.0.0.1:9808"),
-                )
-            })?),
-        };
-        self.calls
+        let listen = self.listen.check(&mut p);
+        let state = self.state.check(&mut p);
+        let upstream = self.upstream.check(self.embedded, &mut p);
+        let appliance = self.appliance.map(|a| a.check(&mut p));
+        let log = self.log.check(&mut p);
+        let metrics = self.metrics.check(&mut p);
+        let runtime = self.runtime.check(&mut p);
+        let calls = self
+            .calls
             .check()
-            .map_err(|e| invalid("calls", e.to_string()))?;
+            .map_err(|errors| {
+                for e in errors {
+                    p.push(e.field(), e.reason());
+                }
+            })
+            .ok();
+        if let (Some(listen), Some(upstream), Some(state)) = (&listen, &upstream, &state) {
+            check_socket_neighbours(&listen.endpoint, upstream, state, &mut p);
+        }
+        // A section with a problem returned `None`, and left `p` non-empty.
+        let (
+            Some(listen),
+            Some(state),
+            Some(upstream),
+            Some(log),
+            Some(metrics),
+            Some(runtime),
+            Some(calls),
+            true,
+        ) = (
+            listen,
+            state,
+            upstream,
+            log,
+            metrics,
+            runtime,
+            calls,
+            p.is_empty(),
+        )
+        else {
+            return Err(ConfigError::Invalid(p.into_vec()));
+        };
         Ok(Config {
             listen,
-            socket_mode,
-            socket_owner,
-            front_dialects: vec![Dialect::V1, Dialect::V0_3, legacy],
-            v0_2_front,
-            grace_period: self.listen.grace_period,
-            splice: self.listen.splice,
-            limits: self.listen.limits.clone(),
-            upstream,
-            upstream_dialect,
-            connect_timeout: self.upstream.connect_timeout,
-            backoff_initial: self.upstream.backoff_initial,
-            backoff_max: self.upstream.backoff_max,
-            log_json,
-            log_level: self.log.level,
-            failover,
-            upstream_tls,
-            appliance,
-            redact_keys: self.log.redact_keys,
-            metrics_listen,
-            probe_timeout: self.metrics.probe_timeout,
-            state_dir: self.state.dir,
-            worker_threads: self.runtime.worker_threads,
-            scheduling: self.runtime.scheduling,
             state,
+            upstream,
+            appliance: appliance.flatten(),
+            log,
+            metrics,
+            runtime,
+            calls,
             #[cfg(feature = "test-hooks")]
             test_crash_at,
-            calls: self.calls,
         })
+    }
+}
+
+/// The front socket is neither the upstream's, nor in a directory of the gateway's state: the
+/// CSI spec wants the socket's directory to hold only the socket.
+fn check_socket_neighbours(
+    listen: &Endpoint,
+    upstream: &Upstream,
+    state: &State,
+    p: &mut Problems,
+) {
+    let Endpoint::Unix(socket) = listen else {
+        return;
+    };
+    if let UpstreamTarget::Endpoint(Endpoint::Unix(u)) = &upstream.target {
+        p.check(u != socket, "upstream.endpoint", || {
+            "the upstream cannot be the gateway's own socket".into()
+        });
+    }
+    for (field, dir) in [
+        ("state.staging_dir", state.staging_dir.as_path()),
+        ("state.dir", state.dir.as_path()),
+    ] {
+        p.check(socket.parent() != Some(dir), field, || {
+            format!(
+                "{}: the front socket's directory must hold only the socket (CSI spec)",
+                dir.display()
+            )
+        });
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dialect::Dialect;
 
     fn with(toml_text: &str) -> Result<Config, ConfigError> {
         File::parse(toml_text, "test")?.resolve(None, Overrides::default())
@@ -625,17 +318,20 @@ mod tests {
             .resolve(None, Overrides::default())
             .unwrap();
         assert!(matches!(
-            c.upstream,
+            c.upstream.target,
             UpstreamTarget::Embedded {
                 dialect: Dialect::V0_1Oneof,
                 ..
             }
         ));
         assert_eq!(
-            c.front_dialects,
+            c.listen.front_dialects(),
             vec![Dialect::V1, Dialect::V0_3, Dialect::V0_1]
         );
-        assert!(!c.v0_2_front, "csi.v0 is served as v0.3 by default");
+        assert!(
+            !c.listen.serves_v0_2(),
+            "csi.v0 is served as v0.3 by default"
+        );
     }
 
     #[test]
@@ -645,13 +341,13 @@ mod tests {
             .clone()
             .resolve(Some("unix:///run/a.sock".into()), Overrides::default())
             .unwrap();
-        assert_eq!(c.listen, Endpoint::Unix("/run/a.sock".into()));
+        assert_eq!(c.listen.endpoint, Endpoint::Unix("/run/a.sock".into()));
         let o = Overrides {
             listen: Some("/run/b.sock".into()),
             ..Default::default()
         };
         let c = f.resolve(Some("unix:///run/a.sock".into()), o).unwrap();
-        assert_eq!(c.listen, Endpoint::Unix("/run/b.sock".into()));
+        assert_eq!(c.listen.endpoint, Endpoint::Unix("/run/b.sock".into()));
     }
 
     #[test]
@@ -697,8 +393,8 @@ mod tests {
         ];
         for (text, field) in cases {
             match with(&text) {
-                Err(ConfigError::Invalid { field: f, .. }) => assert_eq!(f, field, "{text}"),
-                other => panic!("{text}: expected an error on {field}, got {other:?}"),
+                Err(e) => assert_eq!(e.fields(), [field], "{text}"),
+                Ok(_) => panic!("{text}: expected an error on {field}"),
             }
         }
         assert!(matches!(
@@ -710,15 +406,15 @@ mod tests {
     #[test]
     fn scheduling_is_batch_unless_set_to_normal() {
         let base = "[state]\ndir = \"/var/lib/gw\"\n[listen]\nendpoint = \"unix:///run/a.sock\"\n[upstream]\nendpoint = \"unix:///b.sock\"\n";
-        assert_eq!(with(base).unwrap().scheduling, Scheduling::Batch);
+        assert_eq!(with(base).unwrap().runtime.scheduling, Scheduling::Batch);
         let normal = with(&format!("{base}[runtime]\nscheduling = \"normal\"\n")).unwrap();
-        assert_eq!(normal.scheduling, Scheduling::Normal);
+        assert_eq!(normal.runtime.scheduling, Scheduling::Normal);
         match with(&format!("{base}[runtime]\nscheduling = \"fifo\"\n")) {
-            Err(e @ ConfigError::Parse { .. }) => {
-                let text = e.to_string();
-                assert!(text.contains("`batch` or `normal`"), "{text}");
-            }
-            other => panic!("expected a parse error, got {other:?}"),
+            Err(e) => assert_eq!(
+                e.to_string(),
+                r#"runtime.scheduling: "fifo" is not one of "batch", "normal""#
+            ),
+            Ok(_) => panic!("fifo accepted"),
         }
     }
 
@@ -727,9 +423,9 @@ mod tests {
         let tls = "[upstream.tls]\ncert = \"/c.pem\"\nkey = \"/c.key\"\nca = \"/ca.pem\"\n";
         let tcp = "[state]\ndir = \"/var/lib/gw\"\n[listen]\nendpoint = \"unix:///a.sock\"\n[upstream]\nendpoint = \"tcp://h:1\"\nfailover = [\"tcp://g:2\"]\n";
         let c = with(&format!("{tcp}{tls}")).unwrap();
-        let t = c.upstream_tls.unwrap();
+        let t = c.upstream.tls.unwrap();
         assert_eq!(t.min_version, crate::tls::MinVersion::Tls13);
-        assert_eq!(c.failover, vec![Endpoint::Tcp("g:2".into())]);
+        assert_eq!(c.upstream.failover, vec![Endpoint::Tcp("g:2".into())]);
         let unix = "[state]\ndir = \"/var/lib/gw\"\n[listen]\nendpoint = \"unix:///a.sock\"\n[upstream]\nendpoint = \"unix:///b.sock\"\n";
         let appliance = "[appliance]\nlisten = \"tcp://0.0.0.0:9443\"\ncert = \"/s.pem\"\nkey = \"/s.key\"\nclient_ca = \"/ca.pem\"\n[[appliance.peers]]\ndns = [\"node\"]\nservices = [\"Identity\", \"Node\"]\n";
         let a = with(&format!("{unix}{appliance}"))
@@ -761,8 +457,191 @@ mod tests {
         ];
         for (text, field) in cases {
             match with(&text) {
-                Err(ConfigError::Invalid { field: f, .. }) => assert_eq!(f, field, "{text}"),
-                other => panic!("{text}: expected an error on {field}, got {other:?}"),
+                Err(e) => assert_eq!(e.fields(), [field], "{text}"),
+                Ok(_) => panic!("{text}: expected an error on {field}"),
+            }
+        }
+    }
+
+    /// Every bad value is reported, each under its field, not only the first.
+    #[test]
+    fn every_bad_value_is_reported() {
+        let text = r#"
+[listen]
+endpoint = "unix:///run/a.sock"
+legacy_dialect = "v0.9"
+v0_dialect = "v0.4"
+mode = "rw"
+[upstream]
+endpoint = "unix:///b.sock"
+dialect = "v9"
+backoff_initial = "0s"
+[log]
+format = "xml"
+[metrics]
+listen = "localhost"
+[state]
+dir = "/var/lib/gw"
+backend = "zookeeper"
+handle_encoding = "url"
+[runtime]
+scheduling = "fifo"
+[calls]
+validate = "strict"
+"#;
+        let e = with(text).unwrap_err();
+        assert_eq!(
+            e.fields(),
+            [
+                "listen.legacy_dialect",
+                "listen.v0_dialect",
+                "listen.mode",
+                "state.backend",
+                "state.handle_encoding",
+                "upstream.dialect",
+                "upstream.backoff_initial",
+                "log.format",
+                "metrics.listen",
+                "runtime.scheduling",
+                "calls.validate",
+            ]
+        );
+        let shown = e.to_string();
+        assert!(shown.starts_with("11 problems:\n  "), "{shown}");
+        for line in [
+            r#"listen.legacy_dialect: "v0.9" is not one of "v0.1", "v0.1-oneof""#,
+            r#"listen.v0_dialect: "v0.4" is not one of "v0.3", "v0.2""#,
+            r#"upstream.dialect: "v9" is not one of "auto", "v1", "v0.3", "v0.2", "v0.1", "v0.1-oneof""#,
+            r#"log.format: "xml" is not one of "text", "json""#,
+            r#"state.backend: "zookeeper" is not one of "embedded", "etcd""#,
+        ] {
+            assert!(shown.contains(&format!("\n  {line}")), "{line} in\n{shown}");
+        }
+    }
+
+    /// Flags are checked like the file, under the file's field names, all of them.
+    #[test]
+    fn every_bad_override_is_reported() {
+        let o = Overrides {
+            upstream_dialect: Some("v7".into()),
+            legacy_dialect: Some("v0.3".into()),
+            log_format: Some("xml".into()),
+            state: StateOverrides {
+                backend: Some("zookeeper".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let e = File::load(None).unwrap().resolve(None, o).unwrap_err();
+        assert_eq!(
+            e.fields(),
+            [
+                "listen.legacy_dialect",
+                "state.backend",
+                "upstream.dialect",
+                "log.format"
+            ]
+        );
+    }
+
+    /// Every spelling in use before the settings became enums is still accepted, with the
+    /// meaning it had.
+    #[test]
+    fn the_accepted_spellings_are_unchanged() {
+        let base = "[state]\ndir = \"/var/lib/gw\"\n[listen]\nendpoint = \"unix:///run/a.sock\"\n[upstream]\nendpoint = \"embedded\"\n";
+        for (name, dialect) in [
+            ("v1", Dialect::V1),
+            ("v0.3", Dialect::V0_3),
+            ("v0.2", Dialect::V0_3),
+            ("v0.1", Dialect::V0_1),
+            ("v0.1-oneof", Dialect::V0_1Oneof),
+        ] {
+            let c = with(&format!(
+                "{base}dialect = \"{name}\"\n[embedded]\ndialect = \"{name}\"\n"
+            ))
+            .unwrap();
+            assert_eq!(c.upstream.dialect, Some(dialect), "{name}");
+            assert!(
+                matches!(c.upstream.target, UpstreamTarget::Embedded { dialect: d, .. } if d == dialect),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            with(&format!("{base}dialect = \"auto\"\n"))
+                .unwrap()
+                .upstream
+                .dialect,
+            None
+        );
+        let listen = |extra: &str| {
+            with(&base.replace("[upstream]", &format!("{extra}\n[upstream]"))).unwrap()
+        };
+        assert_eq!(
+            listen("legacy_dialect = \"v0.1-oneof\"")
+                .listen
+                .front_dialects()[2],
+            Dialect::V0_1Oneof
+        );
+        assert!(listen("v0_dialect = \"v0.2\"").listen.serves_v0_2());
+        assert!(!listen("v0_dialect = \"v0.3\"").listen.serves_v0_2());
+        assert_eq!(
+            with(&format!("{base}[log]\nformat = \"json\"\n"))
+                .unwrap()
+                .log
+                .format,
+            LogFormat::Json
+        );
+        let inline =
+            with(&base.replace("[listen]", "handle_encoding = \"inline\"\n[listen]")).unwrap();
+        assert!(inline.state.inline_handles);
+        let etcd = base.replace(
+            "[listen]",
+            "backend = \"etcd\"\netcd_endpoints = [\"http://e:2379\"]\n[listen]",
+        );
+        assert!(matches!(
+            with(&etcd).unwrap().state.backend,
+            StoreBackend::Etcd(_)
+        ));
+        let tls12 =
+            "[upstream.tls]\ncert = \"/c\"\nkey = \"/k\"\nca = \"/a\"\nmin_version = \"1.2\"\n";
+        let tcp = base.replace("\"embedded\"", "\"tcp://h:1\"");
+        let c = with(&format!("{tcp}{tls12}")).unwrap();
+        assert_eq!(
+            c.upstream.tls.unwrap().min_version,
+            crate::tls::MinVersion::Tls12
+        );
+    }
+
+    /// The configurations shipped in deploy/ still validate as they are.
+    #[test]
+    fn the_shipped_deployments_validate() {
+        let kubernetes = include_str!("../../deploy/kubernetes/csi-gateway-config.yaml");
+        // The ConfigMap's two TOML blocks: the indented lines under `node.toml: |` and
+        // `controller.toml: |`.
+        let block = |key: &str| -> String {
+            kubernetes
+                .lines()
+                .skip_while(|l| l.trim() != format!("{key}: |"))
+                .skip(1)
+                .take_while(|l| l.starts_with("    "))
+                .map(|l| format!("{}\n", &l[4..]))
+                .collect()
+        };
+        for (name, text) in [
+            (
+                "compose/node.toml",
+                include_str!("../../deploy/compose/node.toml").to_string(),
+            ),
+            (
+                "compose/appliance.toml",
+                include_str!("../../deploy/compose/appliance.toml").to_string(),
+            ),
+            ("kubernetes node.toml", block("node.toml")),
+            ("kubernetes controller.toml", block("controller.toml")),
+        ] {
+            assert!(text.contains("[listen]"), "{name}: {text}");
+            if let Err(e) = with(&text) {
+                panic!("{name}: {e}");
             }
         }
     }

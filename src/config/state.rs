@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::ConfigError;
+use super::choice::Choice;
+use super::problems::Problems;
 use crate::store::etcd;
-use crate::tls::{ClientSettings, Keepalive, Material};
+use crate::tls::{ClientSettings, Keepalive, Material, MinVersion};
 
 /// Durable gateway state, as written in the file.
 #[derive(Clone, Debug, Deserialize)]
@@ -16,9 +17,8 @@ use crate::tls::{ClientSettings, Keepalive, Material};
 pub struct StateFile {
     /// Directory of the embedded database; never the front socket's directory.
     pub dir: PathBuf,
-    /// "embedded" (redb file in `dir`) or "etcd".
-    #[serde(default = "default_backend")]
-    pub backend: String,
+    #[serde(default)]
+    pub backend: Choice<Backend>,
     /// `http://host:port` (plaintext gRPC) or `https://host:port` (TLS, needs `etcd_tls`) of
     /// etcd members.
     #[serde(default)]
@@ -39,10 +39,29 @@ pub struct StateFile {
     pub etcd_prefix: String,
     /// Gateway-owned staging paths for staging emulation; default `<dir>/staging`.
     pub staging_dir: Option<PathBuf>,
-    /// Where a draft plugin's VolumeHandle metadata lives between calls: "store" (the durable
-    /// store, the default) or "inline" (inside the volume id; stateless, ≤ 128 bytes).
-    #[serde(default = "default_handle_encoding")]
-    pub handle_encoding: String,
+    #[serde(default)]
+    pub handle_encoding: Choice<HandleEncoding>,
+}
+
+/// `state.backend`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// A redb file in `dir`.
+    #[default]
+    Embedded,
+    Etcd,
+}
+
+/// `state.handle_encoding`: where a draft plugin's VolumeHandle metadata lives between calls.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum HandleEncoding {
+    /// The durable store.
+    #[default]
+    Store,
+    /// Inside the volume id: stateless, ≤ 128 bytes.
+    Inline,
 }
 
 /// `[state.etcd_tls]`: mutual TLS towards etcd.
@@ -57,13 +76,13 @@ pub struct EtcdTlsFile {
     /// Name to verify in etcd's certificate; default: the endpoint's host.
     pub server_name: Option<String>,
     #[serde(default = "default_min_version")]
-    pub min_version: String,
+    pub min_version: Choice<MinVersion>,
     #[serde(default = "default_reload", with = "humantime_serde")]
     pub reload_interval: Duration,
 }
 
-fn default_min_version() -> String {
-    "1.2".into()
+fn default_min_version() -> Choice<MinVersion> {
+    Choice::Known(MinVersion::Tls12)
 }
 
 fn default_reload() -> Duration {
@@ -75,40 +94,24 @@ fn default_timeout() -> Duration {
 }
 
 impl EtcdTlsFile {
-    fn validate(&self) -> Result<ClientSettings, ConfigError> {
-        let invalid = |field, message: String| ConfigError::Invalid { field, message };
-        if self.reload_interval.is_zero() {
-            return Err(invalid(
-                "state.etcd_tls.reload_interval",
-                "must be above zero".into(),
-            ));
-        }
-        Ok(ClientSettings {
+    fn check(&self, p: &mut Problems) -> Option<ClientSettings> {
+        let reload_interval = p.positive("state.etcd_tls.reload_interval", self.reload_interval);
+        let min_version = p.choice("state.etcd_tls.min_version", self.min_version.clone());
+        Some(ClientSettings {
             material: Material {
                 cert: self.cert.clone(),
                 key: self.key.clone(),
                 ca: self.ca.clone(),
             },
             server_name: self.server_name.clone().filter(|n| !n.is_empty()),
-            min_version: self
-                .min_version
-                .parse()
-                .map_err(|e| invalid("state.etcd_tls.min_version", e))?,
-            reload_interval: self.reload_interval,
+            min_version: min_version?,
+            reload_interval: reload_interval?,
             keepalive: Keepalive {
                 interval: Duration::from_secs(10),
                 timeout: Duration::from_secs(5),
             },
         })
     }
-}
-
-fn default_handle_encoding() -> String {
-    "store".into()
-}
-
-fn default_backend() -> String {
-    "embedded".into()
 }
 
 fn default_etcd_prefix() -> String {
@@ -126,6 +129,8 @@ pub enum StoreBackend {
 /// `[state]`, validated.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct State {
+    /// Directory of the embedded database.
+    pub dir: PathBuf,
     pub backend: StoreBackend,
     pub staging_dir: PathBuf,
     /// `handle_encoding = "inline"`.
@@ -152,7 +157,7 @@ pub struct StateOverrides {
 impl StateFile {
     pub fn apply(&mut self, o: StateOverrides) {
         if let Some(b) = o.backend {
-            self.backend = b;
+            self.backend = Choice::parse(b);
         }
         if let Some(e) = o.etcd_endpoints {
             self.etcd_endpoints = e
@@ -169,7 +174,7 @@ impl StateFile {
             self.staging_dir = Some(d);
         }
         if let Some(h) = o.handle_encoding {
-            self.handle_encoding = h;
+            self.handle_encoding = Choice::parse(h);
         }
         if let Some(n) = o.node_id {
             self.node_id = Some(n);
@@ -179,130 +184,112 @@ impl StateFile {
         }
     }
 
-    pub fn validate(&self) -> Result<State, ConfigError> {
-        let invalid = |field, message: String| ConfigError::Invalid { field, message };
-        let backend = match self.backend.as_str() {
-            "embedded" => StoreBackend::Embedded,
-            "etcd" => {
-                if self.etcd_endpoints.is_empty() {
-                    return Err(invalid(
-                        "state.etcd_endpoints",
-                        "state.backend = \"etcd\" needs at least one endpoint, e.g. [\"http://127.0.0.1:2379\"]".into(),
-                    ));
-                }
-                for e in &self.etcd_endpoints {
-                    check_etcd_endpoint(e).map_err(|m| invalid("state.etcd_endpoints", m))?;
-                }
-                let tls = self
-                    .etcd_tls
-                    .as_ref()
-                    .map(EtcdTlsFile::validate)
-                    .transpose()?;
-                let https = self
-                    .etcd_endpoints
-                    .iter()
-                    .filter(|e| e.starts_with("https://"));
-                match (https.count(), &tls) {
-                    (0, Some(_)) => {
-                        return Err(invalid(
-                            "state.etcd_tls",
-                            "set, but no endpoint is https://".into(),
-                        ))
-                    }
-                    (n, None) if n > 0 => {
-                        return Err(invalid(
-                            "state.etcd_tls",
-                            "https:// endpoints need [state.etcd_tls] (cert, key, ca)".into(),
-                        ))
-                    }
-                    (n, Some(_)) if n != self.etcd_endpoints.len() => {
-                        return Err(invalid(
-                            "state.etcd_endpoints",
-                            "mixes http:// and https://".into(),
-                        ))
-                    }
-                    _ => {}
-                }
-                if self.etcd_username.is_some() != self.etcd_password_file.is_some() {
-                    return Err(invalid(
-                        "state.etcd_username",
-                        "etcd_username and etcd_password_file go together".into(),
-                    ));
-                }
-                let p = &self.etcd_prefix;
-                if p.is_empty() || p.chars().any(char::is_whitespace) {
-                    return Err(invalid(
-                        "state.etcd_prefix",
-                        format!(
-                            "{p:?}: must be non-empty, without whitespace, e.g. \"/csi-gateway/\""
-                        ),
-                    ));
-                }
-                StoreBackend::Etcd(etcd::Settings {
-                    endpoints: self.etcd_endpoints.clone(),
-                    prefix: p.clone(),
-                    tls,
-                    username: self.etcd_username.clone(),
-                    password_file: self.etcd_password_file.clone(),
-                    connect_timeout: self.timeout,
-                })
-            }
-            b => {
-                return Err(invalid(
-                    "state.backend",
-                    format!("{b:?}: must be \"embedded\" or \"etcd\""),
-                ))
-            }
+    /// Checks every field, recording each problem; `None` if there was any.
+    pub fn check(&self, p: &mut Problems) -> Option<State> {
+        let backend = match p.choice("state.backend", self.backend.clone()) {
+            Some(Backend::Embedded) => Some(StoreBackend::Embedded),
+            Some(Backend::Etcd) => self.check_etcd(p).map(StoreBackend::Etcd),
+            None => None,
         };
         let staging_dir = self
             .staging_dir
             .clone()
             .unwrap_or_else(|| self.dir.join("staging"));
-        if !staging_dir.is_absolute() {
-            return Err(invalid(
-                "state.staging_dir",
-                format!(
-                    "{}: must be an absolute path (plugins receive it as staging_target_path)",
-                    staging_dir.display()
-                ),
-            ));
-        }
-        let inline_handles = match self.handle_encoding.as_str() {
-            "store" => false,
-            "inline" => true,
-            e => {
-                return Err(invalid(
-                    "state.handle_encoding",
-                    format!("{e:?}: must be \"store\" or \"inline\""),
-                ))
-            }
-        };
-        if self.timeout.is_zero() {
-            return Err(invalid("state.timeout", "must be above zero".into()));
-        }
-        let node_id = match &self.node_id {
-            Some(n) => n.clone(),
-            None => host_name().map_err(|e| {
-                invalid(
-                    "state.node_id",
-                    format!("not set, and the host name is unknown: {e}"),
-                )
-            })?,
-        };
-        if node_id.is_empty() || node_id.contains('/') || node_id.chars().any(char::is_whitespace) {
-            return Err(invalid(
-                "state.node_id",
-                format!("{node_id:?}: must be non-empty, without '/' or whitespace"),
-            ));
-        }
-        Ok(State {
-            backend,
-            staging_dir,
-            inline_handles,
-            timeout: self.timeout,
-            node_id,
+        let staging_ok = p.check(staging_dir.is_absolute(), "state.staging_dir", || {
+            format!(
+                "{}: must be an absolute path (plugins receive it as staging_target_path)",
+                staging_dir.display()
+            )
+        });
+        let inline_handles = p
+            .choice("state.handle_encoding", self.handle_encoding.clone())
+            .map(|e| e == HandleEncoding::Inline);
+        let timeout = p.positive("state.timeout", self.timeout);
+        let node_id = check_node_id(self.node_id.clone(), p);
+        Some(State {
+            dir: self.dir.clone(),
+            backend: backend?,
+            staging_dir: staging_ok.then_some(staging_dir)?,
+            inline_handles: inline_handles?,
+            timeout: timeout?,
+            node_id: node_id?,
         })
     }
+
+    /// `backend = "etcd"`: its endpoints, TLS, credentials and prefix.
+    fn check_etcd(&self, p: &mut Problems) -> Option<etcd::Settings> {
+        let mut ok = p.check(
+            !self.etcd_endpoints.is_empty(),
+            "state.etcd_endpoints",
+            || "state.backend = \"etcd\" needs at least one endpoint, e.g. [\"http://127.0.0.1:2379\"]".into(),
+        );
+        for e in &self.etcd_endpoints {
+            ok &= p
+                .take("state.etcd_endpoints", check_etcd_endpoint(e))
+                .is_some();
+        }
+        let tls = match &self.etcd_tls {
+            None => Some(None),
+            Some(t) => t.check(p).map(Some),
+        };
+        let https = self
+            .etcd_endpoints
+            .iter()
+            .filter(|e| e.starts_with("https://"))
+            .count();
+        let mismatch = match (https, &self.etcd_tls) {
+            (0, Some(_)) => Some(("state.etcd_tls", "set, but no endpoint is https://")),
+            (n, None) if n > 0 => Some((
+                "state.etcd_tls",
+                "https:// endpoints need [state.etcd_tls] (cert, key, ca)",
+            )),
+            (n, Some(_)) if n != self.etcd_endpoints.len() => {
+                Some(("state.etcd_endpoints", "mixes http:// and https://"))
+            }
+            _ => None,
+        };
+        if let Some((field, message)) = mismatch {
+            p.push(field, message);
+            ok = false;
+        }
+        ok &= p.check(
+            self.etcd_username.is_some() == self.etcd_password_file.is_some(),
+            "state.etcd_username",
+            || "etcd_username and etcd_password_file go together".into(),
+        );
+        let prefix = &self.etcd_prefix;
+        ok &= p.check(
+            !prefix.is_empty() && !prefix.chars().any(char::is_whitespace),
+            "state.etcd_prefix",
+            || format!("{prefix:?}: must be non-empty, without whitespace, e.g. \"/csi-gateway/\""),
+        );
+        let tls = tls?;
+        ok.then(|| etcd::Settings {
+            endpoints: self.etcd_endpoints.clone(),
+            prefix: prefix.clone(),
+            tls,
+            username: self.etcd_username.clone(),
+            password_file: self.etcd_password_file.clone(),
+            connect_timeout: self.timeout,
+        })
+    }
+}
+
+/// The node id set, or the host name; usable as one segment of a key.
+fn check_node_id(node_id: Option<String>, p: &mut Problems) -> Option<String> {
+    let node_id = match node_id {
+        Some(n) => n,
+        None => p.take(
+            "state.node_id",
+            host_name().map_err(|e| format!("not set, and the host name is unknown: {e}")),
+        )?,
+    };
+    let ok =
+        !node_id.is_empty() && !node_id.contains('/') && !node_id.chars().any(char::is_whitespace);
+    p.check(ok, "state.node_id", || {
+        format!("{node_id:?}: must be non-empty, without '/' or whitespace")
+    })
+    .then_some(node_id)
 }
 
 /// The machine's host name (`uname -n`).
@@ -334,14 +321,24 @@ fn check_etcd_endpoint(e: &str) -> Result<(), String> {
 mod tests {
     use super::*;
 
+    impl StateFile {
+        /// The validated section, or the fields of every problem.
+        fn validate(&self) -> Result<State, Vec<String>> {
+            let mut p = Problems::default();
+            let state = self.check(&mut p);
+            let fields = p.into_vec().into_iter().map(|p| p.field).collect();
+            state.ok_or(fields)
+        }
+    }
+
     fn file(backend: &str, endpoints: &[&str]) -> StateFile {
         StateFile {
             dir: "/var/lib/gw".into(),
-            backend: backend.into(),
+            backend: Choice::parse(backend),
             etcd_endpoints: endpoints.iter().map(|s| s.to_string()).collect(),
             etcd_prefix: default_etcd_prefix(),
             staging_dir: None,
-            handle_encoding: default_handle_encoding(),
+            handle_encoding: Choice::default(),
             etcd_tls: None,
             etcd_username: None,
             etcd_password_file: None,
@@ -354,16 +351,10 @@ mod tests {
     fn handle_encoding_is_store_or_inline() {
         assert!(!file("embedded", &[]).validate().unwrap().inline_handles);
         let mut f = file("embedded", &[]);
-        f.handle_encoding = "inline".into();
+        f.handle_encoding = Choice::parse("inline");
         assert!(f.validate().unwrap().inline_handles);
-        f.handle_encoding = "url".into();
-        assert!(matches!(
-            f.validate(),
-            Err(ConfigError::Invalid {
-                field: "state.handle_encoding",
-                ..
-            })
-        ));
+        f.handle_encoding = Choice::parse("url");
+        assert_eq!(f.validate(), Err(vec!["state.handle_encoding".to_string()]));
     }
 
     #[test]
@@ -394,11 +385,29 @@ mod tests {
                 "state.staging_dir",
             ),
         ] {
-            match f.validate() {
-                Err(ConfigError::Invalid { field: got, .. }) => assert_eq!(got, field),
-                other => panic!("{field}: {other:?}"),
-            }
+            assert_eq!(f.validate(), Err(vec![field.to_string()]), "{field}");
         }
+    }
+
+    #[test]
+    fn every_etcd_problem_is_reported() {
+        let f = StateFile {
+            etcd_endpoints: vec!["https://a:2379".into(), "ftp://b".into()],
+            etcd_username: Some("gw".into()),
+            etcd_prefix: "a prefix".into(),
+            timeout: Duration::ZERO,
+            ..file("etcd", &[])
+        };
+        assert_eq!(
+            f.validate(),
+            Err(vec![
+                "state.etcd_endpoints".to_string(),
+                "state.etcd_tls".into(),
+                "state.etcd_username".into(),
+                "state.etcd_prefix".into(),
+                "state.timeout".into(),
+            ])
+        );
     }
 
     #[test]

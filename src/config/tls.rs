@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::ConfigError;
+use super::choice::Choice;
+use super::problems::Problems;
 use crate::dialect::Dialect;
 use crate::endpoint::Endpoint;
-use crate::tls::{ClientSettings, Keepalive, Material, PeerRule, ServerSettings};
+use crate::tls::{ClientSettings, Keepalive, Material, MinVersion, PeerRule, ServerSettings};
 
 /// `[upstream.tls]`: required for a `tcp://` upstream.
 #[derive(Clone, Debug, Deserialize)]
@@ -23,8 +24,8 @@ pub struct UpstreamTlsFile {
     pub ca: PathBuf,
     /// Name to verify in the server certificate and send as SNI; default: the endpoint's host.
     pub server_name: Option<String>,
-    #[serde(default = "default_min_version")]
-    pub min_version: String,
+    #[serde(default)]
+    pub min_version: Choice<MinVersion>,
     #[serde(default = "default_reload", with = "humantime_serde")]
     pub reload_interval: Duration,
     #[serde(default = "default_keepalive_interval", with = "humantime_serde")]
@@ -43,8 +44,8 @@ pub struct ApplianceFile {
     pub key: PathBuf,
     /// CA bundle that client certificates must chain to.
     pub client_ca: PathBuf,
-    #[serde(default = "default_min_version")]
-    pub min_version: String,
+    #[serde(default)]
+    pub min_version: Choice<MinVersion>,
     #[serde(default = "default_handshake_timeout", with = "humantime_serde")]
     pub handshake_timeout: Duration,
     #[serde(default = "default_reload", with = "humantime_serde")]
@@ -68,9 +69,6 @@ pub struct PeerFile {
     pub services: Option<Vec<String>>,
 }
 
-fn default_min_version() -> String {
-    "1.3".into()
-}
 fn default_reload() -> Duration {
     Duration::from_secs(2)
 }
@@ -84,98 +82,101 @@ fn default_handshake_timeout() -> Duration {
     Duration::from_secs(10)
 }
 
-fn invalid(field: &'static str, message: String) -> ConfigError {
-    ConfigError::Invalid { field, message }
-}
-
-fn positive(field: &'static str, d: Duration) -> Result<Duration, ConfigError> {
-    if d.is_zero() {
-        return Err(invalid(field, "must be above zero".into()));
-    }
-    Ok(d)
-}
-
 impl UpstreamTlsFile {
-    pub fn validate(self) -> Result<ClientSettings, ConfigError> {
-        Ok(ClientSettings {
+    /// Checks every field, recording each problem; `None` if there was any.
+    pub fn check(self, p: &mut Problems) -> Option<ClientSettings> {
+        let min_version = p.choice("upstream.tls.min_version", self.min_version);
+        let reload_interval = p.positive("upstream.tls.reload_interval", self.reload_interval);
+        let interval = p.positive("upstream.tls.keepalive_interval", self.keepalive_interval);
+        let timeout = p.positive("upstream.tls.keepalive_timeout", self.keepalive_timeout);
+        Some(ClientSettings {
             material: Material {
                 cert: self.cert,
                 key: self.key,
                 ca: self.ca,
             },
             server_name: self.server_name.filter(|n| !n.is_empty()),
-            min_version: self
-                .min_version
-                .parse()
-                .map_err(|e| invalid("upstream.tls.min_version", e))?,
-            reload_interval: positive("upstream.tls.reload_interval", self.reload_interval)?,
+            min_version: min_version?,
+            reload_interval: reload_interval?,
             keepalive: Keepalive {
-                interval: positive("upstream.tls.keepalive_interval", self.keepalive_interval)?,
-                timeout: positive("upstream.tls.keepalive_timeout", self.keepalive_timeout)?,
+                interval: interval?,
+                timeout: timeout?,
             },
         })
     }
 }
 
 impl ApplianceFile {
-    pub fn validate(self) -> Result<ServerSettings, ConfigError> {
+    /// Checks every field, recording each problem; `None` if there was any.
+    pub fn check(self, p: &mut Problems) -> Option<ServerSettings> {
         let listen = match self.listen.parse::<Endpoint>() {
-            Ok(Endpoint::Tcp(addr)) => addr,
+            Ok(Endpoint::Tcp(addr)) => Some(addr),
             _ => {
-                return Err(invalid(
+                p.push(
                     "appliance.listen",
                     format!(
                         "{:?}: the appliance listens on tcp://host:port",
                         self.listen
                     ),
-                ))
+                );
+                None
             }
         };
-        let known: BTreeSet<&str> = Dialect::ALL
-            .iter()
-            .flat_map(|d| d.methods().iter().map(|m| m.service))
-            .chain(crate::front::services::RULE_NAMES)
-            .collect();
-        let mut peers = Vec::new();
-        for p in self.peers {
-            if p.dns.is_empty() && p.uris.is_empty() {
-                return Err(invalid(
-                    "appliance.peers",
-                    "each peer rule names at least one of dns or uris".into(),
-                ));
-            }
-            if let Some(bad) = p
-                .services
-                .iter()
-                .flatten()
-                .find(|s| !known.contains(s.as_str()))
-            {
-                return Err(invalid(
-                    "appliance.peers.services",
-                    format!("{bad:?} is neither a CSI service nor one of the gateway's; known: {known:?}"),
-                ));
-            }
-            peers.push(PeerRule {
-                dns: p.dns,
-                uris: p.uris,
-                services: p.services.map(|s| s.into_iter().collect()),
-            });
-        }
-        Ok(ServerSettings {
-            listen,
+        let peers = check_peers(self.peers, p);
+        let min_version = p.choice("appliance.min_version", self.min_version);
+        let handshake_timeout = p.positive("appliance.handshake_timeout", self.handshake_timeout);
+        let reload_interval = p.positive("appliance.reload_interval", self.reload_interval);
+        let tcp_keepalive = p.positive("appliance.tcp_keepalive", self.tcp_keepalive);
+        Some(ServerSettings {
+            listen: listen?,
             material: Material {
                 cert: self.cert,
                 key: self.key,
                 ca: self.client_ca,
             },
-            min_version: self
-                .min_version
-                .parse()
-                .map_err(|e| invalid("appliance.min_version", e))?,
-            peers,
-            handshake_timeout: positive("appliance.handshake_timeout", self.handshake_timeout)?,
-            reload_interval: positive("appliance.reload_interval", self.reload_interval)?,
-            tcp_keepalive: positive("appliance.tcp_keepalive", self.tcp_keepalive)?,
+            min_version: min_version?,
+            peers: peers?,
+            handshake_timeout: handshake_timeout?,
+            reload_interval: reload_interval?,
+            tcp_keepalive: tcp_keepalive?,
         })
     }
+}
+
+/// Each rule names a peer, and only services the gateway knows.
+fn check_peers(peers: Vec<PeerFile>, p: &mut Problems) -> Option<Vec<PeerRule>> {
+    let known: BTreeSet<&str> = Dialect::ALL
+        .iter()
+        .flat_map(|d| d.methods().iter().map(|m| m.service))
+        .chain(crate::front::services::RULE_NAMES)
+        .collect();
+    let mut ok = true;
+    let mut rules = Vec::new();
+    for peer in peers {
+        ok &= p.check(
+            !peer.dns.is_empty() || !peer.uris.is_empty(),
+            "appliance.peers",
+            || "each peer rule names at least one of dns or uris".into(),
+        );
+        for bad in peer
+            .services
+            .iter()
+            .flatten()
+            .filter(|s| !known.contains(s.as_str()))
+        {
+            p.push(
+                "appliance.peers.services",
+                format!(
+                    "{bad:?} is neither a CSI service nor one of the gateway's; known: {known:?}"
+                ),
+            );
+            ok = false;
+        }
+        rules.push(PeerRule {
+            dns: peer.dns,
+            uris: peer.uris,
+            services: peer.services.map(|s| s.into_iter().collect()),
+        });
+    }
+    ok.then_some(rules)
 }

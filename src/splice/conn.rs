@@ -117,6 +117,8 @@ pub struct Splice<C, U> {
     /// The upstream's decoder waits for a size update that the client's blocks, now
     /// re-encoded, no longer carry to it.
     upstream_expects_update: Option<usize>,
+    /// A request block whose `:path` was rewritten in place, kept to be reused by the next.
+    rewritten: Vec<u8>,
     /// The upstream sent GOAWAY: no new stream is relayed to it.
     upstream_draining: bool,
     resets: Rate,
@@ -269,6 +271,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             settings_to_client: VecDeque::new(),
             settings_to_upstream: VecDeque::new(),
             upstream_expects_update: None,
+            rewritten: Vec::new(),
             upstream_draining: false,
             resets: Rate::default(),
             local_bodies: 0,
@@ -1100,23 +1103,28 @@ impl<C: Io, U: Io> Splice<C, U> {
         if !self.reencode {
             // The client's encoder signals its own table's changes to the upstream.
             self.upstream_expects_update = None;
-            let rewritten = request
-                .rewrite
-                .and_then(|(span, path)| headers::rewrite_path(block, span, path));
+            let rewritten = request.rewrite.is_some_and(|(span, path)| {
+                headers::rewrite_path(block, span, path, &mut self.rewritten)
+            });
             // Several `:path` fields, or one in trailers (both malformed), may leave an entry
             // in the upstream's table that no in-place rewrite made: no later block may refer
             // to the upstream's table then.
             self.reencode = request.paths > 1 || (trailers && request.paths > 0);
-            return match rewritten {
-                Some(block) => frame::put_headers(
-                    &mut self.to_upstream,
-                    id,
-                    &block,
-                    end_stream,
-                    self.upstream_max_frame,
-                ),
-                None => self.to_upstream.extend_from_slice(frames),
-            };
+            if !rewritten {
+                return self.to_upstream.extend_from_slice(frames);
+            }
+            frame::put_headers(
+                &mut self.to_upstream,
+                id,
+                &self.rewritten,
+                end_stream,
+                self.upstream_max_frame,
+            );
+            // Kept for the next call at the size of an ordinary block, not of the largest.
+            if self.rewritten.capacity() > 4096 {
+                self.rewritten = Vec::new();
+            }
+            return;
         }
         let block = headers::encode(request.fields, self.upstream_expects_update.take());
         frame::put_headers(

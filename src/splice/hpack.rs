@@ -193,6 +193,7 @@ pub fn integer(block: &mut &[u8], n: u8) -> Result<usize, CompressionError> {
 }
 
 /// Appends an integer with an `n`-bit prefix; `flags` are the first octet's bits above it.
+#[inline]
 pub fn put_integer(out: &mut Vec<u8>, flags: u8, n: u8, mut value: usize) {
     let max = (1usize << n) - 1;
     if value < max {
@@ -225,6 +226,7 @@ pub fn string<'b>(block: &mut &'b [u8]) -> Result<Cow<'b, [u8]>, CompressionErro
 }
 
 /// Appends a string literal, Huffman-coded if asked.
+#[inline]
 pub fn put_string(out: &mut Vec<u8>, bytes: &[u8], huffman: bool) {
     if huffman {
         let mut coded = Vec::with_capacity(bytes.len());

@@ -38,6 +38,10 @@ enum Command {
         targets: Vec<String>,
         #[arg(long, default_value = "/csi.v1.Identity/Probe")]
         path: String,
+        /// NAME=PATH — call target NAME on this gRPC path instead of --path, e.g. a v0.3
+        /// client's path through a translating gateway beside a v1 client's (repeat per target).
+        #[arg(long = "path-for")]
+        path_for: Vec<String>,
         /// Comma-separated calls in flight.
         #[arg(long, default_value = "1,16,64", value_delimiter = ',')]
         concurrency: Vec<usize>,
@@ -116,6 +120,7 @@ fn main() -> anyhow::Result<()> {
         Command::Run {
             targets,
             path,
+            path_for,
             concurrency,
             connections,
             warmup,
@@ -134,21 +139,34 @@ fn main() -> anyhow::Result<()> {
                     load::cpu::parse_list(list).map_err(anyhow::Error::msg)?,
                 );
             }
+            let mut paths = std::collections::HashMap::new();
+            for p in &path_for {
+                let (name, path) = p
+                    .split_once('=')
+                    .ok_or_else(|| anyhow::anyhow!("--path-for wants NAME=PATH, got {p:?}"))?;
+                paths.insert(name.to_string(), path.to_string());
+            }
             let targets = targets
                 .iter()
                 .map(|t| {
                     let (name, ep) = t.split_once('=').ok_or_else(|| {
                         anyhow::anyhow!("--target wants name=endpoint, got {t:?}")
                     })?;
-                    let cpu = watched.remove(name).unwrap_or_default();
-                    Ok((name.to_string(), ep.parse::<Endpoint>()?, cpu))
+                    Ok(Target {
+                        name: name.to_string(),
+                        endpoint: ep.parse::<Endpoint>()?,
+                        path: paths.remove(name).unwrap_or_else(|| path.clone()),
+                        cpu: watched.remove(name).unwrap_or_default(),
+                    })
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
             if let Some(name) = watched.keys().next() {
                 anyhow::bail!("--cpu names {name:?}, which is no --target");
             }
+            if let Some(name) = paths.keys().next() {
+                anyhow::bail!("--path-for names {name:?}, which is no --target");
+            }
             let plan = Plan {
-                path,
                 connections,
                 warmup,
                 duration,
@@ -214,9 +232,17 @@ fn generator_runtime(connections: usize) -> std::io::Result<tokio::runtime::Runt
     }
 }
 
+/// One measured target: its endpoint, the gRPC path it is called on, the processes whose CPU
+/// time is reported for it.
+struct Target {
+    name: String,
+    endpoint: Endpoint,
+    path: String,
+    cpu: Vec<load::cpu::Process>,
+}
+
 /// How every target is measured.
 struct Plan {
-    path: String,
     connections: usize,
     warmup: Duration,
     duration: Duration,
@@ -224,21 +250,17 @@ struct Plan {
     generator: Generator,
 }
 
-async fn run(
-    targets: Vec<(String, Endpoint, Vec<load::cpu::Process>)>,
-    concurrency: Vec<usize>,
-    plan: Plan,
-) -> anyhow::Result<()> {
+async fn run(targets: Vec<Target>, concurrency: Vec<usize>, plan: Plan) -> anyhow::Result<()> {
     if let Generator::H2load = plan.generator {
         // h2load sees HTTP/2 statuses only: each target must first answer a call with OK.
-        for (name, target, _) in &targets {
-            answers_ok(target, &plan.path)
+        for t in &targets {
+            answers_ok(&t.endpoint, &t.path)
                 .await
-                .map_err(|e| anyhow::anyhow!("target {name}: {e}"))?;
+                .map_err(|e| anyhow::anyhow!("target {}: {e}", t.name))?;
         }
     }
     // The CPU column only when some target's processes are watched (`--cpu`).
-    let with_cpu = targets.iter().any(|(_, _, cpu)| !cpu.is_empty());
+    let with_cpu = targets.iter().any(|t| !t.cpu.is_empty());
     println!(
         "{:<12} {:>8} {:>12} {:>10} {:>10} {:>10} {:>8} {:>7}{}",
         "target",
@@ -258,14 +280,14 @@ async fn run(
         for round in 0..plan.rounds.max(1) {
             for i in (0..targets.len()).map(|k| (k + round) % targets.len()) {
                 let l = Load {
-                    target: targets[i].1.clone(),
-                    path: plan.path.clone(),
+                    target: targets[i].endpoint.clone(),
+                    path: targets[i].path.clone(),
                     request: Vec::new(),
                     concurrency: c,
                     connections: plan.connections,
                     warmup: plan.warmup,
                     duration: plan.duration,
-                    cpu: targets[i].2.clone(),
+                    cpu: targets[i].cpu.clone(),
                 };
                 let figures = match plan.generator {
                     Generator::Builtin => load::measure(&l).await,
@@ -282,10 +304,10 @@ async fn run(
             })
             .collect();
         let base = medians[0].calls_per_sec;
-        for ((name, _, cpu), f) in targets.iter().zip(&medians) {
+        for (t, f) in targets.iter().zip(&medians) {
             println!(
                 "{:<12} {:>8} {:>12.0} {:>10} {:>10} {:>10} {:>8} {:>7.2}{}",
-                name,
+                t.name,
                 c,
                 f.calls_per_sec,
                 format!("{:?}", f.mean),
@@ -294,7 +316,7 @@ async fn run(
                 f.errors,
                 f.calls_per_sec / base,
                 match with_cpu {
-                    true => format!("  {}", load::cpu::per_call(cpu, &f.cpu, f.calls)),
+                    true => format!("  {}", load::cpu::per_call(&t.cpu, &f.cpu, f.calls)),
                     false => String::new(),
                 }
             );

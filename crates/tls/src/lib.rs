@@ -47,10 +47,12 @@ pub enum TlsError {
 }
 
 /// The oldest TLS version a side accepts. TLS 1.3 unless configured otherwise.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
 pub enum MinVersion {
+    #[serde(rename = "1.2")]
     Tls12,
     #[default]
+    #[serde(rename = "1.3")]
     Tls13,
 }
 
