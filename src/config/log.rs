@@ -5,7 +5,7 @@ use serde::Deserialize;
 use super::choice::Choice;
 use super::problems::Problems;
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LogFile {
     #[serde(default)]
@@ -29,6 +29,19 @@ pub enum LogFormat {
 
 fn default_level() -> String {
     "info".into()
+}
+
+/// A file without `[log]` logs as one with an empty `[log]`: at `info`. (A derived `Default`
+/// would give an empty level, which logs nothing; `tests/compose.sh` caught it, its
+/// configurations having no `[log]`.)
+impl Default for LogFile {
+    fn default() -> Self {
+        LogFile {
+            format: Choice::default(),
+            level: default_level(),
+            redact_keys: Vec::new(),
+        }
+    }
 }
 
 /// `[log]`, validated.

@@ -404,6 +404,13 @@ mod tests {
     }
 
     #[test]
+    fn a_file_without_log_logs_at_info() {
+        let base = "[state]\ndir = \"/var/lib/gw\"\n[listen]\nendpoint = \"unix:///run/a.sock\"\n[upstream]\nendpoint = \"unix:///b.sock\"\n";
+        assert_eq!(with(base).unwrap().log.level, "info");
+        assert_eq!(with(&format!("{base}[log]\n")).unwrap().log.level, "info");
+    }
+
+    #[test]
     fn scheduling_is_batch_unless_set_to_normal() {
         let base = "[state]\ndir = \"/var/lib/gw\"\n[listen]\nendpoint = \"unix:///run/a.sock\"\n[upstream]\nendpoint = \"unix:///b.sock\"\n";
         assert_eq!(with(base).unwrap().runtime.scheduling, Scheduling::Batch);
