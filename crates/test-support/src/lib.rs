@@ -5,7 +5,7 @@
 //! every dialect; [`etcd`]: a real etcd; [`h2raw`]: raw HTTP/2 frames; [`bridge`]: the TLS
 //! bridge's processes and PKI. [`workspace_binary`] finds the binaries they start.
 //!
-//! ```ignore
+//! ```text
 //! use csi_gateway_test_support as support;
 //! let backend = support::Backend::start(support::Options::new("v1")).await;
 //! let mut identity = IdentityClient::new(backend.channel().await);
