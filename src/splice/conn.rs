@@ -1192,7 +1192,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// reply header block the upstream has begun.
     fn send_replies(&mut self) {
         while let Some(&id) = self.replying.front() {
-            if self.reply_block.is_some() {
+            if self.reply_block.is_some() || self.client_settings_unacked() {
                 return;
             }
             let out = if self.server_preface {
@@ -1256,6 +1256,15 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// Where a frame of the splice's own for the client goes now: straight on, or held while
     /// it may not go yet (see `own`). Header blocks of its own are never written inside the
     /// upstream's, so only single frames are ever held.
+    /// The client's SETTINGS are not acknowledged yet (the splice's ACK follows the upstream's).
+    /// The gateway's own replies wait for that ACK, as the upstream's do: a client applies its
+    /// own SETTINGS once they are acknowledged, so DATA sent before counts against its old
+    /// INITIAL_WINDOW_SIZE, and a client that then shrinks its window on the ACK may never give
+    /// that credit back (h2 0.4 does not: the stream stalls with the gateway's window at 0).
+    fn client_settings_unacked(&self) -> bool {
+        !self.settings_to_upstream.is_empty()
+    }
+
     fn own_out(&mut self) -> &mut BytesMut {
         if self.reply_block.is_some() || !self.server_preface {
             &mut self.own
@@ -1381,7 +1390,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// Moves the gateway-service streams on (`local_stream`), never inside a reply header
     /// block the upstream has begun; ends those that ended. `true` if anything moved.
     fn poll_services(&mut self, cx: &mut Context<'_>) -> bool {
-        if self.reply_block.is_some() {
+        if self.reply_block.is_some() || self.client_settings_unacked() {
             return false;
         }
         let room = self.to_client.len() < HIGH_WATER;
