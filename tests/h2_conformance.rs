@@ -806,6 +806,38 @@ async fn a_client_reset_cancels_the_upstream_call() {
     }
 }
 
+/// The gateway's own replies reach a client only after the ACK of its SETTINGS (which, on the
+/// spliced path, follows the plugin's ACK): a client applies its SETTINGS once acknowledged, so
+/// h2 counts DATA received before against its old INITIAL_WINDOW_SIZE and, shrinking the window
+/// on the ACK, never gives that credit back — the stream stalled. The tap holds the plugin's
+/// ACK 300 ms; a translated call (answered by the gateway itself) goes with the SETTINGS.
+#[tokio::test]
+async fn own_replies_follow_the_ack_of_the_clients_settings() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let tap = Tap::start(&backend.socket, Hostile::DelaySettingsAck).await;
+    let gw = Gateway::start(&tap.socket, "v0.1", &["--upstream-dialect=v1"]).await;
+    const INITIAL_WINDOW_SIZE: u16 = 0x4;
+    let mut p = Peer::open(&gw.socket, &[(INITIAL_WINDOW_SIZE, 1024)]).await;
+    p.call(
+        1,
+        &request_block(&[], "/csi.v0.Node/NodeGetCapabilities", &[]),
+        &[],
+    )
+    .await;
+    let reply = p.reply(1).await;
+    assert_eq!(reply.get("grpc-status"), Some("0"), "{:?}", p.seen);
+    let ack = p
+        .seen
+        .iter()
+        .position(|f| f.kind == SETTINGS && f.flags & ACK != 0);
+    let first = p.seen.iter().position(|f| f.stream == 1).unwrap();
+    assert!(
+        ack.is_some_and(|a| a < first),
+        "stream 1's reply came before the ACK of the client's SETTINGS: {:?}",
+        p.seen
+    );
+}
+
 /// RFC 9113 §6.10: while a reply header block of the plugin's is cut between HEADERS and its
 /// CONTINUATION, the gateway writes nothing of its own on the connection — not the PING ACK,
 /// not the WINDOW_UPDATEs for a translated call's request, not that call's reply.

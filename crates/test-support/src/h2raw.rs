@@ -339,6 +339,9 @@ pub enum Hostile {
     /// Every reply header block is sent as HEADERS, then 300 ms later its CONTINUATION: the
     /// gateway must put nothing of its own between them (RFC 9113 §6.10).
     SplitReplyBlocks,
+    /// The plugin's SETTINGS ACK reaches the gateway 300 ms late (with whatever came with it),
+    /// so the gateway's ACK of the client's SETTINGS, which follows the plugin's, is late too.
+    DelaySettingsAck,
 }
 
 pub struct Tap {
@@ -416,6 +419,9 @@ async fn tap_connection(
             }
             buf.extend_from_slice(&chunk[..n]);
             let whole = whole_frames(&buf, 0);
+            if matches!(hostile, Hostile::DelaySettingsAck) && has_settings_ack(&buf[..whole]) {
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            }
             if matches!(hostile, Hostile::SplitReplyBlocks) {
                 if split_blocks(&buf[..whole], &back).await.is_err() {
                     return;
@@ -468,7 +474,7 @@ async fn tap_connection(
                     f.kind == HEADERS
                         && f.payload.windows(21).any(|w| w == b"GetPluginCapabilities")
                 }
-                Hostile::SplitReplyBlocks => false,
+                Hostile::SplitReplyBlocks | Hostile::DelaySettingsAck => false,
             };
             let last = log
                 .lock()
@@ -553,4 +559,17 @@ fn whole_frames(buf: &[u8], start: usize) -> usize {
         at += 9 + len;
     }
     at
+}
+
+/// Whether the whole frames in `bytes` include a SETTINGS ACK.
+fn has_settings_ack(bytes: &[u8]) -> bool {
+    let mut at = 0;
+    while at + 9 <= bytes.len() {
+        let len = u32::from_be_bytes([0, bytes[at], bytes[at + 1], bytes[at + 2]]) as usize;
+        if bytes[at + 3] == SETTINGS && bytes[at + 4] & ACK != 0 {
+            return true;
+        }
+        at += 9 + len;
+    }
+    false
 }
