@@ -18,6 +18,7 @@
 //! E2E_BEFORE=/path/to/an/older/csi-gateway adds that build as the target `before` (spliced, the
 //! same flags) beside `gateway` in every run, so a change is measured before and after in the
 //! same run, on the same upstream and the same load.
+//! E2E_SECTIONS=passthrough,connections,translated,h2load (the default: all) runs only those.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -167,6 +168,8 @@ fn main() {
         }
         run
     };
+    let sections = env("E2E_SECTIONS", "passthrough,connections,translated,h2load");
+    let section = |name: &str| sections.split(',').any(|s| s.trim() == name);
     let concurrency = env("E2E_CONCURRENCY", "1,16,64");
     // For the runs over several client connections.
     let concurrency_connections = env("E2E_CONCURRENCY_CONNECTIONS", "16,64");
@@ -185,35 +188,43 @@ fn main() {
         }
     };
     with_before(&mut same_dialect, "gateway");
-    println!(
-        "# v1 Probe: direct vs socat vs tonic pass-through vs gateway (v1 -> v1, spliced) vs \
-         gateway --splice=false"
-    );
-    let passthrough = measure(&concurrency, true, &same_dialect).status().unwrap();
-    assert!(passthrough.success());
+    if section("passthrough") {
+        println!(
+            "# v1 Probe: direct vs socat vs tonic pass-through vs gateway (v1 -> v1, spliced) vs \
+             gateway --splice=false"
+        );
+        let passthrough = measure(&concurrency, true, &same_dialect).status().unwrap();
+        assert!(passthrough.success());
+    }
 
     // A node's orchestrator and sidecars open connections of their own: the gateway serves
     // each on the same thread, socat forks a process per connection.
-    println!("\n# v1 Probe over 4 client connections: direct vs socat vs gateway (spliced)");
-    let mut spliced = vec![("gateway", "gw.sock")];
-    with_before(&mut spliced, "gateway");
-    let connections = measure(&concurrency_connections, true, &spliced)
-        .args(["--connections", "4"])
-        .status()
-        .unwrap();
-    assert!(connections.success());
+    if section("connections") {
+        println!("\n# v1 Probe over 4 client connections: direct vs socat vs gateway (spliced)");
+        let mut spliced = vec![("gateway", "gw.sock")];
+        with_before(&mut spliced, "gateway");
+        let connections = measure(&concurrency_connections, true, &spliced)
+            .args(["--connections", "4"])
+            .status()
+            .unwrap();
+        assert!(connections.success());
+    }
 
     // Translated beside spliced, same run: issue 18 holds translated calls to within 10% of
     // same-dialect ones. Probe is wire-identical between v0.3 and v1 (relayed with its path
     // rewritten); NodeGetCapabilities is translated in full (its capabilities are filtered).
-    for (method, v1, v0) in [
+    let translated_methods = [
         ("Probe", "/csi.v1.Identity/Probe", "/csi.v0.Identity/Probe"),
         (
             "NodeGetCapabilities",
             "/csi.v1.Node/NodeGetCapabilities",
             "/csi.v0.Node/NodeGetCapabilities",
         ),
-    ] {
+    ];
+    for (method, v1, v0) in translated_methods
+        .into_iter()
+        .filter(|_| section("translated"))
+    {
         println!(
             "\n# {method} translated: direct v1 vs gateway v1 -> v1 (spliced) vs gateway v0.3 -> v1"
         );
@@ -230,6 +241,9 @@ fn main() {
         assert!(run.status().unwrap().success());
     }
 
+    if !section("h2load") {
+        return;
+    }
     // The load tool runs $H2LOAD when set, else h2load from the PATH.
     if std::env::var_os("H2LOAD").is_none() && which("h2load").is_none() {
         eprintln!(

@@ -172,6 +172,11 @@ async fn unary(
     send.send_data(csi_gateway::grpc::frame::encode(&message), true)
         .unwrap();
     let response = response.await.unwrap();
+    // A trailers-only reply carries its status in its only header block.
+    let head_status = response
+        .headers()
+        .get("grpc-status")
+        .map(|v| v.to_str().unwrap().to_string());
     let mut body = response.into_body();
     let mut data = Vec::new();
     while let Some(chunk) = body.data().await {
@@ -182,7 +187,8 @@ async fn unary(
     let trailers = body.trailers().await.unwrap().unwrap_or_default();
     let code = trailers
         .get("grpc-status")
-        .map(|v| v.to_str().unwrap().to_string());
+        .map(|v| v.to_str().unwrap().to_string())
+        .or(head_status);
     let message = if data.len() >= 5 {
         Bytes::copy_from_slice(&data[5..])
     } else {
@@ -436,4 +442,145 @@ async fn a_plugin_dying_under_a_call_is_unavailable_on_every_path() {
             gw.log_text()
         );
     }
+}
+
+/// Calls a v1 client makes of a v0.3 plugin that are one call each are translated on the
+/// splice's own upstream connection (`Route::inline_path`). On one connection, with a client
+/// (h2) that holds the gateway to HPACK and flow control, mixed with relayed calls: a plugin
+/// error the translation turns into OK (its trailers replaced, the client's header table then
+/// parted from the plugin's), a request too large to translate on the connection (answered on
+/// the gateway's call path), and a reply many times the client's stream window — the window
+/// the plugin gets too, so that its reply needs the gateway's WINDOW_UPDATEs. The spliced
+/// gateway answers each exactly as the terminating one does.
+#[tokio::test]
+async fn translated_calls_on_the_splices_own_upstream_streams() {
+    const WINDOW: u32 = 256;
+    const SNAPSHOTS: usize = 40;
+    let backend = Backend::start(Options::new("v0.3")).await;
+    // Enough snapshots for a ListSnapshots reply of many windows (translated: v0.3 counts
+    // `created_at` in nanoseconds, v1 has a Timestamp).
+    let mut controller = v0_3::controller_client::ControllerClient::new(backend.channel().await);
+    let volume = controller
+        .create_volume(v0_3::CreateVolumeRequest {
+            name: "inline-source".into(),
+            volume_capabilities: vec![support::front::cap_v03()],
+            capacity_range: Some(v0_3::CapacityRange {
+                required_bytes: 1 << 10,
+                limit_bytes: 0,
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
+    for i in 0..SNAPSHOTS {
+        controller
+            .create_snapshot(v0_3::CreateSnapshotRequest {
+                source_volume_id: volume.id.clone(),
+                name: format!("inline-{i:03}-{}", "n".repeat(60)),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+    let unpublish = v1::ControllerUnpublishVolumeRequest {
+        volume_id: "no-such-volume".into(),
+        node_id: "node-1".into(),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let big_validate = v1::ValidateVolumeCapabilitiesRequest {
+        volume_id: "no-such-volume".into(),
+        volume_capabilities: vec![cap_v1()],
+        // More than a connection's initial window (65,535 bytes).
+        volume_context: [("big".to_string(), "v".repeat(80 * 1024))].into(),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let calls: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "/csi.v1.Controller/ControllerUnpublishVolume",
+            unpublish.clone(),
+        ),
+        ("/csi.v0.Identity/GetPluginInfo", Vec::new()),
+        ("/csi.v1.Node/NodeGetCapabilities", Vec::new()),
+        (
+            "/csi.v1.Controller/ValidateVolumeCapabilities",
+            big_validate,
+        ),
+        ("/csi.v1.Controller/ListSnapshots", Vec::new()),
+        ("/csi.v0.Identity/Probe", Vec::new()),
+        ("/csi.v1.Controller/ControllerUnpublishVolume", unpublish),
+        ("/csi.v0.Identity/GetPluginInfo", Vec::new()),
+    ];
+    let mut answers = Vec::new();
+    for splice in [true, false] {
+        let gw = Gateway::start(&backend.socket, "v0.1", &[&format!("--splice={splice}")]).await;
+        let io = UnixStream::connect(&gw.socket).await.unwrap();
+        // Stream windows of 256 bytes, which the gateway passes on to the plugin as its own.
+        let (client, conn) = h2::client::Builder::new()
+            .initial_window_size(WINDOW)
+            .handshake::<_, Bytes>(io)
+            .await
+            .unwrap();
+        let driver = tokio::spawn(conn);
+        let mut got = Vec::new();
+        // One at a time, then all at once on the same connection.
+        // A stall (a window never given back) fails the test rather than hang it.
+        let within = |call| async move {
+            tokio::time::timeout(Duration::from_secs(30), call)
+                .await
+                .expect("the call stalled")
+        };
+        for (path, message) in &calls {
+            got.push(within(unary(client.clone(), path, Bytes::from(message.clone()))).await);
+        }
+        let together = join_all(calls.iter().cycle().take(4 * calls.len()).map(
+            |(path, message)| within(unary(client.clone(), path, Bytes::from(message.clone()))),
+        ))
+        .await;
+        let log = gw.log_text();
+        for (i, answer) in together.into_iter().enumerate() {
+            assert_eq!(
+                answer,
+                got[i % calls.len()],
+                "call {i} (splice={splice}):\n{log}"
+            );
+        }
+        assert!(
+            !driver.is_finished(),
+            "splice={splice}: the connection failed:\n{log}"
+        );
+        assert_eq!(log.contains(SPLICED), splice, "splice={splice}:\n{log}");
+        answers.push(got);
+    }
+    let spliced = &answers[0];
+    let codes: Vec<Option<&str>> = spliced.iter().map(|(c, _)| c.as_deref()).collect();
+    // NOT_FOUND from a v0.3 plugin's ControllerUnpublishVolume is OK for a v1 client.
+    assert_eq!(
+        codes,
+        [
+            Some("0"),
+            Some("0"),
+            Some("0"),
+            Some("5"),
+            Some("0"),
+            Some("0"),
+            Some("0"),
+            Some("0")
+        ]
+    );
+    let list = v1::ListSnapshotsResponse::decode(spliced[4].1.clone()).unwrap();
+    assert_eq!(list.entries.len(), SNAPSHOTS);
+    assert!(
+        spliced[4].1.len() > 8 * WINDOW as usize,
+        "{} bytes",
+        spliced[4].1.len()
+    );
+    assert_eq!(
+        answers[0], answers[1],
+        "spliced and terminated answers differ"
+    );
 }

@@ -369,6 +369,16 @@ async fn translated(
     );
     let outcome = with_deadline(deadline, conn, upstream_call).await;
     report.upstream = Some(began.elapsed());
+    front_reply(shared, route, outcome, report)
+}
+
+/// A translated call's hub outcome as its front's reply.
+fn front_reply(
+    shared: &Shared,
+    route: Route,
+    outcome: Result<crate::hub::Response, Status>,
+    report: &mut Report,
+) -> Result<Vec<u8>, Status> {
     // Plugins echo their input in error messages: the client and the log get them without
     // the request's secrets.
     let outcome = outcome.map_err(|s| {
@@ -382,6 +392,68 @@ async fn translated(
             .or_else(|s| error_reply(Some(route), Origin::Gateway, s, report)),
         Err(s) => error_reply(Some(route), upstream_origin(&s), s, report),
     }
+}
+
+/// What becomes of a call the splice translates on a stream of its own ([`Route::inline_path`]),
+/// once its request message is in.
+#[derive(Debug)]
+pub enum Inline {
+    /// The hub request, and the gRPC-framed message to send the plugin on `sent`, the path
+    /// its head named; the reply is [`inline_reply`]'s to translate.
+    Call(Box<crate::hub::Request>, Bytes),
+    /// Answered without the plugin: refused, or the gateway's own answer.
+    Answer(Result<Vec<u8>, Status>),
+    /// Not the one call `sent` named, after all: the call takes [`answer`]'s path.
+    Fallback,
+}
+
+/// A translated call's request (the client's DATA, gRPC-framed), for the plugin path `sent`.
+pub fn inline_request(
+    live: &Live,
+    route: Route,
+    sent: &'static str,
+    body: &[u8],
+    report: &mut Report,
+) -> Inline {
+    report.translated = true;
+    let message = match frame::decode_unary(body) {
+        Ok(m) => m,
+        Err(s) => return Inline::Answer(error_reply(Some(route), Origin::Client, s, report)),
+    };
+    if observe::request_wanted() {
+        report.request = Some(Bytes::copy_from_slice(message));
+    }
+    if let Some(s) = route
+        .v0_2
+        .then(|| translate::front::v0_2_refusal(route.method.method))
+        .flatten()
+    {
+        return Inline::Answer(error_reply(Some(route), Origin::Client, s, report));
+    }
+    let request = match translate::decode_front(route.dialect, route.method.path, message) {
+        Ok(FrontCall::Hub(request)) => request,
+        Ok(FrontCall::Local(reply)) => return Inline::Answer(Ok(reply)),
+        Err(s) => return Inline::Answer(error_reply(Some(route), Origin::Client, s, report)),
+    };
+    match translate::upstream::single_call(&live.session, &request) {
+        Some((path, message)) if path == sent => {
+            Inline::Call(Box::new(request), frame::encode(&message))
+        }
+        _ => Inline::Fallback,
+    }
+}
+
+/// The reply to an [`Inline::Call`], from the plugin's reply message or its error status.
+pub fn inline_reply(
+    shared: &Shared,
+    live: &Live,
+    route: Route,
+    request: &crate::hub::Request,
+    reply: Result<&[u8], Status>,
+    report: &mut Report,
+) -> Result<Vec<u8>, Status> {
+    let outcome = translate::upstream::single_reply(&live.session, route.dialect, request, reply);
+    front_reply(shared, route, outcome, report)
 }
 
 /// A hub reply in the front's dialect; a v0.2 client's is filtered to what v0.2 has.

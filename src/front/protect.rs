@@ -185,6 +185,7 @@ mod tests {
             v0_2: false,
             decode: true,
             identical: None,
+            inline: [None; 4],
         }
     }
 

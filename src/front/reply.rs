@@ -74,6 +74,7 @@ mod tests {
             v0_2: false,
             decode: false,
             identical: None,
+            inline: [None; 4],
         })
     }
 

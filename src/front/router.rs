@@ -3,6 +3,7 @@
 //! `v0.1-oneof` the listener is configured for, since both use the package `csi`.
 
 use crate::dialect::{Dialect, MethodInfo};
+use crate::hub::Method;
 
 use super::policy::Policy;
 
@@ -18,6 +19,9 @@ pub struct Route {
     /// The upstream dialect whose messages for this method are wire-identical to the front's,
     /// and its path there ([`super::identical`]).
     pub identical: Option<(Dialect, &'static str)>,
+    /// Per upstream dialect (in [`Dialect::ALL`]'s order), the plugin path on which the splice
+    /// translates this call as one call on its own upstream connection ([`Route::inline_path`]).
+    pub inline: [Option<&'static MethodInfo>; 4],
 }
 
 impl Route {
@@ -44,6 +48,33 @@ impl Route {
             _ => None,
         }
     }
+
+    /// The plugin path on which the splice translates this call as one call on a stream of its
+    /// own upstream connection (`front::call::inline_request`, `inline_reply`): where the call
+    /// is one raw call to an `upstream` plugin ([`single_call_path`]) and the gateway keeps
+    /// nothing of its own around it — no protection, validation or default deadline (those
+    /// calls take `front::call::answer`'s path).
+    ///
+    /// [`single_call_path`]: crate::translate::upstream::single_call_path
+    pub fn inline_path(&self, upstream: Dialect) -> Option<&'static str> {
+        let at = Dialect::ALL.iter().position(|d| *d == upstream)?;
+        self.inline[at].map(|m| m.path)
+    }
+}
+
+/// [`Route::inline`], worked out once when the table is built.
+fn inline_paths(r: &Route) -> [Option<&'static MethodInfo>; 4] {
+    Dialect::ALL.map(|upstream| {
+        if r.dialect == upstream || r.decode || r.method.server_streaming {
+            return None;
+        }
+        let method = Method::ALL
+            .iter()
+            .copied()
+            .find(|m| m.name() == r.method.method)?;
+        let path = crate::translate::upstream::single_call_path(upstream, method)?;
+        upstream.method(path)
+    })
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -68,6 +99,11 @@ impl Router {
                     v0_2: false,
                     decode: false,
                     identical: super::identical::upstream_path(dialect, method.path),
+                    inline: [None; 4],
+                };
+                let route = Route {
+                    inline: inline_paths(&route),
+                    ..route
                 };
                 if let Some(other) = routes.insert(method.path, route) {
                     if other.dialect != dialect {
@@ -95,6 +131,7 @@ impl Router {
     pub fn decoding(mut self, policy: &Policy) -> Router {
         for r in self.routes.values_mut() {
             r.decode = policy.decodes(r.method);
+            r.inline = inline_paths(r);
         }
         self
     }

@@ -5,7 +5,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::{Status, MAX_MESSAGE_BYTES};
 
-const HEADER: usize = 5;
+pub const HEADER: usize = 5;
 
 /// Frames one uncompressed message.
 pub fn encode(message: &[u8]) -> Bytes {

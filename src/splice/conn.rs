@@ -35,6 +35,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
+use crate::front::router::Route;
 use crate::front::Shared;
 use crate::front::{call, reply, services};
 use crate::grpc::{frame as grpc_frame, Code, Status, MAX_MESSAGE_BYTES};
@@ -154,6 +155,23 @@ pub struct Splice<C, U> {
     going_away_later: bool,
     /// Set once a request block was not forwarded (see `forward_request_block`).
     reencode: bool,
+    /// Set once an upstream header block was kept from the client and changed the upstream's
+    /// table: the client's table no longer follows it, and every reply block the client gets
+    /// from then on is re-encoded as literals (`headers::reply_reencoded`).
+    reencode_replies: bool,
+    /// The connection has had a stream the splice opened on the upstream for itself (a
+    /// translated call) or reset there: from then on the upstream's stream frames are sorted
+    /// (`passes_on`) rather than all passed on.
+    own_streams: bool,
+    /// Streams the splice reset on the upstream (most recent last): frames the upstream sent
+    /// before it saw the reset are dropped, not passed to the client.
+    reset_upstream: VecDeque<u32>,
+    /// Connection window the upstream spent on frames the client never got (translated
+    /// replies, replies to reset streams), not given back yet: netted against `debt`, and
+    /// given back once it is worth a frame.
+    owed_upstream: u64,
+    /// The upstream's SETTINGS_INITIAL_WINDOW_SIZE: what a translated request may be.
+    upstream_initial_window: i64,
     shutdown: watch::Receiver<bool>,
     /// What the client may call, for a peer of the appliance listener (`None`: anything).
     authorization: Option<Arc<Authorization>>,
@@ -170,8 +188,11 @@ struct Block {
     end_stream: bool,
     /// The header block fragments joined.
     bytes: Vec<u8>,
-    /// A request block's frames as they came, for forwarding as they are.
+    /// A request block's frames as they came, for forwarding as they are; a reply block's
+    /// when they wait to be passed on or not (a translated call's trailers).
     frames: Vec<u8>,
+    /// A reply block whose frames go to the client as they come.
+    passes: bool,
 }
 
 struct Stream {
@@ -187,9 +208,18 @@ struct Stream {
 
 enum Side {
     Relayed,
+    /// Translated on the upstream connection, as the one call it is there (`Translated`).
+    Translated(Box<Translated>),
     Local(Local),
     /// Served by one of the gateway's own services, as a stream (`local_stream`).
     Service,
+}
+
+impl Side {
+    /// The stream is a call on the upstream connection: relayed, or translated there.
+    fn on_upstream(&self) -> bool {
+        matches!(self, Side::Relayed | Side::Translated(_))
+    }
 }
 
 #[derive(Default)]
@@ -204,6 +234,41 @@ struct Local {
     /// Dropped with the stream: the running call ends then.
     cancel: Option<tokio::sync::oneshot::Sender<()>>,
 }
+
+/// A call translated on the splice's own upstream connection (`Route::inline_path`): its
+/// request head went on with the plugin's path; its message is translated once whole, and the
+/// plugin's reply once it ends.
+struct Translated {
+    route: Route,
+    /// The plugin path the head named.
+    path: &'static str,
+    body: BytesMut,
+    timeout: Option<Duration>,
+    /// Connection window the client's DATA took: it pays for the translated message the
+    /// upstream gets, and the rest is given back then.
+    credit: u64,
+    /// Once sent: the hub request, which its reply is translated for.
+    request: Option<Box<crate::hub::Request>>,
+    reply: BytesMut,
+    /// The plugin's reply was larger than a message may be.
+    reply_too_large: bool,
+    /// Reply bytes the upstream's stream window lacks (given back past half of it).
+    reply_unacked: u32,
+    /// What the client still accepts on this stream.
+    window: i64,
+    /// The plugin ended its reply before the request was sent (it refused the call on its
+    /// head alone): its status.
+    early: Option<Status>,
+}
+
+/// The largest request translated on the splice's upstream connection: a larger one is
+/// answered through `call::answer`, since its window is given back to the client only once
+/// it is whole.
+const MAX_TRANSLATED_REQUEST: u64 = 16 * 1024;
+/// Connection window owed to the upstream, kept until this much (see `owed_upstream`).
+const OWED_UPSTREAM_FLUSH: u64 = 16 * 1024;
+/// How many streams reset on the upstream are remembered (see `reset_upstream`).
+const RESET_REMEMBERED: usize = 256;
 
 /// A local reply's frames still to go.
 struct Reply {
@@ -290,6 +355,11 @@ impl<C: Io, U: Io> Splice<C, U> {
             upstream_gone: false,
             going_away_later: false,
             reencode: false,
+            reencode_replies: false,
+            own_streams: false,
+            reset_upstream: VecDeque::new(),
+            owed_upstream: 0,
+            upstream_initial_window: frame::DEFAULT_WINDOW,
             shutdown,
             authorization: None,
             keepalive: None,
@@ -402,6 +472,9 @@ impl<C: Io, U: Io> Splice<C, U> {
                 self.answered(done);
             }
             self.send_replies();
+            if self.owed_upstream > 0 {
+                self.settle_owed();
+            }
             if !self.services.is_empty() {
                 progress |= self.poll_services(cx);
             }
@@ -555,6 +628,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                         end_stream,
                         bytes: payload[range].to_vec(),
                         frames: whole.to_vec(),
+                        passes: false,
                     });
                 }
             }
@@ -689,8 +763,10 @@ impl<C: Io, U: Io> Splice<C, U> {
                     let delta = value as i64 - self.client_initial_window;
                     self.client_initial_window = value as i64;
                     for s in self.streams.values_mut() {
-                        if let Side::Local(l) = &mut s.side {
-                            l.window += delta;
+                        match &mut s.side {
+                            Side::Local(l) => l.window += delta,
+                            Side::Translated(t) => t.window += delta,
+                            _ => {}
                         }
                     }
                     self.services.adjust_windows(delta);
@@ -758,19 +834,27 @@ impl<C: Io, U: Io> Splice<C, U> {
             return Ok(());
         }
         self.idle_stream_check(stream, "WINDOW_UPDATE")?;
-        match self.streams.get_mut(&stream).map(|s| &mut s.side) {
-            Some(Side::Local(l)) => {
-                l.window += n as i64;
-                if n == 0 || l.window > frame::MAX_WINDOW {
-                    let code = if n == 0 {
-                        reason::PROTOCOL_ERROR
-                    } else {
-                        reason::FLOW_CONTROL_ERROR
-                    };
-                    frame::put_rst_stream(self.own_out(), stream, code);
-                    self.end_stream(stream, Code::Internal, Some("bad WINDOW_UPDATE".into()));
-                }
+        let side = self.streams.get_mut(&stream).map(|s| &mut s.side);
+        let own_window = match side {
+            Some(Side::Local(l)) => Some(&mut l.window),
+            Some(Side::Translated(t)) => Some(&mut t.window),
+            _ => None,
+        };
+        if let Some(window) = own_window {
+            *window += n as i64;
+            if n == 0 || *window > frame::MAX_WINDOW {
+                let code = if n == 0 {
+                    reason::PROTOCOL_ERROR
+                } else {
+                    reason::FLOW_CONTROL_ERROR
+                };
+                frame::put_rst_stream(self.own_out(), stream, code);
+                self.end_stream(stream, Code::Internal, Some("bad WINDOW_UPDATE".into()));
             }
+            return Ok(());
+        }
+        match self.streams.get_mut(&stream).map(|s| &mut s.side) {
+            Some(Side::Local(_)) | Some(Side::Translated(_)) => {}
             Some(Side::Relayed) => self.to_upstream.extend_from_slice(whole),
             Some(Side::Service) => {
                 let bad = match n {
@@ -798,6 +882,16 @@ impl<C: Io, U: Io> Splice<C, U> {
                 frame::put_window_update(self.own_out(), 0, head.len as u32);
             }
             return Ok(());
+        }
+        let too_large = match &self.streams[&head.stream].side {
+            Side::Translated(t) => {
+                t.request.is_none() && t.credit + head.len as u64 > MAX_TRANSLATED_REQUEST
+            }
+            _ => false,
+        };
+        if too_large {
+            // Answered through `call::answer` instead, which takes it whatever its size.
+            self.translated_to_local(head.stream);
         }
         let own = if self.reply_block.is_some() || !self.server_preface {
             &mut self.own
@@ -867,6 +961,18 @@ impl<C: Io, U: Io> Splice<C, U> {
                     self.start_local(head.stream);
                 }
             }
+            Side::Translated(t) => {
+                let range = frame::content(&head, payload).map_err(|_| malformed())?;
+                t.body.extend_from_slice(&payload[range]);
+                // The connection's share pays for what the upstream gets (`send_translated`).
+                t.credit += head.len as u64;
+                if head.len > 0 && !end {
+                    frame::put_window_update(own, head.stream, head.len as u32);
+                }
+                if end {
+                    self.send_translated(head.stream);
+                }
+            }
             Side::Service => {
                 let range = frame::content(&head, payload).map_err(|_| malformed())?;
                 let content = &payload[range];
@@ -913,6 +1019,10 @@ impl<C: Io, U: Io> Splice<C, U> {
                     self.reencode = true;
                     self.start_local(id);
                 }
+                Side::Translated(_) => {
+                    self.reencode = true;
+                    self.send_translated(id);
+                }
                 Side::Service => {
                     self.reencode = true;
                     self.services.end_requests(id);
@@ -941,6 +1051,13 @@ impl<C: Io, U: Io> Splice<C, U> {
             true => None,
             false => route.and_then(|r| r.identical_path(upstream_dialect)),
         };
+        // Else a call that is one call to the plugin is translated on this connection: its
+        // head goes on now with the plugin's path, its message once whole (`send_translated`).
+        let inline = match (same, rewrite, route) {
+            (false, None, Some(r)) if !end_stream => r.inline_path(upstream_dialect),
+            _ => None,
+        };
+        let rewrite = rewrite.or(inline);
         let relayed = !self.upstream_gone
             && !self.upstream_draining
             && !too_large
@@ -991,7 +1108,22 @@ impl<C: Io, U: Io> Splice<C, U> {
         report.service = service.is_some();
         report.upstream_dialect = Some(self.live.detected.dialect);
         report.driver = Some(self.live.driver_name.clone());
-        let side = if relayed {
+        let side = if let (true, Some(path), Some(route)) = (relayed, inline, route) {
+            self.own_streams = true;
+            Side::Translated(Box::new(Translated {
+                route,
+                path,
+                body: BytesMut::new(),
+                timeout: request.timeout,
+                credit: 0,
+                request: None,
+                reply: BytesMut::new(),
+                reply_too_large: false,
+                reply_unacked: 0,
+                window: self.client_initial_window,
+                early: None,
+            }))
+        } else if relayed {
             Side::Relayed
         } else if service.is_some() {
             Side::Service
@@ -1134,6 +1266,164 @@ impl<C: Io, U: Io> Splice<C, U> {
             end_stream,
             self.upstream_max_frame,
         );
+    }
+
+    /// Sends a translated call's message once its request is whole: translated for the plugin
+    /// (`call::inline_request`) and paid for with the connection window the client's DATA took,
+    /// the rest given back to the client. A call that is not the one call its head named, or
+    /// whose message is larger than that window, is answered by the splice itself.
+    fn send_translated(&mut self, id: u32) {
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return;
+        };
+        let head_sent = stream.reply_started;
+        let (Side::Translated(t), Some(report)) = (&mut stream.side, stream.report.as_mut()) else {
+            return;
+        };
+        if t.request.is_some() {
+            return;
+        }
+        let outcome = call::inline_request(&self.live, t.route, t.path, &t.body, report);
+        if let Some(early) = t.early.take() {
+            // The plugin answered already: its answer, translated.
+            let answer = match outcome {
+                call::Inline::Call(request, _) => call::inline_reply(
+                    &self.shared,
+                    &self.live,
+                    t.route,
+                    &request,
+                    Err(early),
+                    report,
+                ),
+                call::Inline::Answer(answer) => answer,
+                call::Inline::Fallback => return self.fall_back(id),
+            };
+            self.release_translated(id);
+            return self.reply_translated(id, answer, head_sent);
+        }
+        match outcome {
+            call::Inline::Call(request, message)
+                if message.len() as u64 <= t.credit
+                    && message.len() as i64 <= self.upstream_initial_window =>
+            {
+                let refund = t.credit - message.len() as u64;
+                t.credit = 0;
+                t.body = BytesMut::new();
+                t.request = Some(request);
+                let mut rest: &[u8] = &message;
+                loop {
+                    let (piece, tail) = rest.split_at(rest.len().min(self.upstream_max_frame));
+                    let flags = if tail.is_empty() {
+                        frame::END_STREAM
+                    } else {
+                        0
+                    };
+                    frame::put(&mut self.to_upstream, Kind::Data, flags, id, piece);
+                    if tail.is_empty() {
+                        break;
+                    }
+                    rest = tail;
+                }
+                if refund > 0 {
+                    frame::put_window_update(self.own_out(), 0, refund as u32);
+                }
+            }
+            call::Inline::Answer(answer) => {
+                self.release_translated(id);
+                self.reply_translated(id, answer, head_sent);
+            }
+            _ => self.fall_back(id),
+        }
+    }
+
+    /// A translated call takes `call::answer`'s path after all.
+    fn fall_back(&mut self, id: u32) {
+        self.translated_to_local(id);
+        self.start_local(id);
+    }
+
+    /// A translated call answered by the splice itself after all: the plugin's stream is
+    /// reset (nothing of it reaches the client), the client gets back the window its DATA
+    /// took, and the stream becomes a local one with what it has of its request.
+    fn translated_to_local(&mut self, id: u32) {
+        self.release_translated(id);
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return;
+        };
+        let Side::Translated(t) = &mut stream.side else {
+            return;
+        };
+        let local = Local {
+            body: std::mem::take(&mut t.body),
+            timeout: t.timeout,
+            window: t.window,
+            ..Local::default()
+        };
+        self.local_bodies += local.body.len();
+        stream.side = Side::Local(local);
+    }
+
+    /// Lets go of a translated call's stream on the upstream (reset, unless its reply ended)
+    /// and gives the client back the window its DATA took.
+    fn release_translated(&mut self, id: u32) {
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return;
+        };
+        let upstream_done = stream.reply_done;
+        let Side::Translated(t) = &mut stream.side else {
+            return;
+        };
+        let credit = std::mem::take(&mut t.credit);
+        // Marked done: `remove` resets it no more.
+        stream.reply_done = true;
+        if !upstream_done {
+            self.reset_on_upstream(id);
+        }
+        if credit > 0 {
+            frame::put_window_update(self.own_out(), 0, credit as u32);
+        }
+    }
+
+    /// Resets a stream the splice opened on the upstream, and remembers it (`reset_upstream`).
+    fn reset_on_upstream(&mut self, id: u32) {
+        if !self.upstream_gone {
+            frame::put_rst_stream(&mut self.to_upstream, id, reason::CANCEL);
+        }
+        self.reset_upstream.push_back(id);
+        if self.reset_upstream.len() > RESET_REMEMBERED {
+            self.reset_upstream.pop_front();
+        }
+    }
+
+    /// A translated call's answer, sent by the splice as a local stream's reply (after the
+    /// plugin's reply head, if that went to the client already).
+    fn reply_translated(&mut self, id: u32, answer: Result<Vec<u8>, Status>, head_sent: bool) {
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return;
+        };
+        let window = match &stream.side {
+            Side::Translated(t) => t.window,
+            Side::Local(l) => l.window,
+            _ => return,
+        };
+        let mut reply = local_reply(answer);
+        if head_sent {
+            match reply.trailers {
+                Some(_) => reply.head = None,
+                // A status only: trailers after the head the client has.
+                None => {
+                    let mut trailers = reply.head.take().unwrap_or_default();
+                    trailers.drain(..reply_head_len());
+                    reply.trailers = Some(trailers);
+                }
+            }
+        }
+        stream.side = Side::Local(Local {
+            window,
+            reply: Some(reply),
+            ..Local::default()
+        });
+        self.replying.push_back(id);
     }
 
     /// Starts answering a local stream whose request is complete.
@@ -1383,7 +1673,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     fn local_streams(&self) -> usize {
         self.streams
             .values()
-            .filter(|s| !matches!(s.side, Side::Relayed))
+            .filter(|s| matches!(s.side, Side::Local(_) | Side::Service))
             .count()
     }
 
@@ -1468,10 +1758,12 @@ impl<C: Io, U: Io> Splice<C, U> {
             head.kind,
             Kind::Data | Kind::Headers | Kind::Continuation | Kind::RstStream | Kind::WindowUpdate
         );
-        if stream_frame {
+        let passes = stream_frame && self.passes_on(&head);
+        if passes {
             self.to_client.extend_from_slice(whole);
         }
         match head.kind {
+            Kind::Data if !passes => self.kept_data(head, payload)?,
             Kind::Data => {
                 self.window -= head.len as i64;
                 let end = head.has(frame::END_STREAM);
@@ -1492,14 +1784,17 @@ impl<C: Io, U: Io> Splice<C, U> {
             Kind::Headers => {
                 let range = frame::content(&head, payload).map_err(upstream_malformed)?;
                 let end_stream = head.has(frame::END_STREAM);
-                if head.has(frame::END_HEADERS) {
+                if head.has(frame::END_HEADERS) && passes {
                     self.on_reply_block(head.stream, end_stream, &payload[range])?;
+                } else if head.has(frame::END_HEADERS) {
+                    self.kept_reply_block(head.stream, end_stream, &payload[range], whole)?;
                 } else {
                     self.reply_block = Some(Block {
                         stream: head.stream,
                         end_stream,
                         bytes: payload[range].to_vec(),
-                        frames: Vec::new(),
+                        frames: if passes { Vec::new() } else { whole.to_vec() },
+                        passes,
                     });
                 }
             }
@@ -1511,9 +1806,16 @@ impl<C: Io, U: Io> Splice<C, U> {
                     return Err(Broken::Upstream("reply header block too large".into()));
                 }
                 block.bytes.extend_from_slice(payload);
+                if !block.passes {
+                    block.frames.extend_from_slice(whole);
+                }
                 if head.has(frame::END_HEADERS) {
                     let b = self.reply_block.take().expect("checked above");
-                    self.on_reply_block(b.stream, b.end_stream, &b.bytes)?;
+                    if b.passes {
+                        self.on_reply_block(b.stream, b.end_stream, &b.bytes)?;
+                    } else {
+                        self.kept_reply_block(b.stream, b.end_stream, &b.bytes, &b.frames)?;
+                    }
                     // What waited for the block's end goes right after it, before anything
                     // else of the upstream's.
                     self.release_own();
@@ -1531,6 +1833,21 @@ impl<C: Io, U: Io> Splice<C, U> {
                 } else if payload == KEEPALIVE_PING && self.ping_out {
                     self.ping_out = false;
                     self.ping_at = self.keepalive.map(|k| Instant::now() + k.interval);
+                }
+            }
+            Kind::RstStream if !passes => {
+                frame::rst_reason(payload).map_err(upstream_malformed)?;
+                // The plugin reset a translated call: so is the client's stream.
+                if let Some(stream) = self.streams.get_mut(&head.stream) {
+                    if matches!(stream.side, Side::Translated(_)) {
+                        stream.reply_done = true;
+                        self.to_client.extend_from_slice(whole);
+                        self.end_stream(
+                            head.stream,
+                            Code::Unavailable,
+                            Some("reset by the upstream".into()),
+                        );
+                    }
                 }
             }
             Kind::RstStream => {
@@ -1576,7 +1893,10 @@ impl<C: Io, U: Io> Splice<C, U> {
                     table = Some(value);
                     client.push((id, value));
                 }
-                frame::SETTINGS_INITIAL_WINDOW_SIZE => client.push((id, value)),
+                frame::SETTINGS_INITIAL_WINDOW_SIZE => {
+                    self.upstream_initial_window = value as i64;
+                    client.push((id, value));
+                }
                 frame::SETTINGS_MAX_CONCURRENT_STREAMS => streams = Some(value),
                 frame::SETTINGS_MAX_HEADER_LIST_SIZE => list = Some(value),
                 _ => {}
@@ -1627,7 +1947,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let refused: Vec<u32> = self
             .streams
             .iter()
-            .filter(|(id, s)| **id > last && matches!(s.side, Side::Relayed) && !s.reply_started)
+            .filter(|(id, s)| **id > last && s.side.on_upstream() && !s.reply_started)
             .map(|(id, _)| *id)
             .collect();
         for id in refused {
@@ -1650,6 +1970,12 @@ impl<C: Io, U: Io> Splice<C, U> {
     ) -> Result<(), Broken> {
         let reply = headers::reply(&mut self.upstream_decoder, block)
             .map_err(|e| Broken::Upstream(e.to_string()))?;
+        self.reply_seen(stream_id, end_stream, reply);
+        Ok(())
+    }
+
+    /// A reply block that reached the client, seen: the call's status noted, its end marked.
+    fn reply_seen(&mut self, stream_id: u32, end_stream: bool, reply: headers::Reply) {
         if let Some(stream) = self.streams.get_mut(&stream_id) {
             stream.reply_started = true;
             if let (Some(code), Some(report)) = (reply.code, stream.report.as_mut()) {
@@ -1667,7 +1993,196 @@ impl<C: Io, U: Io> Splice<C, U> {
             let code = reply.code.or(Some(Code::Unknown));
             self.reply_ended(stream_id, code);
         }
+    }
+
+    /// Whether an upstream frame of a stream goes on to the client as it came. Those of the
+    /// streams the splice opened for itself stay here, but for a translated call's reply head;
+    /// so do those of the streams it reset there, and header blocks the client gets
+    /// re-encoded (`reencode_replies`).
+    fn passes_on(&self, head: &Head) -> bool {
+        if self.reencode_replies && matches!(head.kind, Kind::Headers | Kind::Continuation) {
+            return false;
+        }
+        if !self.own_streams {
+            return true;
+        }
+        if head.kind == Kind::Continuation {
+            return self.reply_block.as_ref().is_some_and(|b| b.passes);
+        }
+        match self.streams.get(&head.stream).map(|s| &s.side) {
+            Some(Side::Relayed) => true,
+            Some(Side::Translated(_)) => head.kind == Kind::Headers && !head.has(frame::END_STREAM),
+            Some(_) => false,
+            None => !self.reset_upstream.contains(&head.stream),
+        }
+    }
+
+    /// Upstream DATA the client does not get as it came: a translated call's reply, collected
+    /// for its translation, or a reset stream's. The window it took is owed to the upstream.
+    fn kept_data(&mut self, head: Head, payload: &[u8]) -> Result<(), Broken> {
+        let range = frame::content(&head, payload).map_err(upstream_malformed)?;
+        self.owed_upstream += head.len as u64;
+        let end = head.has(frame::END_STREAM);
+        let Some(Stream {
+            side: Side::Translated(t),
+            ..
+        }) = self.streams.get_mut(&head.stream)
+        else {
+            return Ok(());
+        };
+        if t.reply.len() + range.len() > MAX_MESSAGE_BYTES + grpc_frame::HEADER {
+            t.reply_too_large = true;
+            t.reply = BytesMut::new();
+        } else if !t.reply_too_large {
+            t.reply.extend_from_slice(&payload[range]);
+        }
+        if !end {
+            // The stream's own window, given back past half of it (a reply larger than it).
+            t.reply_unacked += head.len as u32;
+            if t.reply_unacked as i64 >= self.client_initial_window / 2 {
+                frame::put_window_update(&mut self.to_upstream, head.stream, t.reply_unacked);
+                t.reply_unacked = 0;
+            }
+            return Ok(());
+        }
+        // A reply that ends without trailers has no status.
+        self.translated_ended(head.stream, headers::Reply::default(), &[], false);
         Ok(())
+    }
+
+    /// A reply block that does not go on as it came: a translated call's trailers, a block
+    /// re-encoded for the client (`reencode_replies`), or one of a stream the client does not
+    /// get the upstream's reply on (dropped).
+    fn kept_reply_block(
+        &mut self,
+        id: u32,
+        end_stream: bool,
+        block: &[u8],
+        frames: &[u8],
+    ) -> Result<(), Broken> {
+        let before = self.upstream_decoder.changes();
+        let mut literals = Vec::new();
+        let reply = match self.reencode_replies {
+            true => headers::reply_reencoded(&mut self.upstream_decoder, block, &mut literals),
+            false => headers::reply(&mut self.upstream_decoder, block),
+        }
+        .map_err(|e| Broken::Upstream(e.to_string()))?;
+        let changed = self.upstream_decoder.changes() != before;
+        let side = self.streams.get(&id).map(|s| &s.side);
+        let translated = matches!(side, Some(Side::Translated(_)));
+        if translated && end_stream {
+            self.translated_ended(id, reply, frames, changed);
+            return Ok(());
+        }
+        let relayed = match side {
+            Some(s) => matches!(s, Side::Relayed),
+            None => !self.reset_upstream.contains(&id),
+        };
+        if self.reencode_replies && (translated || relayed) {
+            let mut out = Vec::with_capacity(literals.len() + 4);
+            self.upstream_decoder.own_block(&mut out);
+            out.extend_from_slice(&literals);
+            frame::put_headers(
+                &mut self.to_client,
+                id,
+                &out,
+                end_stream,
+                self.client_max_frame,
+            );
+            self.reply_seen(id, end_stream, reply);
+            return Ok(());
+        }
+        if changed {
+            self.part_replies();
+        }
+        Ok(())
+    }
+
+    /// The client's table stops following the upstream's: see `reencode_replies`.
+    fn part_replies(&mut self) {
+        if !self.reencode_replies {
+            self.reencode_replies = true;
+            self.upstream_decoder.parted();
+        }
+    }
+
+    /// A translated call's reply ended (`reply` holds its trailers' status, `frames` the
+    /// trailers as they came): translated for the client. An answer the plugin's trailers fit
+    /// goes as its message and those trailers, at once when the client's windows allow; any
+    /// other as the splice's own reply.
+    fn translated_ended(&mut self, id: u32, reply: headers::Reply, frames: &[u8], changed: bool) {
+        let settings_unacked = self.client_settings_unacked();
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return;
+        };
+        stream.reply_done = true;
+        let head_sent = stream.reply_started;
+        let (Side::Translated(t), Some(report)) = (&mut stream.side, stream.report.as_mut()) else {
+            return;
+        };
+        let plugin_status = match reply.code {
+            Some(Code::Ok) if t.reply_too_large => Err(Status::resource_exhausted(format!(
+                "the plugin's reply is larger than {MAX_MESSAGE_BYTES} bytes"
+            ))),
+            Some(Code::Ok) => Ok(()),
+            Some(code) => Err(Status::new(code, reply.message.unwrap_or_default())),
+            None => Err(Status::unknown(
+                "upstream reply ended without a gRPC status",
+            )),
+        };
+        let Some(request) = t.request.take() else {
+            // Before its request went: answered once the request is whole (`send_translated`).
+            t.early = Some(plugin_status.err().unwrap_or_else(|| {
+                Status::internal("the plugin answered before the request was sent")
+            }));
+            if changed {
+                self.part_replies();
+            }
+            return;
+        };
+        // Not split into upstream time and overhead, as for a relayed call: the splice waits
+        // on nothing for it.
+        report.code = Code::Ok;
+        let plugin = plugin_status.and_then(|()| grpc_frame::decode_unary(&t.reply));
+        let answer =
+            call::inline_reply(&self.shared, &self.live, t.route, &request, plugin, report);
+        if let (Ok(message), Some(Code::Ok), true, false) =
+            (&answer, reply.code, head_sent, self.reencode_replies)
+        {
+            let len = grpc_frame::HEADER + message.len();
+            if len as i64 <= self.window.min(t.window) && !settings_unacked {
+                let data = grpc_frame::encode(message);
+                let mut rest: &[u8] = &data;
+                while !rest.is_empty() {
+                    let (piece, tail) = rest.split_at(rest.len().min(self.client_max_frame));
+                    frame::put(&mut self.to_client, Kind::Data, 0, id, piece);
+                    rest = tail;
+                }
+                self.window -= len as i64;
+                self.debt += len as u64;
+                self.to_client.extend_from_slice(frames);
+                if observe::bodies_enabled() {
+                    report.response = Some(Bytes::copy_from_slice(message));
+                }
+                return self.reply_ended(id, Some(Code::Ok));
+            }
+        }
+        if changed {
+            self.part_replies();
+        }
+        self.reply_translated(id, answer, head_sent);
+    }
+
+    /// Nets the window owed to the upstream against what the splice's own replies took, and
+    /// gives back the rest once it is worth a frame.
+    fn settle_owed(&mut self) {
+        let net = self.owed_upstream.min(self.debt);
+        self.owed_upstream -= net;
+        self.debt -= net;
+        if self.owed_upstream >= OWED_UPSTREAM_FLUSH && !self.upstream_gone {
+            frame::put_window_update(&mut self.to_upstream, 0, self.owed_upstream as u32);
+            self.owed_upstream = 0;
+        }
     }
 
     /// A relayed reply reached its end; `code` is `None` when its trailers never came.
@@ -1711,7 +2226,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let relayed: Vec<u32> = self
             .streams
             .iter()
-            .filter(|(_, s)| matches!(s.side, Side::Relayed) && !s.reply_done)
+            .filter(|(_, s)| s.side.on_upstream() && !s.reply_done)
             .map(|(id, _)| *id)
             .collect();
         let s = Status::unavailable(format!("upstream {upstream}: {why}"));
@@ -1809,6 +2324,10 @@ impl<C: Io, U: Io> Splice<C, U> {
             if matches!(stream.side, Side::Service) {
                 self.services.remove(id);
             }
+            if matches!(stream.side, Side::Translated(_)) && !stream.reply_done {
+                // Ended before the plugin's reply did (the client reset it, say).
+                self.reset_on_upstream(id);
+            }
             if let Some(report) = stream.report.take() {
                 self.ended.push((report, stream.started));
             }
@@ -1898,6 +2417,13 @@ fn local_reply(outcome: Result<Vec<u8>, Status>) -> Reply {
             }
         }
     }
+}
+
+/// How long the leading headers of a local reply are (`headers::reply_head`).
+fn reply_head_len() -> usize {
+    let mut head = Vec::new();
+    headers::reply_head(&mut head);
+    head.len()
 }
 
 /// A copy of the message inside a DATA payload that holds one whole gRPC frame.

@@ -32,6 +32,9 @@ pub struct Decoder {
     /// The last Huffman-coded `:path` and its text: clients send the same path again and again
     /// as a literal.
     last_path: (Vec<u8>, Vec<u8>),
+    /// Counts the blocks that changed the table (an insertion or a size update): a block that
+    /// did not can be kept from a peer whose table follows this one without the two parting.
+    changes: u64,
 }
 
 impl Default for Decoder {
@@ -41,6 +44,7 @@ impl Default for Decoder {
             allowed: 4096,
             expected_update: None,
             last_path: (Vec::new(), Vec::new()),
+            changes: 0,
         }
     }
 }
@@ -108,6 +112,18 @@ impl Decoder {
         }
     }
 
+    /// How many blocks so far changed the table (see `changes`).
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
+    /// The peer whose table followed this one stops following it (a block that changed this
+    /// one never reached it): the next block of the gateway's own opens with a size update to
+    /// this table's size, which covers one the peer did not get. Harmless when it did.
+    pub fn parted(&mut self) {
+        self.expected_update = Some(self.table.max());
+    }
+
     /// Walks `block`, updating the table, and lends each field to `field`.
     pub fn decode(
         &mut self,
@@ -128,6 +144,7 @@ impl Decoder {
         let len = block.len();
         let mut updates = 0;
         let mut fields = false;
+        let mut changed = false;
         while let Some(&octet) = block.first() {
             let start = len - block.len();
             if octet & 0x80 != 0 {
@@ -150,6 +167,7 @@ impl Decoder {
                 };
                 field(&name, &value, Indexing::Allowed, span);
                 self.table.insert(&name, &value);
+                changed = true;
             } else if octet & 0x20 != 0 {
                 let size = hpack::integer(&mut block, 5)?;
                 updates += 1;
@@ -163,6 +181,7 @@ impl Decoder {
                 }
                 self.table.set_max(size);
                 self.expected_update = None;
+                changed = true;
                 continue;
             } else {
                 let never = octet & 0x10 != 0;
@@ -187,6 +206,7 @@ impl Decoder {
             }
             fields = true;
         }
+        self.changes += changed as u64;
         Ok(())
     }
 
@@ -348,7 +368,27 @@ pub struct Reply {
 /// Decodes a reply block (which travels on unchanged) for its status.
 pub fn reply(decoder: &mut Decoder, block: &[u8]) -> Result<Reply, CompressionError> {
     let mut seen = Reply::default();
-    decoder.decode(block, |name, value, _| match name {
+    decoder.decode(block, |name, value, _| read_status(&mut seen, name, value))?;
+    Ok(seen)
+}
+
+/// [`reply`], writing also every field to `out` as a literal that needs no dynamic table: the
+/// block for a client whose table no longer follows the upstream's.
+pub fn reply_reencoded(
+    decoder: &mut Decoder,
+    block: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<Reply, CompressionError> {
+    let mut seen = Reply::default();
+    decoder.decode(block, |name, value, indexing| {
+        put_field(out, name, value, indexing);
+        read_status(&mut seen, name, value);
+    })?;
+    Ok(seen)
+}
+
+fn read_status(seen: &mut Reply, name: &[u8], value: &[u8]) {
+    match name {
         b"grpc-status" => {
             let code = std::str::from_utf8(value)
                 .ok()
@@ -361,8 +401,7 @@ pub fn reply(decoder: &mut Decoder, block: &[u8]) -> Result<Reply, CompressionEr
             seen.message = Some(text.into_owned());
         }
         _ => {}
-    })?;
-    Ok(seen)
+    }
 }
 
 /// A reply's leading headers, `:status 200` and the gRPC content type, appended to a block

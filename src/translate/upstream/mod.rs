@@ -303,5 +303,63 @@ async fn call_draft(
     Ok(resp)
 }
 
+/// The path of the one raw call that `method` is to a plugin of `upstream`, when that is all it
+/// is: one request translated on its own, one call, one reply translated on its own — no
+/// handle store, no fallback call, no answer the gateway makes up, no staging or target paths
+/// around it ([`crate::staging`], [`crate::target`]). Known from the method alone, so that a
+/// call's request head can go to the plugin before its message has arrived (the splice's
+/// translated streams); [`single_call`] then confirms it for the request itself.
+pub fn single_call_path(upstream: Dialect, method: Method) -> Option<&'static str> {
+    if matches!(
+        method,
+        Method::NodePublishVolume | Method::NodeUnpublishVolume | Method::NodeGetInfo
+    ) {
+        return None;
+    }
+    let path = method.path();
+    let wanted = match upstream {
+        Dialect::V1 => return Some(path),
+        // csi.v0 names these methods as v1 does, under its own package.
+        Dialect::V0_3 => path.strip_prefix("/csi.v1.")?,
+        Dialect::V0_1 | Dialect::V0_1Oneof => return None,
+    };
+    upstream
+        .methods()
+        .iter()
+        .find(|m| !m.server_streaming && m.path.strip_prefix("/csi.v0.") == Some(wanted))
+        .map(|m| m.path)
+}
+
+/// The one raw call (path and body) `request` is to the plugin of `session`, where
+/// [`single_call_path`] says it is one; `None` where it is not (then [`call_upstream`] makes
+/// it), and for a request that does not translate (its error is [`call_upstream`]'s to give).
+pub fn single_call(session: &UpstreamSession, request: &Req) -> Option<(&'static str, Vec<u8>)> {
+    single_call_path(session.dialect, request.method())?;
+    match session.dialect {
+        Dialect::V1 => Some((request.method().path(), request.encode())),
+        Dialect::V0_3 => v0_3::upstream_request(request.clone()).ok(),
+        Dialect::V0_1 | Dialect::V0_1Oneof => None,
+    }
+}
+
+/// The hub reply to a [`single_call`]: the plugin's reply, or its error, translated as
+/// [`crate::target::call_upstream`] translates it (errors through [`super::errors::recode`]
+/// for the `front` revision).
+pub fn single_reply(
+    session: &UpstreamSession,
+    front: Dialect,
+    request: &Req,
+    reply: Result<&[u8], Status>,
+) -> Result<Resp, Status> {
+    let method = request.method();
+    let reply = reply.and_then(|bytes| match session.dialect {
+        Dialect::V1 => {
+            Resp::decode(method, bytes).map_err(|e| super::decode_error(method.name(), e))
+        }
+        _ => v0_3::upstream_reply(request, bytes),
+    });
+    reply.or_else(|s| super::errors::recode(method, session.dialect, front, s))
+}
+
 #[cfg(test)]
 mod tests;

@@ -601,3 +601,61 @@ fn missing_rpcs_are_unimplemented_without_a_call() {
         assert_eq!(err.code(), Code::Unimplemented, "{d} {method}");
     }
 }
+
+/// `single_call` is what `call_upstream` does for every method `single_call_path` names: the
+/// same one raw call, and `single_reply` the same reply, for an answer and for an error.
+#[test]
+fn single_calls_are_what_call_upstream_does() {
+    for (dialect, front) in [(Dialect::V1, Dialect::V0_3), (Dialect::V0_3, Dialect::V1)] {
+        let s = session(dialect);
+        let mut single = 0;
+        for &method in Method::ALL {
+            let Some(path) = single_call_path(dialect, method) else {
+                continue;
+            };
+            single += 1;
+            assert!(fixtures::served(dialect, method), "{dialect} {method}");
+            let req = fixtures::request(method);
+            let up = Fake::new(|_, _| Ok(Vec::new()));
+            let whole = call(&s, &up, None, req.clone());
+            let Some((sent_path, body)) = single_call(&s, &req) else {
+                // A request the plugin's revision cannot carry: refused before any call.
+                assert!(
+                    whole.is_err() && up.paths().is_empty(),
+                    "{dialect} {method}"
+                );
+                continue;
+            };
+            assert_eq!(sent_path, path, "{dialect} {method}");
+            assert_eq!(up.paths(), vec![path.to_string()], "{dialect} {method}");
+            assert_eq!(up.body(0), body, "{dialect} {method}");
+            assert_eq!(
+                single_reply(&s, front, &req, Ok(&[])).ok(),
+                whole.ok(),
+                "{dialect} {method}"
+            );
+            for code in [Code::NotFound, Code::Unavailable, Code::AlreadyExists] {
+                let s_err = Status::new(code, "plugin says no");
+                let whole = super::super::errors::recode(method, dialect, front, s_err.clone());
+                let got = single_reply(&s, front, &req, Err(s_err));
+                assert_eq!(
+                    got.map_err(|e| (e.code(), e.message().to_string())),
+                    whole.map_err(|e| (e.code(), e.message().to_string())),
+                    "{dialect} {method} {code:?}"
+                );
+            }
+        }
+        assert!(single > 10, "{dialect}: only {single} single calls");
+        // Never for what needs more than one call, the store, staging or target paths.
+        for m in [
+            Method::NodePublishVolume,
+            Method::NodeUnpublishVolume,
+            Method::NodeGetInfo,
+        ] {
+            assert_eq!(single_call_path(dialect, m), None);
+        }
+    }
+    for d in [Dialect::V0_1, Dialect::V0_1Oneof] {
+        assert_eq!(single_call_path(d, Method::CreateVolume), None);
+    }
+}
