@@ -343,7 +343,7 @@ async fn translated(
     deadline: Option<Duration>,
     report: &mut Report,
 ) -> Result<Vec<u8>, Status> {
-    let (dialect, path) = (route.dialect, route.method.path);
+    let dialect = route.dialect;
     report.translated = true;
     if let Some(s) = route
         .v0_2
@@ -352,7 +352,7 @@ async fn translated(
     {
         return error_reply(Some(route), Origin::Client, s, report);
     }
-    let request = match translate::decode_front(dialect, path, &message) {
+    let request = match translate::front::decode_front_method(dialect, route.method, &message) {
         Ok(FrontCall::Hub(request)) => request,
         Ok(FrontCall::Local(reply)) => return Ok(reply),
         // A request the gateway could not translate: the client's to fix.
@@ -398,9 +398,9 @@ fn front_reply(
 /// once its request message is in.
 #[derive(Debug)]
 pub enum Inline {
-    /// The hub request, and the gRPC-framed message to send the plugin on `sent`, the path
+    /// The hub request, and the message to send the plugin on `sent`, the path
     /// its head named; the reply is [`inline_reply`]'s to translate.
-    Call(Box<crate::hub::Request>, Bytes),
+    Call(Box<crate::hub::Request>, Vec<u8>),
     /// Answered without the plugin: refused, or the gateway's own answer.
     Answer(Result<Vec<u8>, Status>),
     /// Not the one call `sent` named, after all: the call takes [`answer`]'s path.
@@ -430,15 +430,14 @@ pub fn inline_request(
     {
         return Inline::Answer(error_reply(Some(route), Origin::Client, s, report));
     }
-    let request = match translate::decode_front(route.dialect, route.method.path, message) {
+    let request = match translate::front::decode_front_method(route.dialect, route.method, message)
+    {
         Ok(FrontCall::Hub(request)) => request,
         Ok(FrontCall::Local(reply)) => return Inline::Answer(Ok(reply)),
         Err(s) => return Inline::Answer(error_reply(Some(route), Origin::Client, s, report)),
     };
     match translate::upstream::single_call(&live.session, &request) {
-        Some((path, message)) if path == sent => {
-            Inline::Call(Box::new(request), frame::encode(&message))
-        }
+        Some((path, message)) if path == sent => Inline::Call(Box::new(request), message),
         _ => Inline::Fallback,
     }
 }
@@ -464,7 +463,7 @@ fn encode_reply(
     if route.v0_2 {
         return translate::front::encode_front_v0_2(route.method.path, outcome);
     }
-    translate::encode_front(route.dialect, route.method.path, outcome)
+    translate::front::encode_front_method(route.dialect, route.method, outcome)
 }
 
 async fn read_message(body: &mut RecvStream) -> Result<Bytes, Status> {

@@ -27,7 +27,7 @@ pub fn error_reply(
 ) -> Result<Vec<u8>, Status> {
     report.fail(origin, &status);
     match route {
-        Some(r) => translate::encode_front(r.dialect, r.method.path, Err(status)),
+        Some(r) => translate::front::encode_front_method(r.dialect, r.method, Err(status)),
         None => Err(status),
     }
 }

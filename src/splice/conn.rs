@@ -1303,27 +1303,21 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         match outcome {
             call::Inline::Call(request, message)
-                if message.len() as u64 <= t.credit
-                    && message.len() as i64 <= self.upstream_initial_window =>
+                if (grpc_frame::HEADER + message.len()) as u64 <= t.credit
+                    && (grpc_frame::HEADER + message.len()) as i64
+                        <= self.upstream_initial_window =>
             {
-                let refund = t.credit - message.len() as u64;
+                let refund = t.credit - (grpc_frame::HEADER + message.len()) as u64;
                 t.credit = 0;
                 t.body = BytesMut::new();
                 t.request = Some(request);
-                let mut rest: &[u8] = &message;
-                loop {
-                    let (piece, tail) = rest.split_at(rest.len().min(self.upstream_max_frame));
-                    let flags = if tail.is_empty() {
-                        frame::END_STREAM
-                    } else {
-                        0
-                    };
-                    frame::put(&mut self.to_upstream, Kind::Data, flags, id, piece);
-                    if tail.is_empty() {
-                        break;
-                    }
-                    rest = tail;
-                }
+                frame::put_message(
+                    &mut self.to_upstream,
+                    id,
+                    &message,
+                    frame::END_STREAM,
+                    self.upstream_max_frame,
+                );
                 if refund > 0 {
                     frame::put_window_update(self.own_out(), 0, refund as u32);
                 }
@@ -2151,13 +2145,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         {
             let len = grpc_frame::HEADER + message.len();
             if len as i64 <= self.window.min(t.window) && !settings_unacked {
-                let data = grpc_frame::encode(message);
-                let mut rest: &[u8] = &data;
-                while !rest.is_empty() {
-                    let (piece, tail) = rest.split_at(rest.len().min(self.client_max_frame));
-                    frame::put(&mut self.to_client, Kind::Data, 0, id, piece);
-                    rest = tail;
-                }
+                frame::put_message(&mut self.to_client, id, message, 0, self.client_max_frame);
                 self.window -= len as i64;
                 self.debt += len as u64;
                 self.to_client.extend_from_slice(frames);

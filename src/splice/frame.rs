@@ -292,6 +292,35 @@ pub fn put(out: &mut BytesMut, kind: Kind, flags: u8, stream: u32, payload: &[u8
     out.put_slice(payload);
 }
 
+/// One gRPC message (its 5-octet prefix, then `message`) as DATA frames of at most `max_frame`
+/// octets, the last with `flags`: written in place, without framing the message elsewhere
+/// first.
+pub fn put_message(out: &mut BytesMut, stream: u32, message: &[u8], flags: u8, max_frame: usize) {
+    let prefix = crate::grpc::frame::prefix(message.len());
+    let total = prefix.len() + message.len();
+    if total <= max_frame {
+        out.reserve(HEAD_LEN + total);
+        Head {
+            len: total,
+            kind: Kind::Data,
+            flags,
+            stream,
+        }
+        .put(out);
+        out.put_slice(&prefix);
+        out.put_slice(message);
+        return;
+    }
+    let mut framed = Vec::with_capacity(total);
+    framed.extend_from_slice(&prefix);
+    framed.extend_from_slice(message);
+    let mut chunks = framed.chunks(max_frame.max(1)).peekable();
+    while let Some(chunk) = chunks.next() {
+        let last = chunks.peek().is_none();
+        put(out, Kind::Data, if last { flags } else { 0 }, stream, chunk);
+    }
+}
+
 pub fn put_window_update(out: &mut BytesMut, stream: u32, increment: u32) {
     put(out, Kind::WindowUpdate, 0, stream, &increment.to_be_bytes());
 }
@@ -335,6 +364,29 @@ pub fn put_headers(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_message_goes_as_one_frame_or_as_many_within_the_size() {
+        for max in [4, 9, 10, 100] {
+            let mut out = BytesMut::new();
+            put_message(&mut out, 7, b"hello", END_STREAM, max);
+            let (mut payload, mut frames) = (Vec::new(), Vec::new());
+            let mut rest = &out[..];
+            while let Some(head) = next(rest) {
+                assert_eq!((head.kind, head.stream), (Kind::Data, 7));
+                assert!(head.len <= max, "{max}");
+                payload.extend_from_slice(&rest[HEAD_LEN..HEAD_LEN + head.len]);
+                frames.push(head.flags);
+                rest = &rest[HEAD_LEN + head.len..];
+            }
+            assert!(rest.is_empty());
+            assert_eq!(payload, b"\0\0\0\0\x05hello", "{max}");
+            // Only the last frame ends the stream.
+            assert_eq!(frames.pop(), Some(END_STREAM), "{max}");
+            assert!(frames.iter().all(|f| *f == 0), "{max}");
+            assert_eq!(frames.len(), 10usize.div_ceil(max) - 1, "{max}");
+        }
+    }
 
     #[test]
     fn frames_are_checked_by_kind() {

@@ -4,7 +4,7 @@
 use tonic::Status;
 
 use super::{capabilities, errors, v0_1, v0_1_oneof, v0_3, FrontCall};
-use crate::dialect::Dialect;
+use crate::dialect::{Dialect, MethodInfo};
 use crate::hub::{Method, Request, Response};
 
 fn unknown_path(dialect: Dialect, path: &str) -> Status {
@@ -23,6 +23,16 @@ pub fn decode_front(dialect: Dialect, path: &str, body: &[u8]) -> Result<FrontCa
     let info = dialect
         .method(path)
         .ok_or_else(|| unknown_path(dialect, path))?;
+    decode_front_method(dialect, info, body)
+}
+
+/// [`decode_front`] for a method already looked up (a route's).
+pub fn decode_front_method(
+    dialect: Dialect,
+    info: &'static MethodInfo,
+    body: &[u8],
+) -> Result<FrontCall, Status> {
+    let path = info.path;
     let call = match dialect {
         Dialect::V1 => {
             // The streaming SnapshotMetadata RPCs are not part of the hub.
@@ -73,6 +83,16 @@ pub fn encode_front(
     let info = dialect
         .method(path)
         .ok_or_else(|| unknown_path(dialect, path))?;
+    encode_front_method(dialect, info, outcome)
+}
+
+/// [`encode_front`] for a method already looked up (a route's).
+pub fn encode_front_method(
+    dialect: Dialect,
+    info: &'static MethodInfo,
+    outcome: Result<Response, Status>,
+) -> Result<Vec<u8>, Status> {
+    let path = info.path;
     match dialect {
         Dialect::V0_1Oneof => v0_1_oneof::front_reply(info.method, outcome),
         Dialect::V1 => {
