@@ -963,14 +963,16 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             Side::Translated(t) => {
                 let range = frame::content(&head, payload).map_err(|_| malformed())?;
-                t.body.extend_from_slice(&payload[range]);
+                if !end {
+                    t.body.extend_from_slice(&payload[range.clone()]);
+                }
                 // The connection's share pays for what the upstream gets (`send_translated`).
                 t.credit += head.len as u64;
                 if head.len > 0 && !end {
                     frame::put_window_update(own, head.stream, head.len as u32);
                 }
                 if end {
-                    self.send_translated(head.stream);
+                    self.send_translated(head.stream, &payload[range]);
                 }
             }
             Side::Service => {
@@ -1021,7 +1023,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 }
                 Side::Translated(_) => {
                     self.reencode = true;
-                    self.send_translated(id);
+                    self.send_translated(id, &[]);
                 }
                 Side::Service => {
                     self.reencode = true;
@@ -1272,7 +1274,9 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// (`call::inline_request`) and paid for with the connection window the client's DATA took,
     /// the rest given back to the client. A call that is not the one call its head named, or
     /// whose message is larger than that window, is answered by the splice itself.
-    fn send_translated(&mut self, id: u32) {
+    /// `last` is the request's last piece, not in its body yet: a request that came in one
+    /// DATA frame (most) is translated from that frame, never copied.
+    fn send_translated(&mut self, id: u32, last: &[u8]) {
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
@@ -1283,7 +1287,15 @@ impl<C: Io, U: Io> Splice<C, U> {
         if t.request.is_some() {
             return;
         }
-        let outcome = call::inline_request(&self.live, t.route, t.path, &t.body, report);
+        if !t.body.is_empty() {
+            t.body.extend_from_slice(last);
+        }
+        let body = if t.body.is_empty() { last } else { &t.body[..] };
+        let outcome = call::inline_request(&self.live, t.route, t.path, body, report);
+        if !matches!(outcome, call::Inline::Call(..)) && t.body.is_empty() {
+            // Answered by the splice after all, which wants the request whole.
+            t.body.extend_from_slice(last);
+        }
         if let Some(early) = t.early.take() {
             // The plugin answered already: its answer, translated.
             let answer = match outcome {
@@ -1309,7 +1321,9 @@ impl<C: Io, U: Io> Splice<C, U> {
             {
                 let refund = t.credit - (grpc_frame::HEADER + message.len()) as u64;
                 t.credit = 0;
-                t.body = BytesMut::new();
+                // The same buffer takes the reply.
+                t.reply = std::mem::take(&mut t.body);
+                t.reply.clear();
                 t.request = Some(request);
                 frame::put_message(
                     &mut self.to_upstream,
