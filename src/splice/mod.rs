@@ -4,13 +4,18 @@
 //! connection of its own and its HTTP/2 frames
 //! are copied across, looked at but not re-framed: the gateway decodes only header blocks (to
 //! route each stream and to read its status for the log and the metrics) and the first message
-//! of each call (for the volume id in the log). Calls that need translation, and calls the
-//! gateway refuses, are answered by the splice itself on the same connection, through the same
-//! code as on the terminating path (`front::call::answer`); calls to the gateway's own services
+//! of each call (for the volume id in the log). A call that needs translation and is one call
+//! to the plugin (`Route::inline_path`) is translated on the connection's own upstream
+//! connection: its head goes on with the plugin's path, its message is translated once whole,
+//! the plugin's reply once it ends (`front::call::inline_request`, `inline_reply`). Other
+//! translated calls, and calls the gateway refuses, are answered by the splice itself on the
+//! same connection, through the same code as on the terminating path (`front::call::answer`,
+//! on the gateway's shared upstream connection); calls to the gateway's own services
 //! (reflection, health) are served as streams both ways (`local_stream`).
 //!
 //! Compared with terminating HTTP/2 on both sides, a relayed call costs two socket reads, two
-//! writes and two header-block decodes, in one task.
+//! writes and two header-block decodes, in one task; a call translated on the connection, the
+//! same plus the translation of its two messages.
 
 pub mod conn;
 pub mod frame;
