@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -127,7 +127,7 @@ pub async fn splice_or_serve_authorized<C: Io>(
 enum SpliceUpstream {
     Unix(UnixStream),
     /// Boxed: a TLS session is large, and this waits only until the splice takes it.
-    Tls(Box<TlsStream<TcpStream>>, Keepalive),
+    Tls(Box<TlsStream<csi_gateway_tls::tcp::Tcp>>, Keepalive),
 }
 
 /// Dials the live upstream for a splice: `None` when it is down or cannot be reached now (the

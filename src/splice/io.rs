@@ -11,7 +11,7 @@ use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, Interest};
-use tokio::net::{TcpStream, UnixStream};
+use tokio::net::UnixStream;
 
 /// One side of a splice.
 pub trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {
@@ -90,12 +90,12 @@ impl Io for UnixStream {
 }
 
 /// The appliance's side of an accepted bridge connection.
-impl Io for tokio_rustls::server::TlsStream<TcpStream> {
+impl Io for tokio_rustls::server::TlsStream<csi_gateway_tls::tcp::Tcp> {
     const KIND: &'static str = "tls";
 }
 
 /// The node gateway's side of a bridge connection it dialed.
-impl Io for tokio_rustls::client::TlsStream<TcpStream> {
+impl Io for tokio_rustls::client::TlsStream<csi_gateway_tls::tcp::Tcp> {
     const KIND: &'static str = "tls";
 }
 

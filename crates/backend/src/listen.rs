@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use tokio::net::{TcpListener, UnixListener, UnixStream};
 use tokio_rustls::server::TlsStream;
 use tokio_stream::{Stream, StreamExt};
 
@@ -17,7 +17,7 @@ use csi_gateway_tls::server::Acceptor;
 /// An accepted connection.
 pub enum Conn {
     Unix(UnixStream),
-    Tls(Box<TlsStream<TcpStream>>),
+    Tls(Box<TlsStream<csi_gateway_tls::tcp::Tcp>>),
 }
 
 /// Accepted connections, as tonic serves them.

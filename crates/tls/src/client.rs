@@ -71,7 +71,7 @@ impl Dialer {
         &self,
         addr: &str,
         timeout: Duration,
-    ) -> Result<TlsStream<TcpStream>, String> {
+    ) -> Result<TlsStream<super::tcp::Tcp>, String> {
         let name = self.server_name.clone().unwrap_or_else(|| host_of(addr));
         let name = ServerName::try_from(name.clone())
             .map_err(|_| format!("{name:?} is not a valid TLS server name"))?;
@@ -80,7 +80,7 @@ impl Dialer {
             let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
             super::tcp_keepalive(&tcp, self.keepalive.interval);
             let tls = connector
-                .connect(name, tcp)
+                .connect(name, super::tcp::Tcp(tcp))
                 .await
                 .map_err(|e| format!("TLS handshake failed: {e}"))?;
             match tls.get_ref().1.alpn_protocol() {

@@ -20,6 +20,7 @@ pub mod gencerts;
 pub mod metrics;
 pub mod reload;
 pub mod server;
+pub mod tcp;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -87,10 +87,10 @@ impl Acceptor {
         &self,
         tcp: TcpStream,
         addr: SocketAddr,
-    ) -> Option<(TlsStream<TcpStream>, Authorization)> {
+    ) -> Option<(TlsStream<crate::tcp::Tcp>, Authorization)> {
         let tls = TlsAcceptor::from(self.config.current());
         let timeout = self.settings.handshake_timeout;
-        let stream = match tokio::time::timeout(timeout, tls.accept(tcp)).await {
+        let stream = match tokio::time::timeout(timeout, tls.accept(crate::tcp::Tcp(tcp))).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(e)) => {
                 refused(addr, &e);
