@@ -1414,18 +1414,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             Side::Local(l) => l.window,
             _ => return,
         };
-        let mut reply = local_reply(answer);
-        if head_sent {
-            match reply.trailers {
-                Some(_) => reply.head = None,
-                // A status only: trailers after the head the client has.
-                None => {
-                    let mut trailers = reply.head.take().unwrap_or_default();
-                    trailers.drain(..reply_head_len());
-                    reply.trailers = Some(trailers);
-                }
-            }
-        }
+        let reply = reply_frames(answer, !head_sent);
         stream.side = Side::Local(Local {
             window,
             reply: Some(reply),
@@ -2398,34 +2387,39 @@ fn take_frames(
 /// as a trailers-only reply. The first bytes of each block (a size update the client may wait
 /// for) are added when it is written, in `send_replies`.
 fn local_reply(outcome: Result<Vec<u8>, Status>) -> Reply {
+    reply_frames(outcome, true)
+}
+
+/// [`local_reply`], or — `with_head` false, the client has the plugin's reply head already —
+/// the same without its leading headers: a status alone then goes as trailers.
+fn reply_frames(outcome: Result<Vec<u8>, Status>, with_head: bool) -> Reply {
     let mut head = Vec::with_capacity(64);
-    headers::reply_head(&mut head);
+    if with_head {
+        headers::reply_head(&mut head);
+    }
     match outcome {
         Ok(message) => {
             let mut trailers = Vec::with_capacity(16);
             headers::status_fields(&mut trailers, &Status::ok(""));
             Reply {
-                head: Some(head),
+                head: with_head.then_some(head),
                 data: grpc_frame::encode(&message),
                 trailers: Some(trailers),
             }
         }
         Err(s) => {
             headers::status_fields(&mut head, &s);
+            let (head, trailers) = match with_head {
+                true => (Some(head), None),
+                false => (None, Some(head)),
+            };
             Reply {
-                head: Some(head),
+                head,
                 data: Bytes::new(),
-                trailers: None,
+                trailers,
             }
         }
     }
-}
-
-/// How long the leading headers of a local reply are (`headers::reply_head`).
-fn reply_head_len() -> usize {
-    let mut head = Vec::new();
-    headers::reply_head(&mut head);
-    head.len()
 }
 
 /// A copy of the message inside a DATA payload that holds one whole gRPC frame.

@@ -80,13 +80,7 @@ impl Dialect {
 
     /// The method with this gRPC path, if the dialect has it.
     pub fn method(self, path: &str) -> Option<&'static MethodInfo> {
-        let methods = self.methods();
-        // Callers on the hot path hand back a path from this very table (a route's): found by
-        // its address, without comparing text.
-        methods
-            .iter()
-            .find(|m| std::ptr::eq(m.path, path))
-            .or_else(|| methods.iter().find(|m| m.path == path))
+        self.methods().iter().find(|m| m.path == path)
     }
 
     /// The dialect's encoded `FileDescriptorSet`.
