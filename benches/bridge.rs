@@ -264,6 +264,7 @@ fn main() {
         .arg(target("2gw-mtls", "a.sock"))
         .arg("--target")
         .arg(target("stunnel", "socat.sock"))
+        .arg("--compare=2gw-mtls=stunnel")
         .arg("--cpu")
         .arg(cpu("direct", &[("plugin", &upstream)]))
         .arg("--cpu")

@@ -234,7 +234,8 @@ fn main() {
         }
         let mut run = measure(&concurrency, false, &translated);
         run.args(["--path", v1])
-            .arg(format!("--path-for=v0.3->v1={v0}"));
+            .arg(format!("--path-for=v0.3->v1={v0}"))
+            .arg("--compare=v0.3->v1=gateway");
         if before.is_some() {
             run.arg(format!("--path-for=v0.3-before={v0}"));
         }

@@ -155,10 +155,10 @@ fn log_line(report: &Report, method: &str, total: Duration, error: Option<&str>)
     let code = metrics::code_name(report.code);
     let micros = total.as_micros() as u64;
     let origin = report.origin().map(Origin::name);
-    // Probes arrive every few seconds from every node: keep them out of the info log.
-    let probe = report
-        .route
-        .is_some_and(|r| r.method.method.contains("Probe"));
+    // Probes arrive every few seconds from every node: keep them out of the info log. (An
+    // equality test: `contains` slid a five-byte compare along every other method's name,
+    // ~600 instructions a call; callgrind.)
+    let probe = report.route.is_some_and(|r| r.method.method == "Probe");
     if probe {
         tracing::debug!(target: "csi_gateway::rpc", method, front, upstream, code, origin, micros, error, "rpc");
     } else {

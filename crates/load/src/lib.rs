@@ -37,9 +37,48 @@ fn threads_for(connections: usize, cores: usize) -> usize {
     connections.min(cores).max(1)
 }
 
+/// The median over rounds of `a`'s figure divided by `b`'s in the same round (`None` without
+/// a round). Two targets measured in one round share that round's machine: drift between
+/// rounds (another process, frequency, the host) moves both, so their ratio per round is
+/// steadier than the ratio of their separate medians.
+pub fn paired_ratio(a: &[f64], b: &[f64]) -> Option<f64> {
+    let mut ratios: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .filter(|(_, b)| **b > 0.0)
+        .map(|(a, b)| a / b)
+        .collect();
+    if ratios.is_empty() {
+        return None;
+    }
+    ratios.sort_by(f64::total_cmp);
+    let mid = ratios.len() / 2;
+    Some(match ratios.len() % 2 {
+        1 => ratios[mid],
+        _ => (ratios[mid - 1] + ratios[mid]) / 2.0,
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::threads_for;
+    use super::{paired_ratio, threads_for};
+
+    #[test]
+    fn a_paired_ratio_is_the_median_of_the_ratios_round_by_round() {
+        // Round 2 ran on a slower machine for both: its ratio (0.5) is like the others'.
+        assert_eq!(
+            paired_ratio(&[50.0, 25.0, 60.0], &[100.0, 50.0, 100.0]),
+            Some(0.5)
+        );
+        // Not the ratio of the medians (50 / 100 = 0.5 here would hide the spread).
+        assert_eq!(
+            paired_ratio(&[90.0, 40.0, 30.0], &[100.0, 50.0, 60.0]),
+            Some(0.8)
+        );
+        assert_eq!(paired_ratio(&[1.0, 3.0], &[1.0, 1.0]), Some(2.0));
+        assert_eq!(paired_ratio(&[1.0], &[0.0]), None);
+        assert_eq!(paired_ratio(&[], &[]), None);
+    }
 
     #[test]
     fn one_thread_per_connection_up_to_the_cores() {

@@ -63,6 +63,10 @@ enum Command {
         /// /proc/PID/stat before and after each measured window (repeat per target).
         #[arg(long = "cpu")]
         cpu: Vec<String>,
+        /// A=B — after each concurrency, the median over rounds of A's calls/s over B's in the
+        /// same round, and of the CPU per call of the processes watched for each (repeat).
+        #[arg(long = "compare")]
+        compare: Vec<String>,
     },
     /// SIGKILL the gateway at random moments while concurrent clients run volume lifecycles
     /// through it (a draft plugin's handles, and staging emulation), then check that no volume,
@@ -128,6 +132,7 @@ fn main() -> anyhow::Result<()> {
             rounds,
             generator,
             cpu,
+            compare,
         } => {
             let mut watched = std::collections::HashMap::new();
             for c in &cpu {
@@ -166,12 +171,27 @@ fn main() -> anyhow::Result<()> {
             if let Some(name) = paths.keys().next() {
                 anyhow::bail!("--path-for names {name:?}, which is no --target");
             }
+            let index = |name: &str| {
+                targets.iter().position(|t| t.name == name).ok_or_else(|| {
+                    anyhow::anyhow!("--compare names {name:?}, which is no --target")
+                })
+            };
+            let compare = compare
+                .iter()
+                .map(|c| {
+                    let (a, b) = c
+                        .split_once('=')
+                        .ok_or_else(|| anyhow::anyhow!("--compare wants A=B, got {c:?}"))?;
+                    Ok((index(a)?, index(b)?))
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
             let plan = Plan {
                 connections,
                 warmup,
                 duration,
                 rounds,
                 generator,
+                compare,
             };
             generator_runtime(connections)?.block_on(run(targets, concurrency, plan))?;
         }
@@ -248,6 +268,8 @@ struct Plan {
     duration: Duration,
     rounds: usize,
     generator: Generator,
+    /// Pairs of targets (by index) whose round-by-round ratios are reported.
+    compare: Vec<(usize, usize)>,
 }
 
 async fn run(targets: Vec<Target>, concurrency: Vec<usize>, plan: Plan) -> anyhow::Result<()> {
@@ -296,6 +318,11 @@ async fn run(targets: Vec<Target>, concurrency: Vec<usize>, plan: Plan) -> anyho
                 results[i].push(figures.map_err(anyhow::Error::msg)?);
             }
         }
+        let compared: Vec<String> = plan
+            .compare
+            .iter()
+            .map(|&(a, b)| compared(&targets, &results, a, b))
+            .collect();
         let medians: Vec<load::Figures> = results
             .into_iter()
             .map(|mut r| {
@@ -321,8 +348,35 @@ async fn run(targets: Vec<Target>, concurrency: Vec<usize>, plan: Plan) -> anyho
                 }
             );
         }
+        for line in compared {
+            println!("{line}");
+        }
     }
     Ok(())
+}
+
+/// `a` against `b`, round by round: calls/s, and the CPU per call of all the processes
+/// watched for each (relays or gateways and the plugin).
+fn compared(targets: &[Target], results: &[Vec<load::Figures>], a: usize, b: usize) -> String {
+    let calls = |i: usize| -> Vec<f64> { results[i].iter().map(|f| f.calls_per_sec).collect() };
+    let cpu = |i: usize| -> Vec<f64> {
+        results[i]
+            .iter()
+            .map(|f| match f.calls {
+                0 => 0.0,
+                n => f.cpu.iter().map(Duration::as_secs_f64).sum::<f64>() / n as f64,
+            })
+            .collect()
+    };
+    let shown = |r: Option<f64>| r.map_or_else(|| "-".to_string(), |r| format!("{r:.2}"));
+    format!(
+        "  {} / {}, median of {} paired rounds: calls/s {}, CPU per call (watched processes) {}",
+        targets[a].name,
+        targets[b].name,
+        results[a].len(),
+        shown(load::paired_ratio(&calls(a), &calls(b))),
+        shown(load::paired_ratio(&cpu(a), &cpu(b))),
+    )
 }
 
 fn shown(d: Option<Duration>) -> String {
