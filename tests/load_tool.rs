@@ -83,20 +83,15 @@ impl Drop for Served {
     }
 }
 
-/// `csi-gateway-load run` with short timings and `args`, bounded in time.
+/// `csi-gateway-load run` with short timings (one round, unless `args` set the rounds) and
+/// `args`, bounded in time.
 async fn run(args: &[String]) -> Output {
     let mut cmd = tokio::process::Command::new(load_tool());
-    cmd.args([
-        "run",
-        "--warmup",
-        "100ms",
-        "--duration",
-        "500ms",
-        "--rounds",
-        "1",
-    ])
-    .args(args)
-    .kill_on_drop(true);
+    cmd.args(["run", "--warmup", "100ms", "--duration", "500ms"]);
+    if !args.iter().any(|a| a.starts_with("--rounds")) {
+        cmd.args(["--rounds", "1"]);
+    }
+    cmd.args(args).kill_on_drop(true);
     tokio::time::timeout(PROCESS_TIMEOUT * 2, cmd.output())
         .await
         .expect("the load tool did not finish")
@@ -350,4 +345,62 @@ async fn each_target_may_be_called_on_a_path_of_its_own() {
         "--path-for=other=/csi.v0.Identity/Probe".into(),
     ];
     refused(&args, &["--path-for names \"other\", which is no --target"]).await;
+}
+
+/// `--compare A=B` adds, after each concurrency's rows, the median over the rounds of A's
+/// calls/s over B's in the same round and of their watched CPU per call: a target against
+/// itself is 1 exactly; a pair naming no target is refused.
+#[tokio::test]
+async fn compare_reports_paired_round_ratios_after_each_concurrency() {
+    let upstream = Served::fixed_upstream();
+    let gw = Gateway::start(&upstream.socket, "v0.1", &["--upstream-dialect=v1"]).await;
+    let plugin = upstream.pid();
+    let args = [
+        "--concurrency=1,4".into(),
+        "--rounds=3".into(),
+        target("direct", &upstream.socket),
+        target("gateway", &gw.socket),
+        format!("--cpu=direct=plugin:{plugin}"),
+        format!("--cpu=gateway=gateway:{},plugin:{plugin}", gw.pid()),
+        "--compare=gateway=direct".into(),
+        "--compare=direct=direct".into(),
+    ];
+    let stdout = measured_raw("builtin", &args).await;
+    let compared: Vec<&str> = stdout.lines().filter(|l| l.starts_with("  ")).collect();
+    assert_eq!(
+        compared.len(),
+        4,
+        "two pairs at two concurrencies: {stdout}"
+    );
+    let figures = |line: &str| -> (f64, f64) {
+        let number = |after: &str| -> f64 {
+            let rest = &line[line.find(after).unwrap() + after.len()..];
+            rest.split(|c: char| c == ',' || c.is_whitespace())
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap_or_else(|e| panic!("{after}: {e}: {line}"))
+        };
+        (
+            number("calls/s "),
+            number("CPU per call (watched processes) "),
+        )
+    };
+    for line in &compared {
+        assert!(line.contains("median of 3 paired rounds"), "{line}");
+        let (calls, cpu) = figures(line);
+        if line.starts_with("  direct / direct") {
+            assert_eq!((calls, cpu), (1.0, 1.0), "{line}");
+        } else {
+            assert!(line.starts_with("  gateway / direct"), "{line}");
+            // The gateway is one more process in the way, and its CPU adds to the plugin's.
+            assert!(calls > 0.0 && calls < 1.5, "{line}");
+            assert!(cpu > 1.0, "{line}");
+        }
+    }
+    let args = [
+        target("direct", &upstream.socket),
+        "--compare=direct=nobody".into(),
+    ];
+    refused(&args, &["--compare names \"nobody\", which is no --target"]).await;
 }
