@@ -86,6 +86,23 @@ async fn one_connection_carries_relayed_and_translated_calls() {
         for (i, r) in join_all(calls).await.into_iter().enumerate() {
             r.unwrap_or_else(|e| panic!("call {i} (splice={splice}): {e:?}"));
         }
+        // One after another: each translated call starts from the state the one before it
+        // left (the splice keeps it, `Splice::spare`), which must not leak into its answer.
+        let mut capabilities = Vec::new();
+        for _ in 0..4 {
+            let reply = legacy
+                .clone()
+                .get_plugin_capabilities(v0_3::GetPluginCapabilitiesRequest {})
+                .await
+                .unwrap_or_else(|e| panic!("splice={splice}: {e:?}\n{}", gw.log_text()))
+                .into_inner();
+            assert!(!reply.capabilities.is_empty(), "splice={splice}: {reply:?}");
+            capabilities.push(reply);
+        }
+        assert!(
+            capabilities.windows(2).all(|w| w[0] == w[1]),
+            "splice={splice}: {capabilities:?}"
+        );
         // Errors keep their codes on either path: a missing name (relayed, the plugin's
         // INVALID_ARGUMENT) and an unknown method (answered by the gateway itself).
         let err = controller

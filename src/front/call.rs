@@ -400,7 +400,7 @@ fn front_reply(
 pub enum Inline {
     /// The hub request, and the message to send the plugin on `sent`, the path
     /// its head named; the reply is [`inline_reply`]'s to translate.
-    Call(Box<crate::hub::Request>, Vec<u8>),
+    Call(crate::hub::Request, Vec<u8>),
     /// Answered without the plugin: refused, or the gateway's own answer.
     Answer(Result<Vec<u8>, Status>),
     /// Not the one call `sent` named, after all: the call takes [`answer`]'s path.
@@ -437,7 +437,7 @@ pub fn inline_request(
         Err(s) => return Inline::Answer(error_reply(Some(route), Origin::Client, s, report)),
     };
     match translate::upstream::single_call(&live.session, &request) {
-        Some((path, message)) if path == sent => Inline::Call(Box::new(request), message),
+        Some((path, message)) if path == sent => Inline::Call(request, message),
         _ => Inline::Fallback,
     }
 }

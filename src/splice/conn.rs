@@ -166,6 +166,8 @@ pub struct Splice<C, U> {
     /// Streams the splice reset on the upstream (most recent last): frames the upstream sent
     /// before it saw the reset are dropped, not passed to the client.
     reset_upstream: VecDeque<u32>,
+    /// Ended translated calls' state, kept for the next ones (see `recycle`).
+    spare: Vec<Box<Translated>>,
     /// Connection window the upstream spent on frames the client never got (translated
     /// replies, replies to reset streams), not given back yet: netted against `debt`, and
     /// given back once it is worth a frame.
@@ -248,7 +250,7 @@ struct Translated {
     /// upstream gets, and the rest is given back then.
     credit: u64,
     /// Once sent: the hub request, which its reply is translated for.
-    request: Option<Box<crate::hub::Request>>,
+    request: Option<crate::hub::Request>,
     reply: BytesMut,
     /// The plugin's reply was larger than a message may be.
     reply_too_large: bool,
@@ -260,6 +262,40 @@ struct Translated {
     /// head alone): its status.
     early: Option<Status>,
 }
+
+impl Translated {
+    /// A new call's state in `t`, an ended call's: its box and buffers are used again.
+    fn reuse(
+        t: &mut Translated,
+        route: Route,
+        path: &'static str,
+        timeout: Option<Duration>,
+        window: i64,
+    ) {
+        let (mut body, mut reply) = (std::mem::take(&mut t.body), std::mem::take(&mut t.reply));
+        body.clear();
+        reply.clear();
+        *t = Translated {
+            route,
+            path,
+            body,
+            timeout,
+            credit: 0,
+            request: None,
+            reply,
+            reply_too_large: false,
+            reply_unacked: 0,
+            window,
+            early: None,
+        };
+    }
+}
+
+/// How many ended translated calls' boxes a splice keeps (`Splice::spare`), and the largest
+/// buffer kept with one: enough for a burst of calls in flight, without holding on to the
+/// memory of an occasional large message.
+const SPARE_TRANSLATED: usize = 256;
+const SPARE_BUFFER: usize = 16 * 1024;
 
 /// The largest request translated on the splice's upstream connection: a larger one is
 /// answered through `call::answer`, since its window is given back to the client only once
@@ -358,6 +394,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             reencode_replies: false,
             own_streams: false,
             reset_upstream: VecDeque::new(),
+            spare: Vec::new(),
             owed_upstream: 0,
             upstream_initial_window: frame::DEFAULT_WINDOW,
             shutdown,
@@ -1112,19 +1149,26 @@ impl<C: Io, U: Io> Splice<C, U> {
         report.driver = Some(self.live.driver_name.clone());
         let side = if let (true, Some(path), Some(route)) = (relayed, inline, route) {
             self.own_streams = true;
-            Side::Translated(Box::new(Translated {
-                route,
-                path,
-                body: BytesMut::new(),
-                timeout: request.timeout,
-                credit: 0,
-                request: None,
-                reply: BytesMut::new(),
-                reply_too_large: false,
-                reply_unacked: 0,
-                window: self.client_initial_window,
-                early: None,
-            }))
+            let window = self.client_initial_window;
+            Side::Translated(match self.spare.pop() {
+                Some(mut t) => {
+                    Translated::reuse(&mut t, route, path, request.timeout, window);
+                    t
+                }
+                None => Box::new(Translated {
+                    route,
+                    path,
+                    body: BytesMut::new(),
+                    timeout: request.timeout,
+                    credit: 0,
+                    request: None,
+                    reply: BytesMut::new(),
+                    reply_too_large: false,
+                    reply_unacked: 0,
+                    window,
+                    early: None,
+                }),
+            })
         } else if relayed {
             Side::Relayed
         } else if service.is_some() {
@@ -1321,9 +1365,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             {
                 let refund = t.credit - (grpc_frame::HEADER + message.len()) as u64;
                 t.credit = 0;
-                // The same buffer takes the reply.
-                t.reply = std::mem::take(&mut t.body);
-                t.reply.clear();
+                t.body.clear();
                 t.request = Some(request);
                 frame::put_message(
                     &mut self.to_upstream,
@@ -2322,6 +2364,21 @@ impl<C: Io, U: Io> Splice<C, U> {
             if let Some(report) = stream.report.take() {
                 self.ended.push((report, stream.started));
             }
+            if let Side::Translated(t) = stream.side {
+                self.recycle(t);
+            }
+        }
+    }
+
+    /// Keeps an ended translated call's box and buffers for the next one: a translated call
+    /// otherwise allocates and frees both (~700 instructions of ~9.4k; callgrind).
+    fn recycle(&mut self, mut t: Box<Translated>) {
+        let small = t.body.capacity() <= SPARE_BUFFER && t.reply.capacity() <= SPARE_BUFFER;
+        if small && self.spare.len() < SPARE_TRANSLATED {
+            // What a reset call left is freed now, not when the box is used again.
+            t.request = None;
+            t.early = None;
+            self.spare.push(t);
         }
     }
 

@@ -222,10 +222,11 @@ impl Decoder {
         index: usize,
         block: &mut &'b [u8],
     ) -> Result<Cow<'b, [u8]>, CompressionError> {
-        if index == 0 {
-            hpack::string(block)
-        } else {
-            Ok(Cow::Owned(self.entry(index)?.0.to_vec()))
+        match index {
+            0 => hpack::string(block),
+            // A static table name is borrowed: every request's `:path` literal names one.
+            1..=61 => Ok(Cow::Borrowed(hpack::STATIC[index - 1].0)),
+            _ => Ok(Cow::Owned(self.entry(index)?.0.to_vec())),
         }
     }
 
