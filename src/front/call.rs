@@ -396,7 +396,11 @@ fn front_reply(
 
 /// What becomes of a call the splice translates on a stream of its own ([`Route::inline_path`]),
 /// once its request message is in.
+///
+/// `Call` is the large variant, moved once into the splice's boxed call state: boxing it
+/// apart would cost an allocation a call.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub enum Inline {
     /// The hub request, and the message to send the plugin on `sent`, the path
     /// its head named; the reply is [`inline_reply`]'s to translate.

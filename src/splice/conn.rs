@@ -166,7 +166,9 @@ pub struct Splice<C, U> {
     /// Streams the splice reset on the upstream (most recent last): frames the upstream sent
     /// before it saw the reset are dropped, not passed to the client.
     reset_upstream: VecDeque<u32>,
-    /// Ended translated calls' state, kept for the next ones (see `recycle`).
+    /// Ended translated calls' state, kept for the next ones (see `recycle`): boxed, as
+    /// `Side::Translated` holds it, so that the box is what is used again.
+    #[allow(clippy::vec_box)]
     spare: Vec<Box<Translated>>,
     /// Connection window the upstream spent on frames the client never got (translated
     /// replies, replies to reset streams), not given back yet: netted against `debt`, and
