@@ -217,13 +217,18 @@ impl Head {
     #[inline]
     fn put(&self, out: &mut BytesMut) {
         // One 9-octet write, not four checked ones: every frame the splice writes has a head.
+        out.put_slice(&Head::bytes(self.len, self.kind, self.flags, self.stream));
+    }
+
+    #[inline]
+    fn bytes(len: usize, kind: Kind, flags: u8, stream: u32) -> [u8; HEAD_LEN] {
         let mut head = [0u8; HEAD_LEN];
-        head[..4].copy_from_slice(&(self.len as u32).to_be_bytes());
+        head[..4].copy_from_slice(&(len as u32).to_be_bytes());
         head.copy_within(1..4, 0);
-        head[3] = self.kind.byte();
-        head[4] = self.flags;
-        head[5..].copy_from_slice(&self.stream.to_be_bytes());
-        out.put_slice(&head);
+        head[3] = kind.byte();
+        head[4] = flags;
+        head[5..].copy_from_slice(&stream.to_be_bytes());
+        head
     }
 }
 
@@ -299,16 +304,16 @@ pub fn put_message(out: &mut BytesMut, stream: u32, message: &[u8], flags: u8, m
     let prefix = crate::grpc::frame::prefix(message.len());
     let total = prefix.len() + message.len();
     if total <= max_frame {
+        // The frame head and the message prefix as one write: a translated call's messages
+        // are often a few octets, where each checked write costs more than its copy.
+        let mut start = [0u8; HEAD_LEN + crate::grpc::frame::HEADER];
+        start[..HEAD_LEN].copy_from_slice(&Head::bytes(total, Kind::Data, flags, stream));
+        start[HEAD_LEN..].copy_from_slice(&prefix);
         out.reserve(HEAD_LEN + total);
-        Head {
-            len: total,
-            kind: Kind::Data,
-            flags,
-            stream,
+        out.put_slice(&start);
+        if !message.is_empty() {
+            out.put_slice(message);
         }
-        .put(out);
-        out.put_slice(&prefix);
-        out.put_slice(message);
         return;
     }
     let mut framed = Vec::with_capacity(total);
