@@ -266,30 +266,40 @@ struct Translated {
 }
 
 impl Translated {
-    /// A new call's state in `t`, an ended call's: its box and buffers are used again.
-    fn reuse(
-        t: &mut Translated,
+    /// A new call's state: in `spare`, an ended call's box, when there is one, whose box and
+    /// buffers are used again.
+    fn start(
+        spare: Option<Box<Translated>>,
         route: Route,
         path: &'static str,
         timeout: Option<Duration>,
         window: i64,
-    ) {
-        let (mut body, mut reply) = (std::mem::take(&mut t.body), std::mem::take(&mut t.reply));
-        body.clear();
-        reply.clear();
-        *t = Translated {
-            route,
-            path,
-            body,
-            timeout,
-            credit: 0,
-            request: None,
-            reply,
-            reply_too_large: false,
-            reply_unacked: 0,
-            window,
-            early: None,
+    ) -> Box<Translated> {
+        let fresh = |mut body: BytesMut, mut reply: BytesMut| {
+            body.clear();
+            reply.clear();
+            Translated {
+                route,
+                path,
+                body,
+                timeout,
+                credit: 0,
+                request: None,
+                reply,
+                reply_too_large: false,
+                reply_unacked: 0,
+                window,
+                early: None,
+            }
         };
+        match spare {
+            Some(mut t) => {
+                let (body, reply) = (std::mem::take(&mut t.body), std::mem::take(&mut t.reply));
+                *t = fresh(body, reply);
+                t
+            }
+            None => Box::new(fresh(BytesMut::new(), BytesMut::new())),
+        }
     }
 }
 
@@ -1152,25 +1162,14 @@ impl<C: Io, U: Io> Splice<C, U> {
         let side = if let (true, Some(path), Some(route)) = (relayed, inline, route) {
             self.own_streams = true;
             let window = self.client_initial_window;
-            Side::Translated(match self.spare.pop() {
-                Some(mut t) => {
-                    Translated::reuse(&mut t, route, path, request.timeout, window);
-                    t
-                }
-                None => Box::new(Translated {
-                    route,
-                    path,
-                    body: BytesMut::new(),
-                    timeout: request.timeout,
-                    credit: 0,
-                    request: None,
-                    reply: BytesMut::new(),
-                    reply_too_large: false,
-                    reply_unacked: 0,
-                    window,
-                    early: None,
-                }),
-            })
+            let spare = self.spare.pop();
+            Side::Translated(Translated::start(
+                spare,
+                route,
+                path,
+                request.timeout,
+                window,
+            ))
         } else if relayed {
             Side::Relayed
         } else if service.is_some() {
@@ -2171,7 +2170,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 "upstream reply ended without a gRPC status",
             )),
         };
-        // Left in place (not moved out, ~1 KiB): it marks the request as sent.
+        // Left in place (not moved out: 304 bytes), where it marks the request as sent.
         let Some(request) = t.request.as_ref() else {
             // Before its request went: answered once the request is whole (`send_translated`).
             t.early = Some(plugin_status.err().unwrap_or_else(|| {
