@@ -1513,7 +1513,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let Side::Local(local) = &mut stream.side else {
             return;
         };
-        local.reply = Some(local_reply(outcome));
+        local.reply = Some(reply_frames(outcome, true));
         stream.report = Some(report);
         self.replying.push_back(id);
     }
@@ -2286,7 +2286,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             if let (false, Ok(message)) = (stream.reply_started, &encoded) {
                 stream.side = Side::Local(Local {
                     window: self.client_initial_window,
-                    reply: Some(local_reply(Ok(message.clone()))),
+                    reply: Some(reply_frames(Ok(message.clone()), true)),
                     ..Local::default()
                 });
                 self.replying.push_back(id);
@@ -2442,14 +2442,10 @@ fn take_frames(
 }
 
 /// The frames of a reply the splice sends itself: the message with OK trailers, or the status
-/// as a trailers-only reply. The first bytes of each block (a size update the client may wait
-/// for) are added when it is written, in `send_replies`.
-fn local_reply(outcome: Result<Vec<u8>, Status>) -> Reply {
-    reply_frames(outcome, true)
-}
-
-/// [`local_reply`], or — `with_head` false, the client has the plugin's reply head already —
-/// the same without its leading headers: a status alone then goes as trailers.
+/// as a trailers-only reply. With `with_head` false (the client has the plugin's reply head
+/// already) the same without its leading headers: a status alone then goes as trailers. The
+/// first bytes of each block (a size update the client may wait for) are added when it is
+/// written, in `send_replies`.
 fn reply_frames(outcome: Result<Vec<u8>, Status>, with_head: bool) -> Reply {
     let mut head = Vec::with_capacity(64);
     if with_head {

@@ -222,11 +222,13 @@ impl Decoder {
         index: usize,
         block: &mut &'b [u8],
     ) -> Result<Cow<'b, [u8]>, CompressionError> {
-        match index {
-            0 => hpack::string(block),
-            // A static table name is borrowed: every request's `:path` literal names one.
-            1..=61 => Ok(Cow::Borrowed(hpack::STATIC[index - 1].0)),
-            _ => Ok(Cow::Owned(self.entry(index)?.0.to_vec())),
+        if index == 0 {
+            return hpack::string(block);
+        }
+        // A static table name is borrowed: every request's `:path` literal names one.
+        match hpack::static_entry(index) {
+            Some((name, _)) => Ok(Cow::Borrowed(name)),
+            None => Ok(Cow::Owned(self.entry(index)?.0.to_vec())),
         }
     }
 

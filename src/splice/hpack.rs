@@ -104,6 +104,12 @@ const HUFFMAN_LENGTHS: [u8; 257] = [
     22, 25, 25, 24, 24, 26, 23, 26, 27, 26, 26, 27, 27, 27, 27, 27, 28, 27, 27, 27, 27, 27, 26, 30,
 ];
 
+/// The static table's entry at `index` (1-based), if it is one: `'static`, so a decoded field
+/// may borrow its name from it.
+pub fn static_entry(index: usize) -> Option<(&'static [u8], &'static [u8])> {
+    index.checked_sub(1).and_then(|i| STATIC.get(i)).copied()
+}
+
 /// The header table: the static entries, then the dynamic ones, newest first (RFC 7541 §2.3).
 pub struct Table {
     dynamic: VecDeque<(Box<[u8]>, Box<[u8]>)>,
@@ -123,8 +129,7 @@ impl Table {
     /// The entry at `index` (1-based, static entries first).
     pub fn get(&self, index: usize) -> Option<(&[u8], &[u8])> {
         match index {
-            0 => None,
-            1..=61 => Some(STATIC[index - 1]),
+            0..=61 => static_entry(index),
             _ => self.dynamic.get(index - 62).map(|(n, v)| (&n[..], &v[..])),
         }
     }
@@ -343,6 +348,18 @@ pub fn huffman_encode(bytes: &[u8], out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_static_entries_are_indexes_1_to_61() {
+        assert_eq!(static_entry(0), None);
+        assert_eq!(static_entry(1), Some((&b":authority"[..], &b""[..])));
+        assert_eq!(static_entry(4), Some((&b":path"[..], &b"/"[..])));
+        assert_eq!(static_entry(61), Some((&b"www-authenticate"[..], &b""[..])));
+        assert_eq!(static_entry(62), None);
+        let table = Table::new(4096);
+        assert_eq!(table.get(4), static_entry(4));
+        assert_eq!(table.get(0), None);
+    }
 
     /// The codes the lengths define are the RFC's: checked through `loona-hpack`'s decoder,
     /// which holds the RFC's table of codes, on every byte value.
