@@ -353,7 +353,7 @@ async fn translated(
         return error_reply(Some(route), Origin::Client, s, report);
     }
     let request = match translate::front::decode_front_method(dialect, route.method, &message) {
-        Ok(FrontCall::Hub(request)) => request,
+        Ok(FrontCall::Hub(request)) => *request,
         Ok(FrontCall::Local(reply)) => return Ok(reply),
         // A request the gateway could not translate: the client's to fix.
         Err(s) => return error_reply(Some(route), Origin::Client, s, report),
@@ -396,15 +396,11 @@ fn front_reply(
 
 /// What becomes of a call the splice translates on a stream of its own ([`Route::inline_path`]),
 /// once its request message is in.
-///
-/// `Call` is the large variant, moved once into the splice's boxed call state: boxing it
-/// apart would cost an allocation a call.
 #[derive(Debug)]
-#[allow(clippy::large_enum_variant)]
 pub enum Inline {
     /// The hub request, and the message to send the plugin on `sent`, the path
     /// its head named; the reply is [`inline_reply`]'s to translate.
-    Call(crate::hub::Request, Vec<u8>),
+    Call(Box<crate::hub::Request>, Vec<u8>),
     /// Answered without the plugin: refused, or the gateway's own answer.
     Answer(Result<Vec<u8>, Status>),
     /// Not the one call `sent` named, after all: the call takes [`answer`]'s path.

@@ -303,7 +303,7 @@ fn the_translation_of_an_eligible_call_is_the_identity() {
         };
         let (path, body) = match s.upstream {
             Dialect::V1 => (hub.method().path(), hub.encode()),
-            Dialect::V0_3 => translate::v0_3::upstream_request(hub.clone()).unwrap(),
+            Dialect::V0_3 => translate::v0_3::upstream_request(*hub.clone()).unwrap(),
             other => panic!("{other}"),
         };
         assert_eq!(path, s.upstream_path, "{s:?}");

@@ -120,6 +120,8 @@ pub struct Splice<C, U> {
     upstream_expects_update: Option<usize>,
     /// A request block whose `:path` was rewritten in place, kept to be reused by the next.
     rewritten: Vec<u8>,
+    /// The `:path` fields put in place of the client's in its frames as they came.
+    path_fields: headers::PathFields,
     /// The upstream sent GOAWAY: no new stream is relayed to it.
     upstream_draining: bool,
     resets: Rate,
@@ -252,7 +254,7 @@ struct Translated {
     /// upstream gets, and the rest is given back then.
     credit: u64,
     /// Once sent: the hub request, which its reply is translated for.
-    request: Option<crate::hub::Request>,
+    request: Option<Box<crate::hub::Request>>,
     reply: BytesMut,
     /// The plugin's reply was larger than a message may be.
     reply_too_large: bool,
@@ -385,6 +387,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             settings_to_upstream: VecDeque::new(),
             upstream_expects_update: None,
             rewritten: Vec::new(),
+            path_fields: headers::PathFields::default(),
             upstream_draining: false,
             resets: Rate::default(),
             local_bodies: 0,
@@ -1282,13 +1285,21 @@ impl<C: Io, U: Io> Splice<C, U> {
         if !self.reencode {
             // The client's encoder signals its own table's changes to the upstream.
             self.upstream_expects_update = None;
-            let rewritten = request.rewrite.is_some_and(|(span, path)| {
-                headers::rewrite_path(block, span, path, &mut self.rewritten)
-            });
             // Several `:path` fields, or one in trailers (both malformed), may leave an entry
             // in the upstream's table that no in-place rewrite made: no later block may refer
             // to the upstream's table then.
             self.reencode = request.paths > 1 || (trailers && request.paths > 0);
+            if let Some((span, path)) = request.rewrite {
+                if self
+                    .path_fields
+                    .put_rewritten(frames, block, span, path, &mut self.to_upstream)
+                {
+                    return;
+                }
+            }
+            let rewritten = request.rewrite.is_some_and(|(span, path)| {
+                headers::rewrite_path(block, span, path, &mut self.rewritten)
+            });
             if !rewritten {
                 return self.to_upstream.extend_from_slice(frames);
             }
@@ -2170,7 +2181,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 "upstream reply ended without a gRPC status",
             )),
         };
-        // Left in place (not moved out: 304 bytes), where it marks the request as sent.
+        // Left in place, where it marks the request as sent.
         let Some(request) = t.request.as_ref() else {
             // Before its request went: answered once the request is whole (`send_translated`).
             t.early = Some(plugin_status.err().unwrap_or_else(|| {

@@ -333,18 +333,77 @@ pub fn localize_authority(fields: &mut Vec<Field>) {
 /// every call rather than allocate one per call); false, and `out` empty, when indexed.
 pub fn rewrite_path(block: &[u8], span: Span, path: &str, out: &mut Vec<u8>) -> bool {
     out.clear();
-    // Static table index 4 is `:path`.
-    let (flags, prefix) = match span.rep {
+    out.reserve(block.len() + path.len());
+    out.extend_from_slice(&block[..span.start]);
+    if !put_path_field(out, span.rep, path, false) {
+        out.clear();
+        return false;
+    }
+    out.extend_from_slice(&block[span.end..]);
+    true
+}
+
+/// The `:path` fields [`PathFields::put_rewritten`] puts in place of a client's, kept per
+/// connection: one entry for each path and representation, raw and Huffman-coded.
+#[derive(Default)]
+pub struct PathFields(Vec<(&'static str, Rep, [Vec<u8>; 2])>);
+
+impl PathFields {
+    /// [`rewrite_path`] without rebuilding the block: `frames`, one unpadded HEADERS frame
+    /// whose payload is `block` alone, is written to `out` with the field at `span` replaced by
+    /// `path`'s, when the two are as long (a path of as many characters, coded as the client's
+    /// was: v0 and v1 paths differ in a digit, which Huffman codes in as many bits). Else
+    /// false, and `out` as it was.
+    pub fn put_rewritten(
+        &mut self,
+        frames: &[u8],
+        block: &[u8],
+        span: Span,
+        path: &'static str,
+        out: &mut bytes::BytesMut,
+    ) -> bool {
+        if frames.len() != super::frame::HEAD_LEN + block.len() || span.rep == Rep::Indexed {
+            return false;
+        }
+        let len = span.end - span.start;
+        let Some(field) = self.fields(path, span.rep).iter().find(|f| f.len() == len) else {
+            return false;
+        };
+        let at = out.len() + super::frame::HEAD_LEN + span.start;
+        out.extend_from_slice(frames);
+        out[at..at + len].copy_from_slice(field);
+        true
+    }
+
+    fn fields(&mut self, path: &'static str, rep: Rep) -> &[Vec<u8>; 2] {
+        let known = self
+            .0
+            .iter()
+            .position(|(p, r, _)| std::ptr::eq(*p, path) && *r == rep);
+        let i = known.unwrap_or_else(|| {
+            let field = |huffman| {
+                let mut out = Vec::with_capacity(path.len() + 2);
+                put_path_field(&mut out, rep, path, huffman);
+                out // empty for an indexed field, which matches no span's length
+            };
+            self.0.push((path, rep, [field(false), field(true)]));
+            self.0.len() - 1
+        });
+        &self.0[i].2
+    }
+}
+
+/// A `:path` literal field by the static table's name (index 4), represented as `rep`; false
+/// for an indexed field, which has no literal.
+fn put_path_field(out: &mut Vec<u8>, rep: Rep, path: &str, huffman: bool) -> bool {
+    let (flags, prefix) = match rep {
         Rep::Indexed => return false,
         Rep::Incremental => (0x40, 6),
         Rep::Literal(Indexing::Allowed) => (0x00, 4),
         Rep::Literal(Indexing::Never) => (0x10, 4),
     };
-    out.reserve(block.len() + path.len());
-    out.extend_from_slice(&block[..span.start]);
     hpack::put_integer(out, flags, prefix, 4);
-    hpack::put_string(out, path.as_bytes(), false);
-    out.extend_from_slice(&block[span.end..]);
+    hpack::put_string(out, path.as_bytes(), huffman);
     true
 }
 
@@ -775,6 +834,7 @@ mod tests {
         let block5 = vec![0x80 | 62, 0x80 | 63, 0x83];
         let block6 = vec![0x80 | 64];
         let (mut client, mut upstream) = (Decoder::default(), Decoder::default());
+        let (mut fields, mut patched_upstream) = (PathFields::default(), Decoder::default());
         let blocks = [block1, block2, block3, block4, block5, block6];
         for (i, block) in blocks.iter().enumerate() {
             let seen = request(&mut client, block, true).unwrap();
@@ -785,7 +845,33 @@ mod tests {
             if !rewrite_path(block, span, to, &mut sent) {
                 sent = block.clone();
             }
+            // The frame patched where it lies reads the same as the block rebuilt.
+            let mut frame = bytes::BytesMut::new();
+            super::super::frame::put_headers(&mut frame, 1, block, false, 1 << 14);
+            let mut patched = bytes::BytesMut::from(&b"before"[..]);
+            // Not block 4's: its name, entry 63, takes a byte more than the static one.
+            let fits = [0, 2].contains(&i);
+            assert_eq!(
+                fields.put_rewritten(&frame, block, span, to, &mut patched),
+                fits,
+                "block {i}"
+            );
+            let patched_block = match fits {
+                true => {
+                    assert_eq!(&patched[..6], b"before");
+                    assert_eq!(patched.len(), 6 + frame.len());
+                    assert_eq!(patched[6..6 + 9], frame[..9], "block {i}: the frame head");
+                    patched[6 + 9..].to_vec()
+                }
+                false => {
+                    assert_eq!(&patched[..], b"before");
+                    sent.clone() // what the splice sends then
+                }
+            };
             let got = request(&mut upstream, &sent, true).unwrap();
+            let also = request(&mut patched_upstream, &patched_block, true).unwrap();
+            assert_eq!(got.fields, also.fields, "block {i}");
+            assert_eq!(patched_upstream.table_max(), upstream.table_max());
             let expected: Vec<_> = seen
                 .fields
                 .iter()
@@ -801,6 +887,48 @@ mod tests {
                 .collect();
             assert_eq!(fields, expected, "block {i}");
             assert_eq!(client.table_max(), upstream.table_max());
+        }
+    }
+
+    /// A frame that is not one unpadded HEADERS frame holding the block, or a client's field
+    /// longer than the upstream's (a literal name), is left to `rewrite_path`.
+    #[test]
+    fn a_path_is_patched_in_place_only_where_it_fits() {
+        let (from, to) = ("/csi.v0.Identity/Probe", "/csi.v1.Identity/Probe");
+        let mut by_name = vec![0x83, 0x00]; // :path by a literal name, without indexing
+        hpack::put_string(&mut by_name, b":path", false);
+        hpack::put_string(&mut by_name, from.as_bytes(), false);
+        let mut indexed_name = vec![0x83, 0x04];
+        hpack::put_string(&mut indexed_name, from.as_bytes(), true);
+        let mut fields = PathFields::default();
+        for (block, padded, fits) in [
+            (&by_name, false, false),
+            (&indexed_name, true, false),
+            (&indexed_name, false, true),
+        ] {
+            let span = request(&mut Decoder::default(), block, false)
+                .unwrap()
+                .path_span
+                .unwrap();
+            let mut frame = bytes::BytesMut::new();
+            let payload: Vec<u8> = match padded {
+                true => [&[0u8][..], block].concat(),
+                false => block.clone(),
+            };
+            let flags = super::super::frame::END_HEADERS | if padded { 0x8 } else { 0 };
+            super::super::frame::put(
+                &mut frame,
+                super::super::frame::Kind::Headers,
+                flags,
+                1,
+                &payload,
+            );
+            let mut out = bytes::BytesMut::new();
+            assert_eq!(
+                fields.put_rewritten(&frame, block, span, to, &mut out),
+                fits
+            );
+            assert_eq!(out.is_empty(), !fits);
         }
     }
 }

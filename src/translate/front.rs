@@ -39,7 +39,7 @@ pub fn decode_front_method(
             let method = Method::from_v1_path(path).ok_or_else(|| unknown_path(dialect, path))?;
             let req =
                 Request::decode(method, body).map_err(|e| super::bad_request(info.request, e))?;
-            FrontCall::Hub(req)
+            FrontCall::Hub(Box::new(req))
         }
         Dialect::V0_3 => v0_3::front_request(info.method, body)?,
         Dialect::V0_1 => v0_1::front_request(info.method, body)?,

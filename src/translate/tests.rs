@@ -176,7 +176,7 @@ fn every_hub_request_to_every_upstream_dialect_and_back() {
             let FrontCall::Hub(back) = decode_front(dialect, path, &bytes).unwrap() else {
                 panic!("{dialect} {method}: answered locally")
             };
-            assert_eq!(back, req, "{dialect} {method}");
+            assert_eq!(*back, req, "{dialect} {method}");
             checked += 1;
         }
     }
@@ -236,7 +236,7 @@ fn v1_front_is_the_identity() {
         else {
             panic!()
         };
-        assert_eq!(back, req);
+        assert_eq!(*back, req);
         let resp = fixtures::response(method);
         assert_eq!(
             encode_front(Dialect::V1, method.path(), Ok(resp.clone())).unwrap(),

@@ -84,7 +84,7 @@ pub(crate) fn front_request(method: &str, body: &[u8]) -> Result<FrontCall, Stat
             )))
         }
     };
-    Ok(FrontCall::Hub(req))
+    Ok(FrontCall::Hub(Box::new(req)))
 }
 
 /// `msg`, typed as the input of `conv` (so its `version` can be read before converting).

@@ -281,7 +281,7 @@ fn probes_are_probe() {
         let FrontCall::Hub(req) = front_request(name, &body).unwrap() else {
             panic!()
         };
-        assert_eq!(req, Req::Probe(Default::default()));
+        assert_eq!(*req, Req::Probe(Default::default()));
         assert!(
             front_reply(name, Resp::Probe(v1::ProbeResponse { ready: None }))
                 .unwrap()
@@ -298,7 +298,7 @@ fn probes_are_probe() {
     .unwrap() else {
         panic!()
     };
-    assert_eq!(req, Req::NodeGetInfo(Default::default()));
+    assert_eq!(*req, Req::NodeGetInfo(Default::default()));
 }
 
 #[test]

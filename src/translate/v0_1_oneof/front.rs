@@ -114,7 +114,7 @@ fn translate_request(method: &str, body: &[u8]) -> Result<FrontCall, Status> {
             )))
         }
     };
-    Ok(FrontCall::Hub(req))
+    Ok(FrontCall::Hub(Box::new(req)))
 }
 
 /// Wraps a result message into the draft reply `$t` of module `$m`.

@@ -462,9 +462,10 @@ fn node_ids_cross_in_both_directions() {
         ..Default::default()
     }
     .encode_to_vec();
-    let FrontCall::Hub(Req::ControllerPublishVolume(r)) =
-        front_request("ControllerPublishVolume", &body).unwrap()
-    else {
+    let FrontCall::Hub(req) = front_request("ControllerPublishVolume", &body).unwrap() else {
+        panic!()
+    };
+    let Req::ControllerPublishVolume(r) = *req else {
         panic!()
     };
     assert!(r.node_id.starts_with(ids::PREFIX));

@@ -55,7 +55,7 @@ pub(crate) fn front_request(method: &str, body: &[u8]) -> Result<FrontCall, Stat
             )))
         }
     };
-    Ok(FrontCall::Hub(req))
+    Ok(FrontCall::Hub(Box::new(req)))
 }
 
 /// The hub reply → the v0.3 reply to RPC `method`.

@@ -297,7 +297,7 @@ fn node_get_id_is_node_get_info() {
     let FrontCall::Hub(req) = front_request("NodeGetId", &[]).unwrap() else {
         panic!()
     };
-    assert_eq!(req, Req::NodeGetInfo(Default::default()));
+    assert_eq!(*req, Req::NodeGetInfo(Default::default()));
     let bytes = front_reply("NodeGetId", fixtures::response(Method::NodeGetInfo)).unwrap();
     assert_eq!(
         d::NodeGetIdResponse::decode(bytes.as_slice())
