@@ -6,11 +6,12 @@
 //! fall back to the supervisor's shared one. On shutdown every connection is told to go away and
 //! gets `grace` to finish its calls.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -39,15 +40,13 @@ pub async fn serve(
     let mut connections = JoinSet::new();
     let mut stop = shutdown.clone();
     let max = shared.limits.max_connections;
+    let lingering = Arc::new(AtomicUsize::new(0));
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((io, _)) if connections.len() >= max => {
-                    // Told why, then closed at once (see `limits::refusal`). A new socket's
-                    // buffer takes these few bytes without waiting; if not, it just closes.
                     tracing::warn!(limit = max, "too many client connections; one refused");
-                    let _ = io.try_write(&super::limits::refusal());
-                    drop(io);
+                    refuse(io, &lingering);
                 }
                 Ok((io, _)) if splice => {
                     connections.spawn(splice_or_serve(io, shared.clone(), shutdown.clone()));
@@ -81,6 +80,35 @@ pub async fn serve(
     } else if in_flight > 0 {
         tracing::info!(connections = in_flight, "drained");
     }
+}
+
+/// Refused connections that wait for their client to close, at most, at once; past that a
+/// refused connection is closed at once, so a flood of connections holds no more than this.
+const MAX_LINGERING: usize = 64;
+/// How long a refused connection waits for its client to close.
+const LINGER: Duration = Duration::from_secs(1);
+
+/// Tells a connection past the limit why (`limits::refusal`) and closes it once the client is
+/// done: the gateway's side is shut for writing at once, and what the client still sends (its
+/// preface, typically, which may come after the refusal was written) is read and dropped until
+/// it closes, for [`LINGER`] at most. Closed at once instead, a client that had not written its
+/// preface yet gets a broken pipe, and never reads the GOAWAY. A new socket's buffer takes the
+/// refusal's few bytes without waiting; if not, the connection just closes.
+fn refuse(io: UnixStream, lingering: &Arc<AtomicUsize>) {
+    let _ = io.try_write(&super::limits::refusal());
+    if lingering.load(Ordering::Relaxed) >= MAX_LINGERING {
+        return;
+    }
+    lingering.fetch_add(1, Ordering::Relaxed);
+    let lingering = lingering.clone();
+    tokio::spawn(async move {
+        let mut io = io;
+        let _ = io.shutdown().await;
+        let mut sink = [0u8; 4096];
+        let drained = async { while let Ok(1..) = io.read(&mut sink).await {} };
+        let _ = tokio::time::timeout(LINGER, drained).await;
+        lingering.fetch_sub(1, Ordering::Relaxed);
+    });
 }
 
 /// Splices the connection when the upstream is live and a connection of its own to it can be

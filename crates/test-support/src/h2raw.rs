@@ -162,7 +162,18 @@ impl Reply {
 impl Peer {
     /// Connects and sends the preface with `values` as SETTINGS, nothing more.
     pub async fn open(socket: &Path, values: &[(u16, u32)]) -> Peer {
+        Peer::open_after(socket, values, std::time::Duration::ZERO).await
+    }
+
+    /// [`Peer::open`], with the preface sent `delay` after connecting: a client slower than
+    /// the server's first bytes.
+    pub async fn open_after(
+        socket: &Path,
+        values: &[(u16, u32)],
+        delay: std::time::Duration,
+    ) -> Peer {
         let mut io = UnixStream::connect(socket).await.expect("connect");
+        tokio::time::sleep(delay).await;
         let mut out = PREFACE.to_vec();
         out.extend_from_slice(&settings(values));
         io.write_all(&out).await.unwrap();
