@@ -1289,32 +1289,31 @@ impl<C: Io, U: Io> Splice<C, U> {
             // in the upstream's table that no in-place rewrite made: no later block may refer
             // to the upstream's table then.
             self.reencode = request.paths > 1 || (trailers && request.paths > 0);
+            // A rewritten path is patched where it lies when it can be, else its block rebuilt.
             if let Some((span, path)) = request.rewrite {
+                let out = &mut self.to_upstream;
                 if self
                     .path_fields
-                    .put_rewritten(frames, block, span, path, &mut self.to_upstream)
+                    .put_rewritten(frames, block, span, path, out)
                 {
                     return;
                 }
+                if headers::rewrite_path(block, span, path, &mut self.rewritten) {
+                    frame::put_headers(
+                        out,
+                        id,
+                        &self.rewritten,
+                        end_stream,
+                        self.upstream_max_frame,
+                    );
+                    // Kept for the next call at the size of an ordinary block, not the largest.
+                    if self.rewritten.capacity() > 4096 {
+                        self.rewritten = Vec::new();
+                    }
+                    return;
+                }
             }
-            let rewritten = request.rewrite.is_some_and(|(span, path)| {
-                headers::rewrite_path(block, span, path, &mut self.rewritten)
-            });
-            if !rewritten {
-                return self.to_upstream.extend_from_slice(frames);
-            }
-            frame::put_headers(
-                &mut self.to_upstream,
-                id,
-                &self.rewritten,
-                end_stream,
-                self.upstream_max_frame,
-            );
-            // Kept for the next call at the size of an ordinary block, not of the largest.
-            if self.rewritten.capacity() > 4096 {
-                self.rewritten = Vec::new();
-            }
-            return;
+            return self.to_upstream.extend_from_slice(frames);
         }
         let block = headers::encode(request.fields, self.upstream_expects_update.take());
         frame::put_headers(

@@ -384,7 +384,7 @@ impl PathFields {
             let field = |huffman| {
                 let mut out = Vec::with_capacity(path.len() + 2);
                 put_path_field(&mut out, rep, path, huffman);
-                out // empty for an indexed field, which matches no span's length
+                out
             };
             self.0.push((path, rep, [field(false), field(true)]));
             self.0.len() - 1
