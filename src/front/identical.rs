@@ -33,6 +33,11 @@
 //! | v1 | v0.3 | GetPluginInfo | `/csi.v0.Identity/GetPluginInfo` |
 //! | v1 | v0.3 | Probe | `/csi.v0.Identity/Probe` |
 //!
+//! A call whose request has no field in either revision ([`request_empty`]: the three
+//! capability calls, both ways) is half of this: its reply is translated in full, but its
+//! request, which can only be the empty one, goes on as it came (`splice::conn`,
+//! `Asked::Empty`), with the same exception for bytes that are not valid protobuf.
+//!
 //! Everything a translated call leaves stays the same on this path: it is counted in
 //! `csi_gateway_translations_total` with its dialect pair, path and outcome (an upstream
 //! UNAVAILABLE, DEADLINE_EXCEEDED or CANCELLED counting as the gateway's, as a translated call
@@ -181,6 +186,30 @@ pub fn upstream_path(front: Dialect, front_path: &str) -> Option<(Dialect, &'sta
         .iter()
         .find(|s| s.front == front && s.front_path == front_path)
         .map(|s| (s.upstream, s.upstream_path))
+}
+
+/// Whether the request of a call on `front_path` of `front` to an `upstream` plugin has no
+/// field in either revision ([`Schema::request_empty`]): every request such a client sends
+/// decodes to the one empty request, so the splice relays it as it came and translates only
+/// the reply (`splice::conn`, `Asked::Empty`). The same exception as above holds: bytes
+/// that are not valid protobuf, or unknown fields, reach the plugin instead of being dropped.
+pub fn request_empty(front: Dialect, front_path: &str, upstream: Dialect) -> bool {
+    SCHEMA.iter().any(|s| {
+        s.front == front && s.upstream == upstream && s.front_path == front_path && s.request_empty
+    })
+}
+
+/// The one request a call of `method` stands for when its request has no field
+/// ([`request_empty`]): the empty message, decoded once.
+pub fn empty_request(method: Method) -> &'static crate::hub::Request {
+    static EMPTY: LazyLock<Vec<crate::hub::Request>> = LazyLock::new(|| {
+        Method::ALL
+            .iter()
+            .map(|&m| crate::hub::Request::decode(m, &[]).expect("an empty message decodes"))
+            .collect()
+    });
+    // `Method::ALL` lists the methods in declaration order (asserted in the tests).
+    &EMPTY[method as usize]
 }
 
 #[cfg(test)]

@@ -325,3 +325,73 @@ fn the_translation_of_an_eligible_call_is_the_identity() {
         );
     }
 }
+
+#[test]
+fn empty_request_is_indexed_by_method() {
+    for (i, &m) in Method::ALL.iter().enumerate() {
+        assert_eq!(
+            m as usize, i,
+            "{m:?}: Method::ALL is not in declaration order"
+        );
+        assert_eq!(empty_request(m).method(), m);
+    }
+}
+
+/// The calls whose request the splice relays as it came (`Asked::Empty`): for each, the full
+/// translation of the empty request is the one call the splice names, with an empty message,
+/// for the request `empty_request` stands for; and which calls they are.
+#[test]
+fn requests_with_no_field_are_relayed_as_the_translation_would_send_them() {
+    let router = super::super::router::Router::new(&[Dialect::V1, Dialect::V0_3])
+        .unwrap()
+        .serving_v0_2(false);
+    let mut relayed = Vec::new();
+    for front in [Dialect::V1, Dialect::V0_3] {
+        for info in front.methods() {
+            let route = router.route(info.path).unwrap();
+            for upstream in [Dialect::V1, Dialect::V0_3] {
+                let Some(inline) = route.inline_call(upstream) else {
+                    continue;
+                };
+                let Some(method) = inline.empty_request else {
+                    continue;
+                };
+                let what = format!("{} {front} -> {upstream}", info.path);
+                let Ok(FrontCall::Hub(request)) =
+                    translate::front::decode_front_method(front, info, &[])
+                else {
+                    panic!("{what}: the empty request is not one hub request");
+                };
+                assert_eq!(*request, *empty_request(method), "{what}");
+                let session = translate::UpstreamSession::new(upstream, None);
+                assert_eq!(
+                    translate::upstream::single_call(&session, &request),
+                    Some((inline.path, Vec::new())),
+                    "{what}"
+                );
+                // Wire-identical calls are relayed before this is asked.
+                if route.identical_path(upstream).is_none() {
+                    relayed.push(format!("{front} -> {upstream} {}", info.method));
+                }
+            }
+        }
+    }
+    relayed.sort();
+    assert_eq!(
+        relayed,
+        [
+            "v0.3 -> v1 ControllerGetCapabilities",
+            "v0.3 -> v1 GetPluginCapabilities",
+            "v0.3 -> v1 NodeGetCapabilities",
+            "v1 -> v0.3 ControllerGetCapabilities",
+            "v1 -> v0.3 GetPluginCapabilities",
+            "v1 -> v0.3 NodeGetCapabilities",
+        ]
+    );
+    // A v0.2 client's requests are read: the gateway may refuse them.
+    let v0_2 = super::super::router::Router::new(&[Dialect::V1, Dialect::V0_3])
+        .unwrap()
+        .serving_v0_2(true);
+    let caps = v0_2.route("/csi.v0.Node/NodeGetCapabilities").unwrap();
+    assert_eq!(caps.inline_call(Dialect::V1).unwrap().empty_request, None);
+}

@@ -186,6 +186,8 @@ mod tests {
             decode: true,
             identical: None,
             inline: [None; 4],
+            inline_empty: [false; 4],
+            hub: None,
         }
     }
 

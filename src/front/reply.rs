@@ -75,6 +75,8 @@ mod tests {
             decode: false,
             identical: None,
             inline: [None; 4],
+            inline_empty: [false; 4],
+            hub: None,
         })
     }
 

@@ -19,9 +19,24 @@ pub struct Route {
     /// The upstream dialect whose messages for this method are wire-identical to the front's,
     /// and its path there ([`super::identical`]).
     pub identical: Option<(Dialect, &'static str)>,
-    /// Per upstream dialect (in [`Dialect::ALL`]'s order), the plugin path on which the splice
-    /// translates this call as one call on its own upstream connection ([`Route::inline_path`]).
+    /// Per upstream dialect (in [`Dialect::ALL`]'s order), the plugin method on which the
+    /// splice translates this call as one call on its own upstream connection
+    /// ([`Route::inline_call`]), and whether its request is relayed as it came.
     pub inline: [Option<&'static MethodInfo>; 4],
+    pub inline_empty: [bool; 4],
+    /// The hub method this route's calls are, where there is one.
+    pub hub: Option<Method>,
+}
+
+/// A call the splice translates as one call on its own upstream connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Inline {
+    /// The plugin's path.
+    pub path: &'static str,
+    /// The hub method, when neither revision's request has a field
+    /// ([`super::identical::request_empty`]): the client's request is relayed as it came and
+    /// only the reply is translated, for the empty request.
+    pub empty_request: Option<Method>,
 }
 
 impl Route {
@@ -57,24 +72,37 @@ impl Route {
     ///
     /// [`single_call_path`]: crate::translate::upstream::single_call_path
     pub fn inline_path(&self, upstream: Dialect) -> Option<&'static str> {
-        let at = Dialect::ALL.iter().position(|d| *d == upstream)?;
-        self.inline[at].map(|m| m.path)
+        self.inline_call(upstream).map(|i| i.path)
     }
-}
 
-/// [`Route::inline`], worked out once when the table is built.
-fn inline_paths(r: &Route) -> [Option<&'static MethodInfo>; 4] {
-    Dialect::ALL.map(|upstream| {
-        if r.dialect == upstream || r.decode || r.method.server_streaming {
-            return None;
-        }
-        let method = Method::ALL
+    /// The call behind [`Route::inline_path`], with whether its request is relayed as it came.
+    pub fn inline_call(&self, upstream: Dialect) -> Option<Inline> {
+        let at = Dialect::ALL.iter().position(|d| *d == upstream)?;
+        Some(Inline {
+            path: self.inline[at]?.path,
+            empty_request: self.hub.filter(|_| self.inline_empty[at]),
+        })
+    }
+
+    /// Works out [`Route::inline`] and [`Route::inline_empty`] for the route as it is.
+    fn with_inline(mut self) -> Route {
+        self.hub = Method::ALL
             .iter()
             .copied()
-            .find(|m| m.name() == r.method.method)?;
-        let path = crate::translate::upstream::single_call_path(upstream, method)?;
-        upstream.method(path)
-    })
+            .find(|m| m.name() == self.method.method);
+        self.inline = Dialect::ALL.map(|upstream| {
+            if self.dialect == upstream || self.decode || self.method.server_streaming {
+                return None;
+            }
+            let path = crate::translate::upstream::single_call_path(upstream, self.hub?)?;
+            upstream.method(path)
+        });
+        // A v0.2 client's request may be refused by the gateway (`v0_2_refusal`): it is read.
+        self.inline_empty = Dialect::ALL.map(|upstream| {
+            !self.v0_2 && super::identical::request_empty(self.dialect, self.method.path, upstream)
+        });
+        self
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -100,11 +128,10 @@ impl Router {
                     decode: false,
                     identical: super::identical::upstream_path(dialect, method.path),
                     inline: [None; 4],
-                };
-                let route = Route {
-                    inline: inline_paths(&route),
-                    ..route
-                };
+                    inline_empty: [false; 4],
+                    hub: None,
+                }
+                .with_inline();
                 if let Some(other) = routes.insert(method.path, route) {
                     if other.dialect != dialect {
                         return Err(PackageClash(other.dialect, dialect));
@@ -123,6 +150,7 @@ impl Router {
             if r.v0_2 && crate::translate::front::v0_2_translates(r.method.method) {
                 r.identical = None;
             }
+            *r = r.with_inline();
         }
         self
     }
@@ -131,7 +159,7 @@ impl Router {
     pub fn decoding(mut self, policy: &Policy) -> Router {
         for r in self.routes.values_mut() {
             r.decode = policy.decodes(r.method);
-            r.inline = inline_paths(r);
+            *r = r.with_inline();
         }
         self
     }

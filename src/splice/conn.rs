@@ -226,6 +226,16 @@ impl Side {
     fn on_upstream(&self) -> bool {
         matches!(self, Side::Relayed | Side::Translated(_))
     }
+
+    /// The client's request frames go on to the upstream as they came: a relayed call's, and
+    /// a translated call's whose request has no field (`Asked::Empty`).
+    fn relays_request(&self) -> bool {
+        match self {
+            Side::Relayed => true,
+            Side::Translated(t) => matches!(t.asked, Asked::Empty(_)),
+            _ => false,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -253,8 +263,8 @@ struct Translated {
     /// Connection window the client's DATA took: it pays for the translated message the
     /// upstream gets, and the rest is given back then.
     credit: u64,
-    /// Once sent: the hub request, which its reply is translated for.
-    request: Option<Box<crate::hub::Request>>,
+    /// What the plugin was asked, which its reply is translated for.
+    asked: Asked,
     reply: BytesMut,
     /// The plugin's reply was larger than a message may be.
     reply_too_large: bool,
@@ -267,6 +277,23 @@ struct Translated {
     early: Option<Status>,
 }
 
+/// What a translated call's plugin was asked.
+enum Asked {
+    /// Nothing yet: the request is translated once whole (`send_translated`).
+    Not,
+    /// The hub request, translated and sent.
+    Hub(Box<crate::hub::Request>),
+    /// The client's request, relayed as it came: neither revision's request for this method
+    /// has a field (`Inline::empty_request`), so it stands for the one empty request.
+    Empty(crate::hub::Method),
+}
+
+impl Asked {
+    fn sent(&self) -> bool {
+        !matches!(self, Asked::Not)
+    }
+}
+
 impl Translated {
     /// A new call's state: in `spare`, an ended call's box, when there is one, whose box and
     /// buffers are used again.
@@ -276,6 +303,7 @@ impl Translated {
         path: &'static str,
         timeout: Option<Duration>,
         window: i64,
+        empty_request: Option<crate::hub::Method>,
     ) -> Box<Translated> {
         let fresh = |mut body: BytesMut, mut reply: BytesMut| {
             body.clear();
@@ -286,7 +314,7 @@ impl Translated {
                 body,
                 timeout,
                 credit: 0,
-                request: None,
+                asked: empty_request.map_or(Asked::Not, Asked::Empty),
                 reply,
                 reply_too_large: false,
                 reply_unacked: 0,
@@ -937,7 +965,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         let too_large = match &self.streams[&head.stream].side {
             Side::Translated(t) => {
-                t.request.is_none() && t.credit + head.len as u64 > MAX_TRANSLATED_REQUEST
+                !t.asked.sent() && t.credit + head.len as u64 > MAX_TRANSLATED_REQUEST
             }
             _ => false,
         };
@@ -968,8 +996,24 @@ impl<C: Io, U: Io> Splice<C, U> {
             return Ok(());
         }
         stream.request_done = end;
+        let relays = stream.side.relays_request();
         match &mut stream.side {
-            Side::Relayed => {
+            Side::Translated(t) if !relays => {
+                let range = frame::content(&head, payload).map_err(|_| malformed())?;
+                if !end {
+                    t.body.extend_from_slice(&payload[range.clone()]);
+                }
+                // The connection's share pays for what the upstream gets (`send_translated`).
+                t.credit += head.len as u64;
+                if head.len > 0 && !end {
+                    frame::put_window_update(own, head.stream, head.len as u32);
+                }
+                if end {
+                    self.send_translated(head.stream, &payload[range]);
+                }
+            }
+            // A relayed request, or a translated call's that has no field (`Asked::Empty`).
+            Side::Relayed | Side::Translated(_) => {
                 if let Some(report) = stream.report.as_mut() {
                     if report.request.is_none() {
                         let range = frame::content(&head, payload).map_err(|_| malformed())?;
@@ -1011,20 +1055,6 @@ impl<C: Io, U: Io> Splice<C, U> {
                 }
                 if end {
                     self.start_local(head.stream);
-                }
-            }
-            Side::Translated(t) => {
-                let range = frame::content(&head, payload).map_err(|_| malformed())?;
-                if !end {
-                    t.body.extend_from_slice(&payload[range.clone()]);
-                }
-                // The connection's share pays for what the upstream gets (`send_translated`).
-                t.credit += head.len as u64;
-                if head.len > 0 && !end {
-                    frame::put_window_update(own, head.stream, head.len as u32);
-                }
-                if end {
-                    self.send_translated(head.stream, &payload[range]);
                 }
             }
             Side::Service => {
@@ -1073,9 +1103,13 @@ impl<C: Io, U: Io> Splice<C, U> {
                     self.reencode = true;
                     self.start_local(id);
                 }
-                Side::Translated(_) => {
+                Side::Translated(ref t) if !matches!(t.asked, Asked::Empty(_)) => {
                     self.reencode = true;
                     self.send_translated(id, &[]);
+                }
+                // Its request relayed as it came (`Asked::Empty`).
+                Side::Translated(_) => {
+                    self.forward_request_block(id, end_stream, bytes, frames, request, true)
                 }
                 Side::Service => {
                     self.reencode = true;
@@ -1106,12 +1140,13 @@ impl<C: Io, U: Io> Splice<C, U> {
             false => route.and_then(|r| r.identical_path(upstream_dialect)),
         };
         // Else a call that is one call to the plugin is translated on this connection: its
-        // head goes on now with the plugin's path, its message once whole (`send_translated`).
+        // head goes on now with the plugin's path, its message once whole (`send_translated`),
+        // or as it came when it has no field (`Asked::Empty`).
         let inline = match (same, rewrite, route) {
-            (false, None, Some(r)) if !end_stream => r.inline_path(upstream_dialect),
+            (false, None, Some(r)) if !end_stream => r.inline_call(upstream_dialect),
             _ => None,
         };
-        let rewrite = rewrite.or(inline);
+        let rewrite = rewrite.or(inline.map(|i| i.path));
         let relayed = !self.upstream_gone
             && !self.upstream_draining
             && !too_large
@@ -1162,16 +1197,17 @@ impl<C: Io, U: Io> Splice<C, U> {
         report.service = service.is_some();
         report.upstream_dialect = Some(self.live.detected.dialect);
         report.driver = Some(self.live.driver_name.clone());
-        let side = if let (true, Some(path), Some(route)) = (relayed, inline, route) {
+        let side = if let (true, Some(inline), Some(route)) = (relayed, inline, route) {
             self.own_streams = true;
             let window = self.client_initial_window;
             let spare = self.spare.pop();
             Side::Translated(Translated::start(
                 spare,
                 route,
-                path,
+                inline.path,
                 request.timeout,
                 window,
+                inline.empty_request,
             ))
         } else if relayed {
             Side::Relayed
@@ -1339,7 +1375,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let (Side::Translated(t), Some(report)) = (&mut stream.side, stream.report.as_mut()) else {
             return;
         };
-        if t.request.is_some() {
+        if t.asked.sent() {
             return;
         }
         if !t.body.is_empty() {
@@ -1377,7 +1413,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 let refund = t.credit - (grpc_frame::HEADER + message.len()) as u64;
                 t.credit = 0;
                 t.body.clear();
-                t.request = Some(request);
+                t.asked = Asked::Hub(request);
                 frame::put_message(
                     &mut self.to_upstream,
                     id,
@@ -1481,6 +1517,11 @@ impl<C: Io, U: Io> Splice<C, U> {
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
+        // Answered already: a translated call whose plugin replied before the client's request
+        // ended (`Asked::Empty`) is never made a second time.
+        if matches!(&stream.side, Side::Local(l) if l.reply.is_some()) {
+            return;
+        }
         let (Side::Local(local), Some(mut report)) = (&mut stream.side, stream.report.take())
         else {
             return;
@@ -2061,7 +2102,12 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         match self.streams.get(&head.stream).map(|s| &s.side) {
             Some(Side::Relayed) => true,
-            Some(Side::Translated(_)) => head.kind == Kind::Headers && !head.has(frame::END_STREAM),
+            // A request relayed as it came is paced by the plugin's window, as a relayed one.
+            Some(side @ Side::Translated(_)) => match head.kind {
+                Kind::Headers => !head.has(frame::END_STREAM),
+                Kind::WindowUpdate => side.relays_request(),
+                _ => false,
+            },
             Some(_) => false,
             None => !self.reset_upstream.contains(&head.stream),
         }
@@ -2181,15 +2227,19 @@ impl<C: Io, U: Io> Splice<C, U> {
             )),
         };
         // Left in place, where it marks the request as sent.
-        let Some(request) = t.request.as_ref() else {
-            // Before its request went: answered once the request is whole (`send_translated`).
-            t.early = Some(plugin_status.err().unwrap_or_else(|| {
-                Status::internal("the plugin answered before the request was sent")
-            }));
-            if changed {
-                self.part_replies();
+        let request = match &t.asked {
+            Asked::Hub(request) => &**request,
+            Asked::Empty(method) => crate::front::identical::empty_request(*method),
+            Asked::Not => {
+                // Before its request went: answered once the request is whole (`send_translated`).
+                t.early = Some(plugin_status.err().unwrap_or_else(|| {
+                    Status::internal("the plugin answered before the request was sent")
+                }));
+                if changed {
+                    self.part_replies();
+                }
+                return;
             }
-            return;
         };
         // Not split into upstream time and overhead, as for a relayed call: the splice waits
         // on nothing for it.
@@ -2387,7 +2437,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let small = t.body.capacity() <= SPARE_BUFFER && t.reply.capacity() <= SPARE_BUFFER;
         if small && self.spare.len() < SPARE_TRANSLATED {
             // What a reset call left is freed now, not when the box is used again.
-            t.request = None;
+            t.asked = Asked::Not;
             t.early = None;
             self.spare.push(t);
         }
