@@ -639,3 +639,42 @@ async fn translated_calls_on_the_splices_own_upstream_streams() {
         "spliced and terminated answers differ"
     );
 }
+
+/// The request bodies of calls the splice answers itself are held against one budget per
+/// connection (16 MiB): a call the client resets before its request ends gives its share
+/// back, or a connection whose calls were cancelled often enough refuses every later one.
+#[tokio::test]
+async fn reset_local_calls_give_back_the_bodies_they_held() {
+    use support::h2raw::{
+        frame, request_block, Peer, CANCEL, DATA, END_HEADERS, HEADERS, RST_STREAM,
+    };
+    let backend = Backend::start(Options::new("v1")).await;
+    let gw = Gateway::start(&backend.socket, "v0.1", &[]).await;
+    let mut peer = Peer::connect(&gw.socket).await;
+    // A v0.3 NodePublishVolume to a v1 plugin is answered by the splice (`call::answer`).
+    let path = "/csi.v0.Node/NodePublishVolume";
+    let block = request_block(&[], path, &[]);
+    let chunk = vec![0u8; 16 * 1024];
+    // 20 requests of 1 MiB each, none ended, each reset.
+    for i in 0..20u32 {
+        let id = 1 + 2 * i;
+        let mut out = frame(HEADERS, END_HEADERS, id, &block);
+        for _ in 0..64 {
+            out.extend_from_slice(&frame(DATA, 0, id, &chunk));
+        }
+        out.extend_from_slice(&frame(RST_STREAM, 0, id, &CANCEL.to_be_bytes()));
+        peer.send(&out).await;
+    }
+    let request = v0_3::NodePublishVolumeRequest {
+        volume_id: "no-such-volume".into(),
+        target_path: "/tmp/csi-gateway-test-target".into(),
+        volume_capability: Some(support::front::cap_v03()),
+        ..Default::default()
+    };
+    peer.call(41, &block, &request.encode_to_vec()).await;
+    let reply = peer.reply(41).await;
+    let status = reply.get("grpc-status").unwrap_or_default().to_string();
+    let text = reply.get("grpc-message").unwrap_or_default().to_string();
+    assert_ne!(status, "8", "refused: {text}\n{}", gw.log_text());
+    assert!(!status.is_empty(), "no status: {reply:?}");
+}

@@ -2418,6 +2418,10 @@ impl<C: Io, U: Io> Splice<C, U> {
             if matches!(stream.side, Side::Service) {
                 self.services.remove(id);
             }
+            // What a local call still held of its request (reset before it ended).
+            if let Side::Local(local) = &stream.side {
+                self.local_bodies -= local.body.len();
+            }
             if matches!(stream.side, Side::Translated(_)) && !stream.reply_done {
                 // Ended before the plugin's reply did (the client reset it, say).
                 self.reset_on_upstream(id);
