@@ -212,7 +212,8 @@ fn main() {
 
     // Translated beside spliced, same run: issue 18 holds translated calls to within 10% of
     // same-dialect ones. Probe is wire-identical between v0.3 and v1 (relayed with its path
-    // rewritten); NodeGetCapabilities is translated in full (its capabilities are filtered).
+    // rewritten); NodeGetCapabilities has its reply translated (its capabilities filtered) and
+    // its request, which has no field, relayed (`front::identical::request_empty`).
     let translated_methods = [
         ("Probe", "/csi.v1.Identity/Probe", "/csi.v0.Identity/Probe"),
         (

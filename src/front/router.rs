@@ -21,8 +21,10 @@ pub struct Route {
     pub identical: Option<(Dialect, &'static str)>,
     /// Per upstream dialect (in [`Dialect::ALL`]'s order), the plugin method on which the
     /// splice translates this call as one call on its own upstream connection
-    /// ([`Route::inline_call`]), and whether its request is relayed as it came.
+    /// ([`Route::inline_call`]).
     pub inline: [Option<&'static MethodInfo>; 4],
+    /// Per upstream dialect, whether that call's request has no field in either revision, so
+    /// that it goes on as it came ([`super::identical::request_empty`]).
     pub inline_empty: [bool; 4],
     /// The hub method this route's calls are, where there is one.
     pub hub: Option<Method>,
