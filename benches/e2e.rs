@@ -25,6 +25,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use csi_gateway_test_support::workspace_binary;
+use prost::Message;
 
 struct Proc(Child);
 
@@ -214,15 +215,39 @@ fn main() {
     // same-dialect ones. Probe is wire-identical between v0.3 and v1 (relayed with its path
     // rewritten); NodeGetCapabilities has its reply translated (its capabilities filtered) and
     // its request, which has no field, relayed (`front::identical::request_empty`).
+    // DeleteVolume is translated both ways: its request (a volume id, required; the same bytes
+    // in both revisions) decoded into the hub and encoded for the plugin, its reply likewise.
+    let delete = dir.path().join("delete-volume.request");
+    std::fs::write(
+        &delete,
+        csi_gateway::dialect::proto::v1::DeleteVolumeRequest {
+            volume_id: "bench-volume".into(),
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    )
+    .unwrap();
     let translated_methods = [
-        ("Probe", "/csi.v1.Identity/Probe", "/csi.v0.Identity/Probe"),
+        (
+            "Probe",
+            "/csi.v1.Identity/Probe",
+            "/csi.v0.Identity/Probe",
+            None,
+        ),
         (
             "NodeGetCapabilities",
             "/csi.v1.Node/NodeGetCapabilities",
             "/csi.v0.Node/NodeGetCapabilities",
+            None,
+        ),
+        (
+            "DeleteVolume",
+            "/csi.v1.Controller/DeleteVolume",
+            "/csi.v0.Controller/DeleteVolume",
+            Some(&delete),
         ),
     ];
-    for (method, v1, v0) in translated_methods
+    for (method, v1, v0, request) in translated_methods
         .into_iter()
         .filter(|_| section("translated"))
     {
@@ -237,6 +262,9 @@ fn main() {
         run.args(["--path", v1])
             .arg(format!("--path-for=v0.3->v1={v0}"))
             .arg("--compare=v0.3->v1=gateway");
+        if let Some(request) = request {
+            run.arg("--request-file").arg(request);
+        }
         if before.is_some() {
             run.arg(format!("--path-for=v0.3-before={v0}"));
         }

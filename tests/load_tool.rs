@@ -347,6 +347,42 @@ async fn each_target_may_be_called_on_a_path_of_its_own() {
     refused(&args, &["--path-for names \"other\", which is no --target"]).await;
 }
 
+/// `--request-file PATH` sends that message on every call, with either generator: a v0.3
+/// DeleteVolume, whose volume id the gateway requires, fails without it and is answered with
+/// it (the e2e bench's DeleteVolume rows); a file that cannot be read is refused.
+#[tokio::test]
+async fn every_call_may_send_a_request_read_from_a_file() {
+    let upstream = Served::fixed_upstream();
+    let gw = Gateway::start(&upstream.socket, "v0.1", &["--upstream-dialect=v1"]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("delete.request");
+    // DeleteVolumeRequest { volume_id: "v" } (field 1, the same in v0.3 and v1).
+    std::fs::write(&file, [0x0a, 0x01, b'v']).unwrap();
+    let base = [
+        "--concurrency=2".to_string(),
+        "--path=/csi.v0.Controller/DeleteVolume".into(),
+        target("gw", &gw.socket),
+    ];
+    let (rows, stdout) = measured("builtin", &base).await;
+    assert!(
+        rows[0].errors > 0,
+        "an empty request was answered: {stdout}"
+    );
+    let mut with_file = base.to_vec();
+    with_file.push(format!("--request-file={}", file.display()));
+    for generator in ["builtin", "h2load"] {
+        let (rows, stdout) = measured(generator, &with_file).await;
+        assert_eq!(rows[0].errors, 0, "{generator}: {stdout}");
+        assert!(rows[0].calls_per_sec > 0.0, "{generator}: {stdout}");
+    }
+    let mut missing = base.to_vec();
+    missing.push(format!(
+        "--request-file={}",
+        dir.path().join("none").display()
+    ));
+    refused(&missing, &["--request-file"]).await;
+}
+
 /// `--compare A=B` adds, after each concurrency's rows, the median over the rounds of A's
 /// calls/s over B's in the same round and of their watched CPU per call: a target against
 /// itself is 1 exactly; a pair naming no target is refused.

@@ -67,6 +67,10 @@ enum Command {
         /// same round, and of the CPU per call of the processes watched for each (repeat).
         #[arg(long = "compare")]
         compare: Vec<String>,
+        /// A file holding the request message (protobuf bytes, without the gRPC prefix) every
+        /// call sends; without it, calls send the empty message.
+        #[arg(long = "request-file")]
+        request_file: Option<PathBuf>,
     },
     /// SIGKILL the gateway at random moments while concurrent clients run volume lifecycles
     /// through it (a draft plugin's handles, and staging emulation), then check that no volume,
@@ -133,7 +137,13 @@ fn main() -> anyhow::Result<()> {
             generator,
             cpu,
             compare,
+            request_file,
         } => {
+            let request = match &request_file {
+                Some(f) => std::fs::read(f)
+                    .map_err(|e| anyhow::anyhow!("--request-file {}: {e}", f.display()))?,
+                None => Vec::new(),
+            };
             let mut watched = std::collections::HashMap::new();
             for c in &cpu {
                 let (name, list) = c
@@ -186,6 +196,7 @@ fn main() -> anyhow::Result<()> {
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let plan = Plan {
+                request,
                 connections,
                 warmup,
                 duration,
@@ -270,13 +281,15 @@ struct Plan {
     generator: Generator,
     /// Pairs of targets (by index) whose round-by-round ratios are reported.
     compare: Vec<(usize, usize)>,
+    /// The request message every call sends.
+    request: Vec<u8>,
 }
 
 async fn run(targets: Vec<Target>, concurrency: Vec<usize>, plan: Plan) -> anyhow::Result<()> {
     if let Generator::H2load = plan.generator {
         // h2load sees HTTP/2 statuses only: each target must first answer a call with OK.
         for t in &targets {
-            answers_ok(&t.endpoint, &t.path)
+            answers_ok(&t.endpoint, &t.path, &plan.request)
                 .await
                 .map_err(|e| anyhow::anyhow!("target {}: {e}", t.name))?;
         }
@@ -304,7 +317,7 @@ async fn run(targets: Vec<Target>, concurrency: Vec<usize>, plan: Plan) -> anyho
                 let l = Load {
                     target: targets[i].endpoint.clone(),
                     path: targets[i].path.clone(),
-                    request: Vec::new(),
+                    request: plan.request.clone(),
                     concurrency: c,
                     connections: plan.connections,
                     warmup: plan.warmup,
@@ -384,9 +397,9 @@ fn shown(d: Option<Duration>) -> String {
 }
 
 /// One call through this crate's client, which reads the gRPC status h2load does not.
-async fn answers_ok(target: &Endpoint, path: &str) -> anyhow::Result<()> {
+async fn answers_ok(target: &Endpoint, path: &str, request: &[u8]) -> anyhow::Result<()> {
     let conn = Connection::connect(target, Duration::from_secs(5)).await?;
-    conn.unary(path, &[])
+    conn.unary(path, request)
         .await
         .map_err(|s| anyhow::anyhow!("{path} answered {:?}: {}", s.code(), s.message()))?;
     Ok(())
