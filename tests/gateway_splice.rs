@@ -475,7 +475,7 @@ async fn a_plugin_dying_under_a_call_is_unavailable_on_every_path() {
 }
 
 /// Calls a v1 client makes of a v0.3 plugin that are one call each are translated on the
-/// splice's own upstream connection (`Route::inline_path`). On one connection, with a client
+/// splice's own upstream connection (`Route::inline_call`). On one connection, with a client
 /// (h2) that holds the gateway to HPACK and flow control, mixed with relayed calls: a plugin
 /// error the translation turns into OK (its trailers replaced, the client's header table then
 /// parted from the plugin's), a request too large to translate on the connection (answered on

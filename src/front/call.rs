@@ -394,7 +394,7 @@ fn front_reply(
     }
 }
 
-/// What becomes of a call the splice translates on a stream of its own ([`Route::inline_path`]),
+/// What becomes of a call the splice translates on a stream of its own ([`Route::inline_call`]),
 /// once its request message is in.
 #[derive(Debug)]
 pub enum Inline {

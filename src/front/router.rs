@@ -70,14 +70,10 @@ impl Route {
     /// own upstream connection (`front::call::inline_request`, `inline_reply`): where the call
     /// is one raw call to an `upstream` plugin ([`single_call_path`]) and the gateway keeps
     /// nothing of its own around it — no protection, validation or default deadline (those
-    /// calls take `front::call::answer`'s path).
+    /// calls take `front::call::answer`'s path). Its request goes on as it came when it has
+    /// no field ([`Inline::empty_request`]).
     ///
     /// [`single_call_path`]: crate::translate::upstream::single_call_path
-    pub fn inline_path(&self, upstream: Dialect) -> Option<&'static str> {
-        self.inline_call(upstream).map(|i| i.path)
-    }
-
-    /// The call behind [`Route::inline_path`], with whether its request is relayed as it came.
     pub fn inline_call(&self, upstream: Dialect) -> Option<Inline> {
         let at = Dialect::ALL.iter().position(|d| *d == upstream)?;
         Some(Inline {

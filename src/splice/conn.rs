@@ -232,7 +232,7 @@ impl Side {
     fn relays_request(&self) -> bool {
         match self {
             Side::Relayed => true,
-            Side::Translated(t) => matches!(t.asked, Asked::Empty(_)),
+            Side::Translated(t) => t.asked.relayed(),
             _ => false,
         }
     }
@@ -251,7 +251,7 @@ struct Local {
     cancel: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
-/// A call translated on the splice's own upstream connection (`Route::inline_path`): its
+/// A call translated on the splice's own upstream connection (`Route::inline_call`): its
 /// request head went on with the plugin's path; its message is translated once whole, and the
 /// plugin's reply once it ends.
 struct Translated {
@@ -291,6 +291,11 @@ enum Asked {
 impl Asked {
     fn sent(&self) -> bool {
         !matches!(self, Asked::Not)
+    }
+
+    /// The client's request goes on as it came.
+    fn relayed(&self) -> bool {
+        matches!(self, Asked::Empty(_))
     }
 }
 
@@ -996,9 +1001,8 @@ impl<C: Io, U: Io> Splice<C, U> {
             return Ok(());
         }
         stream.request_done = end;
-        let relays = stream.side.relays_request();
         match &mut stream.side {
-            Side::Translated(t) if !relays => {
+            Side::Translated(t) if !t.asked.relayed() => {
                 let range = frame::content(&head, payload).map_err(|_| malformed())?;
                 if !end {
                     t.body.extend_from_slice(&payload[range.clone()]);
@@ -1103,7 +1107,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                     self.reencode = true;
                     self.start_local(id);
                 }
-                Side::Translated(ref t) if !matches!(t.asked, Asked::Empty(_)) => {
+                Side::Translated(ref t) if !t.asked.relayed() => {
                     self.reencode = true;
                     self.send_translated(id, &[]);
                 }

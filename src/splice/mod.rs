@@ -5,7 +5,7 @@
 //! are copied across, looked at but not re-framed: the gateway decodes only header blocks (to
 //! route each stream and to read its status for the log and the metrics) and the first message
 //! of each call (for the volume id in the log). A call that needs translation and is one call
-//! to the plugin (`Route::inline_path`) is translated on the connection's own upstream
+//! to the plugin (`Route::inline_call`) is translated on the connection's own upstream
 //! connection: its head goes on with the plugin's path, its message is translated once whole,
 //! the plugin's reply once it ends (`front::call::inline_request`, `inline_reply`); a request
 //! that has no field in either revision (the capability calls) goes on as it came, since it
