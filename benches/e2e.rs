@@ -215,14 +215,26 @@ fn main() {
     // same-dialect ones. Probe is wire-identical between v0.3 and v1 (relayed with its path
     // rewritten); NodeGetCapabilities has its reply translated (its capabilities filtered) and
     // its request, which has no field, relayed (`front::identical::request_empty`).
-    // DeleteVolume is translated both ways: its request (a volume id, required; the same bytes
-    // in both revisions) decoded into the hub and encoded for the plugin, its reply likewise.
+    // DeleteVolume is wire-identical but for what its request may hold: one with its volume id
+    // passes the splice's check and goes on as it came (`front::identical::checked`); without a
+    // secret the call is relayed from there, with one its reply is translated (an error would
+    // be scrubbed of it).
     let delete = dir.path().join("delete-volume.request");
     std::fs::write(
         &delete,
         csi_gateway::dialect::proto::v1::DeleteVolumeRequest {
             volume_id: "bench-volume".into(),
             ..Default::default()
+        }
+        .encode_to_vec(),
+    )
+    .unwrap();
+    let delete_secret = dir.path().join("delete-volume-secret.request");
+    std::fs::write(
+        &delete_secret,
+        csi_gateway::dialect::proto::v1::DeleteVolumeRequest {
+            volume_id: "bench-volume".into(),
+            secrets: [("password".to_string(), "bench".to_string())].into(),
         }
         .encode_to_vec(),
     )
@@ -245,6 +257,12 @@ fn main() {
             "/csi.v1.Controller/DeleteVolume",
             "/csi.v0.Controller/DeleteVolume",
             Some(&delete),
+        ),
+        (
+            "DeleteVolume with a secret",
+            "/csi.v1.Controller/DeleteVolume",
+            "/csi.v0.Controller/DeleteVolume",
+            Some(&delete_secret),
         ),
     ];
     for (method, v1, v0, request) in translated_methods

@@ -203,3 +203,61 @@ echo_cells! {
     echo_v1_to_draft_text: V1 -> V0_1Oneof, "text";
     echo_v1_to_draft_json: V1 -> V0_1Oneof, "json";
 }
+
+/// A translated call's error reaches the client scrubbed of the request's secrets whatever the
+/// log level (here no call is logged, only start-up): on the splice, for a request translated on the splice's
+/// own upstream stream (ControllerPublishVolume) and for one that goes on as it came
+/// (DeleteVolume, `front::identical::checked`), as on the terminating path.
+#[tokio::test]
+async fn echoed_errors_reach_the_client_scrubbed_at_any_log_level() {
+    use csi_gateway::dialect::proto::v1;
+    let backend = Backend::start(
+        Options::new("v0.3")
+            .arg("--require-staging=false")
+            .arg("--test-echo-errors=DeleteVolume,ControllerPublishVolume"),
+    )
+    .await;
+    for splice in [true, false] {
+        let gateway = Gateway::start(
+            &backend.socket,
+            "v0.1",
+            &[
+                "--log-level=info,csi_gateway::rpc=error",
+                &format!("--splice={splice}"),
+            ],
+        )
+        .await;
+        let mut controller = v1::controller_client::ControllerClient::new(gateway.channel().await);
+        let delete = controller
+            .delete_volume(v1::DeleteVolumeRequest {
+                volume_id: "vol-echo".into(),
+                secrets: secrets(),
+            })
+            .await;
+        let publish = controller
+            .controller_publish_volume(v1::ControllerPublishVolumeRequest {
+                volume_id: "vol-echo".into(),
+                node_id: "node-echo".into(),
+                volume_capability: Some(support::front::cap_v1()),
+                secrets: secrets(),
+                ..Default::default()
+            })
+            .await;
+        for (rpc, outcome) in [
+            ("DeleteVolume", delete.map(|_| ())),
+            ("ControllerPublishVolume", publish.map(|_| ())),
+        ] {
+            let e = outcome.expect_err("the plugin refuses it");
+            let cell = format!("{rpc}, splice={splice}: {e:?}");
+            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{cell}");
+            assert!(e.message().contains("refused (test hook)"), "{cell}");
+            assert!(e.message().contains("vol-echo"), "the echo is kept: {cell}");
+            for canary in CANARIES {
+                assert!(
+                    !e.message().contains(canary),
+                    "a secret reached the client: {cell}"
+                );
+            }
+        }
+    }
+}

@@ -183,6 +183,34 @@ async fn unary(
 }
 
 /// `unary`, the request ended by trailers of the client's when `trailers`, else by its DATA.
+/// `message`, a request on `path` naming a volume or snapshot that does not exist, naming
+/// one of its own (`-k` added), as the plugin locks each while it works on it; others, and
+/// those naming none, as they are.
+fn own_volume(path: &str, message: &[u8], k: usize) -> Vec<u8> {
+    let rpc = path.rsplit('/').next().unwrap_or_default();
+    if message.is_empty() {
+        return Vec::new();
+    }
+    match rpc {
+        "DeleteVolume" => {
+            let mut r = v1::DeleteVolumeRequest::decode(message).unwrap();
+            r.volume_id += &format!("-{k}");
+            r.encode_to_vec()
+        }
+        "ControllerUnpublishVolume" => {
+            let mut r = v1::ControllerUnpublishVolumeRequest::decode(message).unwrap();
+            r.volume_id += &format!("-{k}");
+            r.encode_to_vec()
+        }
+        "DeleteSnapshot" => {
+            let mut r = v1::DeleteSnapshotRequest::decode(message).unwrap();
+            r.snapshot_id += &format!("-{k}");
+            r.encode_to_vec()
+        }
+        _ => message.to_vec(),
+    }
+}
+
 async fn unary_ended(
     client: h2::client::SendRequest<Bytes>,
     path: &str,
@@ -529,11 +557,28 @@ async fn translated_calls_on_the_splices_own_upstream_streams() {
         ..Default::default()
     }
     .encode_to_vec();
-    // A request with no field in either revision goes on as it came (`Asked::Empty`): one
+    // A request with no field in either revision goes on as it came (`Asked::Relayed`): one
     // with an unknown field larger than the plugin's windows passes only if the plugin's
     // WINDOW_UPDATEs reach the client; the translation drops the field, the plugin skips it.
     let mut unknown = Vec::new();
     prost::encoding::bytes::encode(99, &vec![7u8; 1536 * 1024], &mut unknown);
+    // Wire-identical but for what the request holds: relayed as it came when its check passes
+    // (a volume id, no secret), translated otherwise (none: the gateway refuses it; secrets).
+    let delete = v1::DeleteVolumeRequest {
+        volume_id: "no-such-volume".into(),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let delete_secret = v1::DeleteVolumeRequest {
+        volume_id: "no-such-volume".into(),
+        secrets: [("password".to_string(), "hunter2".to_string())].into(),
+    }
+    .encode_to_vec();
+    let delete_snapshot = v1::DeleteSnapshotRequest {
+        snapshot_id: "no-such-snapshot".into(),
+        ..Default::default()
+    }
+    .encode_to_vec();
     let calls: Vec<(&'static str, Vec<u8>, bool)> = vec![
         (
             "/csi.v1.Controller/ControllerUnpublishVolume",
@@ -557,6 +602,11 @@ async fn translated_calls_on_the_splices_own_upstream_streams() {
         ("/csi.v0.Identity/GetPluginInfo", Vec::new(), false),
         ("/csi.v1.Node/NodeGetCapabilities", unknown, false),
         ("/csi.v1.Identity/GetPluginCapabilities", Vec::new(), true),
+        ("/csi.v1.Controller/DeleteVolume", delete.clone(), false),
+        ("/csi.v1.Controller/DeleteVolume", delete, true),
+        ("/csi.v1.Controller/DeleteVolume", Vec::new(), false),
+        ("/csi.v1.Controller/DeleteVolume", delete_secret, false),
+        ("/csi.v1.Controller/DeleteSnapshot", delete_snapshot, false),
     ];
     let mut answers = Vec::new();
     for splice in [true, false] {
@@ -584,7 +634,17 @@ async fn translated_calls_on_the_splices_own_upstream_streams() {
         for c in &calls {
             got.push(call(c).await);
         }
-        let together = join_all(calls.iter().cycle().take(4 * calls.len()).map(call)).await;
+        // The plugin refuses a second operation on a volume still being worked on (ABORTED):
+        // the calls in flight together name a volume each (none exists, so the answer is
+        // the same).
+        let apart: Vec<_> = calls
+            .iter()
+            .cycle()
+            .take(4 * calls.len())
+            .enumerate()
+            .map(|(k, (path, message, trailers))| (*path, own_volume(path, message, k), *trailers))
+            .collect();
+        let together = join_all(apart.iter().map(call)).await;
         let log = gw.log_text();
         for (i, answer) in together.into_iter().enumerate() {
             assert_eq!(
@@ -614,6 +674,11 @@ async fn translated_calls_on_the_splices_own_upstream_streams() {
             Some("0"),
             Some("0"),
             Some("0"),
+            Some("0"),
+            Some("0"),
+            Some("0"),
+            Some("0"),
+            Some("3"),
             Some("0"),
             Some("0")
         ]

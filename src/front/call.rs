@@ -420,9 +420,8 @@ pub fn inline_request(
         Ok(m) => m,
         Err(s) => return Inline::Answer(error_reply(Some(route), Origin::Client, s, report)),
     };
-    if observe::request_wanted() {
-        report.request = Some(Bytes::copy_from_slice(message));
-    }
+    // Read by `observe::scrub` for the client's error, whatever the log level.
+    report.request = Some(Bytes::copy_from_slice(message));
     if let Some(s) = route
         .v0_2
         .then(|| translate::front::v0_2_refusal(route.method.method))

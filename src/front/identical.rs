@@ -36,7 +36,19 @@
 //! A call whose request has no field in either revision ([`request_empty`]: the three
 //! capability calls, both ways) is half of this: its reply is translated in full, but its
 //! request, which can only be the empty one, goes on as it came (`splice::conn`,
-//! `Asked::Empty`), with the same exception for bytes that are not valid protobuf.
+//! `Asked::Relayed`), with the same exception for bytes that are not valid protobuf.
+//!
+//! A call that fails only on rules about what its request holds — REQUIRED fields the gateway
+//! checks first, secrets it scrubs from error messages — is [`checked`]. When the request's
+//! message comes whole in its first DATA frame, [`RequestCheck::verdict`] reads it: if the
+//! translation would send it on unchanged (every field one the front knows, a string of valid
+//! UTF-8 or a map of them, the REQUIRED ones not empty), so does the splice
+//! (`Splice::relay_checked`). Without secrets the call is then relayed from there, reply and
+//! status included; with secrets its reply is translated as above, for the method alone, so
+//! that an error is scrubbed of them. Any other request is translated. Today DeleteVolume and
+//! DeleteSnapshot both ways, and a v0.3 client's ControllerUnpublishVolume to a v1 plugin
+//! (asserted in the tests). The exception here: more messages after the first are the
+//! plugin's to refuse.
 //!
 //! Everything a translated call leaves stays the same on this path: it is counted in
 //! `csi_gateway_translations_total` with its dialect pair, path and outcome (an upstream
@@ -133,16 +145,35 @@ pub static EXCLUDED: &[Exclusion] = &[
 /// Why `method` between a `front` client and an `upstream` plugin is not wire-identical
 /// (every reason that applies); empty when it is.
 pub fn why_not(s: &Schema) -> Vec<String> {
+    reasons(s).into_iter().map(|r| r.text).collect()
+}
+
+/// A reason a call is not wire-identical.
+struct Reason {
+    text: String,
+    /// It is about what a request holds, which the splice can check on its bytes
+    /// ([`RequestCheck`]): a REQUIRED field left empty, a secret.
+    on_request: bool,
+}
+
+fn reason(text: impl Into<String>, on_request: bool) -> Reason {
+    Reason {
+        text: text.into(),
+        on_request,
+    }
+}
+
+fn reasons(s: &Schema) -> Vec<Reason> {
     let mut out = Vec::new();
     if let Some(why) = s.why_not {
-        out.push(format!("schema: {why}"));
+        out.push(reason(format!("schema: {why}"), false));
     }
     for e in EXCLUDED.iter().filter(|e| {
         e.method == s.method
             && e.front.is_none_or(|d| d == s.front)
             && e.upstream.is_none_or(|d| d == s.upstream)
     }) {
-        out.push(e.rule.to_string());
+        out.push(reason(e.rule, false));
     }
     let method = Method::ALL.iter().copied().find(|m| m.name() == s.method);
     if let Some(method) = method {
@@ -151,21 +182,27 @@ pub fn why_not(s: &Schema) -> Vec<String> {
             .iter()
             .any(|r| r.method == method && r.upstream.has(s.upstream) && r.front.has(s.front))
         {
-            out.push("translate::errors::CODES: a status is recoded for this direction".into());
+            out.push(reason(
+                "translate::errors::CODES: a status is recoded for this direction",
+                false,
+            ));
         }
         // Checked by the gateway before the plugin sees the call.
         if errors::REQUIRED.iter().any(|(m, _)| *m == method) {
-            out.push("translate::errors::REQUIRED: required fields checked first".into());
+            out.push(reason(
+                "translate::errors::REQUIRED: required fields checked first",
+                true,
+            ));
         }
     } else {
-        out.push("not a hub RPC".into());
+        out.push(reason("not a hub RPC", false));
     }
     // A translated call's error message is scrubbed of the request's secret values
     // (observe::scrub); a relayed one reaches the client as the plugin wrote it.
     let request = s.front.method(s.front_path).map(|m| m.request);
     let secrets = crate::observe::redact::secret_fields(s.front);
     if request.is_some_and(|r| secrets.iter().any(|f| f.starts_with(&format!("{r}.")))) {
-        out.push("observe::scrub: the request carries secrets".into());
+        out.push(reason("observe::scrub: the request carries secrets", true));
     }
     out
 }
@@ -191,12 +228,217 @@ pub fn upstream_path(front: Dialect, front_path: &str) -> Option<(Dialect, &'sta
 /// Whether the request of a call on `front_path` of `front` to an `upstream` plugin has no
 /// field in either revision ([`Schema::request_empty`]): every request such a client sends
 /// decodes to the one empty request, so the splice relays it as it came and translates only
-/// the reply (`splice::conn`, `Asked::Empty`). The same exception as above holds: bytes
+/// the reply (`splice::conn`, `Asked::Relayed`). The same exception as above holds: bytes
 /// that are not valid protobuf, or unknown fields, reach the plugin instead of being dropped.
 pub fn request_empty(front: Dialect, front_path: &str, upstream: Dialect) -> bool {
     SCHEMA.iter().any(|s| {
         s.front == front && s.upstream == upstream && s.front_path == front_path && s.request_empty
     })
+}
+
+/// A call that would be wire-identical but for what its request may hold: REQUIRED fields
+/// the gateway checks first, secrets it scrubs from error messages. The splice relays such a
+/// call's request as it came when [`RequestCheck::verdict`] on its bytes says the translation
+/// would copy it; any other request is translated.
+#[derive(Debug)]
+pub struct Checked {
+    pub schema: &'static Schema,
+    pub check: &'static RequestCheck,
+}
+
+/// What a front request must be for the translation to copy it: one uncompressed message
+/// whose every field is one the front revision knows, a string of valid UTF-8 (what the
+/// translation's decoding requires) or a map of such strings, every REQUIRED one's value not
+/// empty. Built from the descriptors for requests made of strings and secret maps only, so
+/// that nothing deeper needs reading.
+#[derive(Debug, PartialEq, Eq)]
+pub struct RequestCheck {
+    fields: Vec<(u32, Field)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Field {
+    Text,
+    Required,
+    /// A `map<string, string>` of secrets.
+    Secret,
+}
+
+/// What the translation would do with a request, as [`RequestCheck::verdict`] reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Send it on as it is: the call is wire-identical.
+    Copied,
+    /// Send it on as it is, and scrub its secrets from an error the plugin answers: the request
+    /// may go on as it came, its reply is the translation's.
+    CopiedWithSecrets,
+    /// Anything else (refuse it, drop a field): the request is translated.
+    Translated,
+}
+
+impl RequestCheck {
+    /// For `front`'s request of `method`: `None` unless every field is a plain string or a
+    /// `map<string, string>` of secrets, and every REQUIRED field ([`errors::REQUIRED`]) is one
+    /// of its strings.
+    fn new(front: Dialect, method: Method) -> Option<RequestCheck> {
+        use prost_reflect::Kind;
+        let info = front.methods().iter().find(|m| m.method == method.name())?;
+        let message = front.descriptor_pool().get_message_by_name(info.request)?;
+        let secrets = crate::observe::redact::secret_fields(front);
+        let required: Vec<&str> = errors::REQUIRED
+            .iter()
+            .filter(|(m, _)| *m == method)
+            .flat_map(|(_, fields)| fields.iter().copied())
+            .collect();
+        let mut fields = Vec::new();
+        for f in message.fields() {
+            let text = matches!(f.kind(), Kind::String)
+                && !f.is_list()
+                && !f.is_map()
+                && f.containing_oneof().is_none();
+            let strings = f.is_map()
+                && matches!(f.kind(), Kind::Message(entry)
+                    if matches!(entry.map_entry_key_field().kind(), Kind::String)
+                        && matches!(entry.map_entry_value_field().kind(), Kind::String));
+            let field = match (secrets.contains(f.full_name()), text, strings) {
+                (true, _, true) => Field::Secret,
+                (false, true, _) if required.contains(&f.name()) => Field::Required,
+                (false, true, _) => Field::Text,
+                _ => return None,
+            };
+            fields.push((f.number(), field));
+        }
+        let all_there = required.iter().all(|r| {
+            message
+                .get_field_by_name(r)
+                .is_some_and(|f| fields.contains(&(f.number(), Field::Required)))
+        });
+        (all_there && fields.len() <= 64).then_some(RequestCheck { fields })
+    }
+
+    /// What the translation would do with `framed`, the request as the client sent it (gRPC's
+    /// 5-byte prefix and one message).
+    pub fn verdict(&self, framed: &[u8]) -> Verdict {
+        let Some((prefix, message)) = framed.split_first_chunk::<5>() else {
+            return Verdict::Translated;
+        };
+        let length = u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]);
+        if prefix[0] != 0 || length as usize != message.len() {
+            return Verdict::Translated;
+        }
+        // Bit i: the last value of the i-th field is not empty (a string's last value wins).
+        let mut set = 0u64;
+        let mut secrets = false;
+        let read = each_string(message, |number, value| {
+            let Some(i) = self.fields.iter().position(|(n, _)| *n == number) else {
+                return false;
+            };
+            if self.fields[i].1 == Field::Secret {
+                // A map entry: its key (1) and value (2), strings.
+                secrets = true;
+                return each_string(value, |n, s| matches!(n, 1 | 2) && is_text(s));
+            }
+            match value.is_empty() {
+                true => set &= !(1 << i),
+                false => set |= 1 << i,
+            }
+            is_text(value)
+        });
+        let required = self
+            .fields
+            .iter()
+            .enumerate()
+            .all(|(i, (_, f))| *f != Field::Required || set & (1 << i) != 0);
+        match (read && required, secrets) {
+            (false, _) => Verdict::Translated,
+            (true, false) => Verdict::Copied,
+            (true, true) => Verdict::CopiedWithSecrets,
+        }
+    }
+}
+
+/// Reads `message` as length-delimited fields only, calling `each` with each one's number
+/// and bytes; false as soon as it does, or where the bytes are not such fields.
+fn each_string(mut message: &[u8], mut each: impl FnMut(u32, &[u8]) -> bool) -> bool {
+    use prost::encoding::{decode_key, decode_varint, WireType};
+    while !message.is_empty() {
+        let Ok((number, WireType::LengthDelimited)) = decode_key(&mut message) else {
+            return false;
+        };
+        let Ok(len) = decode_varint(&mut message) else {
+            return false;
+        };
+        let Some((value, rest)) = usize::try_from(len)
+            .ok()
+            .and_then(|len| message.split_at_checked(len))
+        else {
+            return false;
+        };
+        if !each(number, value) {
+            return false;
+        }
+        message = rest;
+    }
+    true
+}
+
+fn is_text(value: &[u8]) -> bool {
+    // Ids and secrets are mostly ASCII, which is read a word at a time.
+    value.is_ascii() || std::str::from_utf8(value).is_ok()
+}
+
+/// Every call relayed once its request passes its check, computed once.
+static CHECKED: LazyLock<Vec<Checked>> = LazyLock::new(|| {
+    SCHEMA
+        .iter()
+        .filter_map(|s| {
+            let reasons = reasons(s);
+            if reasons.is_empty() || !reasons.iter().all(|r| r.on_request) {
+                return None;
+            }
+            let method = Method::ALL.iter().copied().find(|m| m.name() == s.method)?;
+            let check = front_check(s.front, method)?;
+            Some(Checked { schema: s, check })
+        })
+        .collect()
+});
+
+/// The check of `front`'s request of `method`, where one can be made ([`RequestCheck::new`]);
+/// looked up on every such call, so indexed.
+pub fn front_check(front: Dialect, method: Method) -> Option<&'static RequestCheck> {
+    // A check depends on the front's request only.
+    static CHECKS: LazyLock<Vec<Option<RequestCheck>>> = LazyLock::new(|| {
+        // In declaration order, as `as usize` counts them.
+        let mut dialects = Dialect::ALL;
+        dialects.sort();
+        dialects
+            .iter()
+            .flat_map(|&d| Method::ALL.iter().map(move |&m| RequestCheck::new(d, m)))
+            .collect()
+    });
+    CHECKS[front as usize * Method::ALL.len() + method as usize].as_ref()
+}
+
+/// Every call relayed once its request passes its check ([`Checked`]).
+pub fn checked() -> &'static [Checked] {
+    &CHECKED
+}
+
+/// The check a call on `front_path` of `front` to an `upstream` plugin is relayed on, when
+/// it is one of [`checked`].
+pub fn request_check(
+    front: Dialect,
+    front_path: &str,
+    upstream: Dialect,
+) -> Option<&'static RequestCheck> {
+    checked()
+        .iter()
+        .find(|c| {
+            c.schema.front == front
+                && c.schema.upstream == upstream
+                && c.schema.front_path == front_path
+        })
+        .map(|c| c.check)
 }
 
 /// The one request a call of `method` stands for when its request has no field

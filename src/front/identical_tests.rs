@@ -337,7 +337,7 @@ fn empty_request_is_indexed_by_method() {
     }
 }
 
-/// The calls whose request the splice relays as it came (`Asked::Empty`): for each, the full
+/// The calls whose request the splice relays as it came (`Asked::Relayed`): for each, the full
 /// translation of the empty request is the one call the splice names, with an empty message,
 /// for the request `empty_request` stands for; and which calls they are.
 #[test]
@@ -394,4 +394,229 @@ fn requests_with_no_field_are_relayed_as_the_translation_would_send_them() {
         .serving_v0_2(true);
     let caps = v0_2.route("/csi.v0.Node/NodeGetCapabilities").unwrap();
     assert_eq!(caps.inline_call(Dialect::V1).unwrap().empty_request, None);
+}
+
+/// `bytes` read as the message `name` of `dialect`: equal when the plugin would read the same
+/// (maps whatever their order).
+fn read_as(dialect: Dialect, name: &str, bytes: &[u8]) -> prost_reflect::DynamicMessage {
+    let desc = dialect.descriptor_pool().get_message_by_name(name).unwrap();
+    prost_reflect::DynamicMessage::decode(desc, bytes).unwrap()
+}
+
+/// What the full translation does with a request the check is asked about.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Becomes {
+    /// Sent on unchanged: the only requests the check may pass.
+    Copied,
+    /// Answered by the gateway (not protobuf, a REQUIRED field empty).
+    Refused,
+    /// Sent on unchanged, its secrets scrubbed from whatever error comes back.
+    Scrubbed,
+    /// Sent on without a field the front's revision does not have.
+    Dropped,
+}
+
+/// Requests of a checked call, each with what the translation makes of it: built from the
+/// front request's descriptor, so that every checked call gets every case.
+fn check_samples(front: Dialect, method: &str) -> Vec<(&'static str, Vec<u8>, Becomes)> {
+    use prost::encoding::{encode_key, encode_varint, string, WireType};
+    let info = front.methods().iter().find(|m| m.method == method).unwrap();
+    let message = front
+        .descriptor_pool()
+        .get_message_by_name(info.request)
+        .unwrap();
+    let hub = Method::ALL.iter().find(|m| m.name() == method).unwrap();
+    let (_, required) = errors::REQUIRED.iter().find(|(m, _)| m == hub).unwrap();
+    let id = message.get_field_by_name(required[0]).unwrap().number();
+    let secrets = crate::observe::redact::secret_fields(front);
+    let secret = message
+        .fields()
+        .find(|f| secrets.contains(f.full_name()))
+        .expect("a checked call's request carries secrets")
+        .number();
+    let text = |number: u32, value: &str| {
+        let mut out = Vec::new();
+        string::encode(number, &value.to_string(), &mut out);
+        out
+    };
+    // Every REQUIRED field set, as the first part of each sample.
+    let all_required: Vec<u8> = required
+        .iter()
+        .flat_map(|r| text(message.get_field_by_name(r).unwrap().number(), "x-1"))
+        .collect();
+    let with = |rest: Vec<u8>| [all_required.clone(), rest].concat();
+    let mut secret_entry = Vec::new();
+    encode_key(secret, WireType::LengthDelimited, &mut secret_entry);
+    let entry = [text(1, "password"), text(2, "hunter2")].concat();
+    encode_varint(entry.len() as u64, &mut secret_entry);
+    secret_entry.extend_from_slice(&entry);
+    let mut as_varint = Vec::new();
+    encode_key(id, WireType::Varint, &mut as_varint);
+    encode_varint(7, &mut as_varint);
+    let mut not_utf8 = Vec::new();
+    encode_key(id, WireType::LengthDelimited, &mut not_utf8);
+    encode_varint(1, &mut not_utf8);
+    not_utf8.push(0xff);
+    let entry_of = |entry: Vec<u8>| {
+        let mut out = Vec::new();
+        encode_key(secret, WireType::LengthDelimited, &mut out);
+        encode_varint(entry.len() as u64, &mut out);
+        out.extend_from_slice(&entry);
+        out
+    };
+    let mut bad_value = text(1, "password");
+    bad_value.extend_from_slice(&[2 << 3 | 2, 1, 0xff]);
+    let mut truncated = text(id, "vol-1");
+    truncated.truncate(truncated.len() - 2);
+    vec![
+        (
+            "every required field set",
+            all_required.clone(),
+            Becomes::Copied,
+        ),
+        (
+            "set twice, the last set",
+            with([text(id, ""), text(id, "vol-2")].concat()),
+            Becomes::Copied,
+        ),
+        ("no field", Vec::new(), Becomes::Refused),
+        (
+            "the first required field empty",
+            with(text(id, "")),
+            Becomes::Refused,
+        ),
+        (
+            "the first required field not UTF-8",
+            with(not_utf8),
+            Becomes::Refused,
+        ),
+        (
+            "the first required field a varint",
+            with(as_varint),
+            Becomes::Refused,
+        ),
+        ("cut short", with(truncated), Becomes::Refused),
+        ("a secret", with(secret_entry.clone()), Becomes::Scrubbed),
+        (
+            "two secrets",
+            with([secret_entry, entry_of(text(1, "user"))].concat()),
+            Becomes::Scrubbed,
+        ),
+        (
+            "a secret not UTF-8",
+            with(entry_of(bad_value)),
+            Becomes::Refused,
+        ),
+        (
+            "an unknown field",
+            with(text(99, "extra")),
+            Becomes::Dropped,
+        ),
+    ]
+}
+
+/// The calls relayed once their request passes its check: which they are, and for each, on
+/// requests that hit every rule, the check lets on exactly those the full translation sends on
+/// unchanged (read as the plugin's type, on the path the splice names), telling those with
+/// secrets apart, whose reply the translation makes the same from the method alone.
+#[test]
+fn a_request_goes_on_as_it_came_only_when_the_translation_would_copy_it() {
+    let mut listed: Vec<String> = checked()
+        .iter()
+        .map(|c| {
+            format!(
+                "{} -> {} {}",
+                c.schema.front, c.schema.upstream, c.schema.method
+            )
+        })
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed,
+        [
+            "v0.3 -> v1 ControllerUnpublishVolume",
+            "v0.3 -> v1 DeleteSnapshot",
+            "v0.3 -> v1 DeleteVolume",
+            "v1 -> v0.3 DeleteSnapshot",
+            "v1 -> v0.3 DeleteVolume",
+        ]
+    );
+    for c in checked() {
+        let s = c.schema;
+        let info = s.front.method(s.front_path).unwrap();
+        let up_info = s.upstream.method(s.upstream_path).unwrap();
+        let session = translate::UpstreamSession::new(s.upstream, None);
+        for (what, message, becomes) in check_samples(s.front, s.method) {
+            let what = format!("{} -> {} {}: {what}", s.front, s.upstream, s.method);
+            let framed = crate::grpc::frame::encode(&message);
+            let verdict = match becomes {
+                Becomes::Copied => Verdict::Copied,
+                Becomes::Scrubbed => Verdict::CopiedWithSecrets,
+                Becomes::Refused | Becomes::Dropped => Verdict::Translated,
+            };
+            assert_eq!(c.check.verdict(&framed), verdict, "{what}");
+            let outcome = translate::front::decode_front_method(s.front, info, &message);
+            let Ok(FrontCall::Hub(hub)) = outcome else {
+                assert_eq!(becomes, Becomes::Refused, "{what}: refused");
+                continue;
+            };
+            let (path, sent) = translate::upstream::single_call(&session, &hub).unwrap();
+            assert_eq!(path, s.upstream_path, "{what}");
+            let same = read_as(s.upstream, up_info.request, &message)
+                == read_as(s.upstream, up_info.request, &sent);
+            match becomes {
+                Becomes::Copied => assert!(same, "{what}: sent {sent:?}"),
+                // The plugin would read the field the translation drops.
+                Becomes::Dropped => assert!(!same, "{what}: sent {sent:?}"),
+                Becomes::Scrubbed => {
+                    assert!(same, "{what}: sent {sent:?}");
+                    let redactor = crate::observe::redact::Redactor::new([]);
+                    let values = redactor.secret_values(s.front, info.request, &message, false);
+                    assert!(
+                        values.contains(&"hunter2".to_string()),
+                        "{what}: scrubs {values:?}"
+                    );
+                    // Its reply is translated for the method alone (`Asked::Relayed`).
+                    let alone = empty_request(hub.method());
+                    let plugin = [Ok(Vec::new())]
+                        .into_iter()
+                        .chain(CODES_ALL.iter().map(|&code| Err(Status::new(code, "no"))));
+                    for reply in plugin {
+                        let answer = |request: &crate::hub::Request| {
+                            let reply = reply.as_ref().map(|b| &b[..]).map_err(Clone::clone);
+                            translate::upstream::single_reply(&session, s.front, request, reply)
+                                .map_err(|e| (e.code(), e.message().to_string()))
+                        };
+                        assert_eq!(answer(alone), answer(&hub), "{what}: {reply:?}");
+                    }
+                }
+                Becomes::Refused => panic!("{what}: the translation sent it on"),
+            }
+        }
+        // Framing the translation refuses, or reads otherwise: compressed, or two messages.
+        let request = check_samples(s.front, s.method).remove(0).1;
+        let mut compressed = crate::grpc::frame::encode(&request).to_vec();
+        compressed[0] = 1;
+        assert_eq!(c.check.verdict(&compressed), Verdict::Translated);
+        let one = crate::grpc::frame::encode(&request);
+        assert_eq!(
+            c.check.verdict(&[one.clone(), one].concat()),
+            Verdict::Translated
+        );
+    }
+    // The routes carry it; a v0.2 client's requests are read, never relayed.
+    let router = super::super::router::Router::new(&[Dialect::V1, Dialect::V0_3]).unwrap();
+    let delete = "/csi.v0.Controller/DeleteVolume";
+    let route = router.serving_v0_2(false).route(delete).unwrap();
+    assert!(route.inline_call(Dialect::V1).unwrap().check.is_some());
+    let v0_2 = super::super::router::Router::new(&[Dialect::V1, Dialect::V0_3])
+        .unwrap()
+        .serving_v0_2(true);
+    assert!(v0_2
+        .route(delete)
+        .unwrap()
+        .inline_call(Dialect::V1)
+        .unwrap()
+        .check
+        .is_none());
 }

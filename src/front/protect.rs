@@ -186,7 +186,7 @@ mod tests {
             decode: true,
             identical: None,
             inline: [None; 4],
-            inline_empty: [false; 4],
+            inline_request: [crate::front::router::InlineRequest::Translated; 4],
             hub: None,
         }
     }

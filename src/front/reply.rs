@@ -75,7 +75,7 @@ mod tests {
             decode: false,
             identical: None,
             inline: [None; 4],
-            inline_empty: [false; 4],
+            inline_request: [crate::front::router::InlineRequest::Translated; 4],
             hub: None,
         })
     }

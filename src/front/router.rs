@@ -23,22 +23,37 @@ pub struct Route {
     /// splice translates this call as one call on its own upstream connection
     /// ([`Route::inline_call`]).
     pub inline: [Option<&'static MethodInfo>; 4],
-    /// Per upstream dialect, whether that call's request has no field in either revision, so
-    /// that it goes on as it came ([`super::identical::request_empty`]).
-    pub inline_empty: [bool; 4],
+    /// Per upstream dialect, what becomes of that call's request ([`InlineRequest`]).
+    pub inline_request: [InlineRequest; 4],
     /// The hub method this route's calls are, where there is one.
     pub hub: Option<Method>,
 }
 
-/// A call the splice translates as one call on its own upstream connection.
+/// What becomes of a call's request that the splice translates as one call on its own
+/// upstream connection. One byte: a route is copied on every call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InlineRequest {
+    Translated,
+    /// Neither revision's request has a field ([`super::identical::request_empty`]): it goes
+    /// on as it came, and only the reply is translated.
+    Empty,
+    /// The call is wire-identical but for what its request may hold
+    /// ([`super::identical::checked`]): a request that passes its check goes on as it came
+    /// and the call is relayed from there.
+    Checked,
+}
+
+/// A call the splice translates as one call on its own upstream connection.
+#[derive(Clone, Copy, Debug)]
 pub struct Inline {
     /// The plugin's path.
     pub path: &'static str,
     /// The hub method, when neither revision's request has a field
-    /// ([`super::identical::request_empty`]): the client's request is relayed as it came and
-    /// only the reply is translated, for the empty request.
+    /// ([`InlineRequest::Empty`]): the client's request is relayed as it came and only the
+    /// reply is translated, for the empty request.
     pub empty_request: Option<Method>,
+    /// The check a request that goes on as it came must pass ([`InlineRequest::Checked`]).
+    pub check: Option<&'static super::identical::RequestCheck>,
 }
 
 impl Route {
@@ -71,18 +86,24 @@ impl Route {
     /// is one raw call to an `upstream` plugin ([`single_call_path`]) and the gateway keeps
     /// nothing of its own around it — no protection, validation or default deadline (those
     /// calls take `front::call::answer`'s path). Its request goes on as it came when it has
-    /// no field ([`Inline::empty_request`]).
+    /// no field ([`Inline::empty_request`]), or when it passes the check of a call that is
+    /// wire-identical but for it ([`Inline::check`]).
     ///
     /// [`single_call_path`]: crate::translate::upstream::single_call_path
     pub fn inline_call(&self, upstream: Dialect) -> Option<Inline> {
         let at = Dialect::ALL.iter().position(|d| *d == upstream)?;
+        let request = self.inline_request[at];
         Some(Inline {
             path: self.inline[at]?.path,
-            empty_request: self.hub.filter(|_| self.inline_empty[at]),
+            empty_request: self.hub.filter(|_| request == InlineRequest::Empty),
+            check: match (request, self.hub) {
+                (InlineRequest::Checked, Some(m)) => super::identical::front_check(self.dialect, m),
+                _ => None,
+            },
         })
     }
 
-    /// Works out [`Route::inline`] and [`Route::inline_empty`] for the route as it is.
+    /// Works out [`Route::inline`] and [`Route::inline_request`] for the route as it is.
     fn with_inline(mut self) -> Route {
         self.hub = Method::ALL
             .iter()
@@ -96,8 +117,17 @@ impl Route {
             upstream.method(path)
         });
         // A v0.2 client's request may be refused by the gateway (`v0_2_refusal`): it is read.
-        self.inline_empty = Dialect::ALL.map(|upstream| {
-            !self.v0_2 && super::identical::request_empty(self.dialect, self.method.path, upstream)
+        self.inline_request = Dialect::ALL.map(|upstream| {
+            let path = self.method.path;
+            if self.v0_2 {
+                InlineRequest::Translated
+            } else if super::identical::request_empty(self.dialect, path, upstream) {
+                InlineRequest::Empty
+            } else if super::identical::request_check(self.dialect, path, upstream).is_some() {
+                InlineRequest::Checked
+            } else {
+                InlineRequest::Translated
+            }
         });
         self
     }
@@ -126,7 +156,7 @@ impl Router {
                     decode: false,
                     identical: super::identical::upstream_path(dialect, method.path),
                     inline: [None; 4],
-                    inline_empty: [false; 4],
+                    inline_request: [InlineRequest::Translated; 4],
                     hub: None,
                 }
                 .with_inline();

@@ -35,7 +35,8 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
-use crate::front::router::Route;
+use crate::front::identical::Verdict;
+use crate::front::router::{Inline, Route};
 use crate::front::Shared;
 use crate::front::{call, reply, services};
 use crate::grpc::{frame as grpc_frame, Code, Status, MAX_MESSAGE_BYTES};
@@ -228,7 +229,7 @@ impl Side {
     }
 
     /// The client's request frames go on to the upstream as they came: a relayed call's, and
-    /// a translated call's whose request has no field (`Asked::Empty`).
+    /// a translated call's relayed as it came (`Asked::Relayed`).
     fn relays_request(&self) -> bool {
         match self {
             Side::Relayed => true,
@@ -275,6 +276,9 @@ struct Translated {
     /// The plugin ended its reply before the request was sent (it refused the call on its
     /// head alone): its status.
     early: Option<Status>,
+    /// For a call wire-identical but for what its request may hold, the check its request
+    /// must pass to go on as it came (`Splice::relay_checked`).
+    check: Option<&'static crate::front::identical::RequestCheck>,
 }
 
 /// What a translated call's plugin was asked.
@@ -283,9 +287,11 @@ enum Asked {
     Not,
     /// The hub request, translated and sent.
     Hub(Box<crate::hub::Request>),
-    /// The client's request, relayed as it came: neither revision's request for this method
-    /// has a field (`Inline::empty_request`), so it stands for the one empty request.
-    Empty(crate::hub::Method),
+    /// The client's request, relayed as it came, its reply translated for the method alone:
+    /// neither revision's request for this method has a field (`Inline::empty_request`), or
+    /// the request passed its check with secrets (`Verdict::CopiedWithSecrets`), which reach
+    /// the reply's translation only through the request as it came (`observe::scrub`).
+    Relayed(crate::hub::Method),
 }
 
 impl Asked {
@@ -295,7 +301,7 @@ impl Asked {
 
     /// The client's request goes on as it came.
     fn relayed(&self) -> bool {
-        matches!(self, Asked::Empty(_))
+        matches!(self, Asked::Relayed(_))
     }
 }
 
@@ -305,26 +311,26 @@ impl Translated {
     fn start(
         spare: Option<Box<Translated>>,
         route: Route,
-        path: &'static str,
         timeout: Option<Duration>,
         window: i64,
-        empty_request: Option<crate::hub::Method>,
+        inline: Inline,
     ) -> Box<Translated> {
         let fresh = |mut body: BytesMut, mut reply: BytesMut| {
             body.clear();
             reply.clear();
             Translated {
                 route,
-                path,
+                path: inline.path,
                 body,
                 timeout,
                 credit: 0,
-                asked: empty_request.map_or(Asked::Not, Asked::Empty),
+                asked: inline.empty_request.map_or(Asked::Not, Asked::Relayed),
                 reply,
                 reply_too_large: false,
                 reply_unacked: 0,
                 window,
                 early: None,
+                check: inline.check,
             }
         };
         match spare {
@@ -968,15 +974,38 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             return Ok(());
         }
-        let too_large = match &self.streams[&head.stream].side {
-            Side::Translated(t) => {
-                !t.asked.sent() && t.credit + head.len as u64 > MAX_TRANSLATED_REQUEST
+        let stream = &self.streams[&head.stream];
+        let (too_large, verdict) = match &stream.side {
+            Side::Translated(t) if t.credit + head.len as u64 > MAX_TRANSLATED_REQUEST => {
+                (!t.asked.sent(), Verdict::Translated)
             }
-            _ => false,
+            Side::Translated(t) => (false, self.check_request(stream, t, head, payload)),
+            _ => (false, Verdict::Translated),
         };
         if too_large {
             // Answered through `call::answer` instead, which takes it whatever its size.
             self.translated_to_local(head.stream);
+        }
+        match verdict {
+            Verdict::Copied => return self.relay_checked(head, whole),
+            // Relayed below as it came; the reply is translated, an error scrubbed of the
+            // secrets read from the request, whatever the log level.
+            Verdict::CopiedWithSecrets => {
+                if let Some(Stream {
+                    side: Side::Translated(t),
+                    report: Some(report),
+                    ..
+                }) = self.streams.get_mut(&head.stream)
+                {
+                    if let Some(method) = t.route.hub {
+                        t.asked = Asked::Relayed(method);
+                        report.request = frame::content(&head, payload)
+                            .ok()
+                            .and_then(|range| first_message(&payload[range]));
+                    }
+                }
+            }
+            Verdict::Translated => {}
         }
         let own = if self.reply_block.is_some() || !self.server_preface {
             &mut self.own
@@ -1016,7 +1045,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                     self.send_translated(head.stream, &payload[range]);
                 }
             }
-            // A relayed request, or a translated call's that has no field (`Asked::Empty`).
+            // A relayed request, or a translated call's relayed as it came (`Asked::Relayed`).
             Side::Relayed | Side::Translated(_) => {
                 if let Some(report) = stream.report.as_mut() {
                     if report.request.is_none() {
@@ -1070,6 +1099,67 @@ impl<C: Io, U: Io> Splice<C, U> {
         Ok(())
     }
 
+    /// Whether this client DATA frame starts a translated call's request that goes on as it
+    /// came (`Translated::check`): the first of the request, holding its whole message, which
+    /// the translation would copy, and nothing of the plugin's reply yet (not even a block
+    /// begun). A request that comes in pieces is translated, as is any call once something of
+    /// it was.
+    fn check_request(
+        &self,
+        stream: &Stream,
+        t: &Translated,
+        head: Head,
+        payload: &[u8],
+    ) -> Verdict {
+        let Some(check) = t.check else {
+            return Verdict::Translated;
+        };
+        let untouched = t.credit == 0 && t.body.is_empty() && !t.asked.sent() && t.early.is_none();
+        let replying = stream.reply_started
+            || stream.reply_done
+            || self
+                .reply_block
+                .as_ref()
+                .is_some_and(|b| b.stream == head.stream);
+        match frame::content(&head, payload) {
+            Ok(range) if untouched && !replying && !stream.request_done => {
+                check.verdict(&payload[range])
+            }
+            _ => Verdict::Translated,
+        }
+    }
+
+    /// Relays a translated call from its request's first DATA frame (`check_request`) as the
+    /// wire-identical call it now is: the frame goes on as it came, and so does everything
+    /// after it both ways. What the client gave the stream's window beyond its start came to
+    /// the splice, which sent nothing on the stream: the plugin gets it.
+    fn relay_checked(&mut self, head: Head, whole: &[u8]) -> Result<(), Broken> {
+        let stream = self
+            .streams
+            .get_mut(&head.stream)
+            .expect("check_request found it");
+        // `check_request` found a translated call there.
+        let Side::Translated(t) = std::mem::replace(&mut stream.side, Side::Relayed) else {
+            return Ok(());
+        };
+        stream.request_done = head.has(frame::END_STREAM);
+        if let Some(report) = stream.report.as_mut() {
+            if observe::request_wanted() {
+                let payload = &whole[frame::HEAD_LEN..];
+                report.request = frame::content(&head, payload)
+                    .ok()
+                    .and_then(|range| first_message(&payload[range]));
+            }
+        }
+        let given = t.window - self.client_initial_window;
+        if given > 0 {
+            frame::put_window_update(&mut self.to_upstream, head.stream, given as u32);
+        }
+        self.to_upstream.extend_from_slice(whole);
+        self.recycle(t);
+        Ok(())
+    }
+
     /// A request header block, complete: `frames` are the HEADERS and CONTINUATION frames
     /// that carried it.
     fn on_request_block(
@@ -1111,7 +1201,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                     self.reencode = true;
                     self.send_translated(id, &[]);
                 }
-                // Its request relayed as it came (`Asked::Empty`).
+                // Its request relayed as it came (`Asked::Relayed`).
                 Side::Translated(_) => {
                     self.forward_request_block(id, end_stream, bytes, frames, request, true)
                 }
@@ -1145,7 +1235,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         };
         // Else a call that is one call to the plugin is translated on this connection: its
         // head goes on now with the plugin's path, its message once whole (`send_translated`),
-        // or as it came when it has no field (`Asked::Empty`).
+        // or as it came when it has no field (`Asked::Relayed`).
         let inline = match (same, rewrite, route) {
             (false, None, Some(r)) if !end_stream => r.inline_call(upstream_dialect),
             _ => None,
@@ -1208,10 +1298,9 @@ impl<C: Io, U: Io> Splice<C, U> {
             Side::Translated(Translated::start(
                 spare,
                 route,
-                inline.path,
                 request.timeout,
                 window,
-                inline.empty_request,
+                inline,
             ))
         } else if relayed {
             Side::Relayed
@@ -1522,7 +1611,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             return;
         };
         // Answered already: a translated call whose plugin replied before the client's request
-        // ended (`Asked::Empty`) is never made a second time.
+        // ended (`Asked::Relayed`) is never made a second time.
         if matches!(&stream.side, Side::Local(l) if l.reply.is_some()) {
             return;
         }
@@ -2233,7 +2322,8 @@ impl<C: Io, U: Io> Splice<C, U> {
         // Left in place, where it marks the request as sent.
         let request = match &t.asked {
             Asked::Hub(request) => &**request,
-            Asked::Empty(method) => crate::front::identical::empty_request(*method),
+            // Its reply's translation reads the method alone (`front::identical`'s tests).
+            Asked::Relayed(method) => crate::front::identical::empty_request(*method),
             Asked::Not => {
                 // Before its request went: answered once the request is whole (`send_translated`).
                 t.early = Some(plugin_status.err().unwrap_or_else(|| {
