@@ -576,6 +576,13 @@ fn a_request_goes_on_as_it_came_only_when_the_translation_would_copy_it() {
                         values.contains(&"hunter2".to_string()),
                         "{what}: scrubs {values:?}"
                     );
+                    // Its OK reply goes as it came: the translation's is the same.
+                    let ok = translate::upstream::single_reply(&session, s.front, &hub, Ok(&[]));
+                    assert_eq!(
+                        translate::encode_front(s.front, s.front_path, ok).unwrap(),
+                        canonical(s.front, info.response, &[]),
+                        "{what}: OK reply"
+                    );
                     // Its reply is translated for the method alone (`Asked::Relayed`).
                     let alone = empty_request(hub.method());
                     let plugin = [Ok(Vec::new())]

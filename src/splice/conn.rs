@@ -2339,7 +2339,14 @@ impl<C: Io, U: Io> Splice<C, U> {
         // on nothing for it.
         report.code = Code::Ok;
         let plugin = plugin_status.and_then(|()| grpc_frame::decode_unary(&t.reply));
-        let answer = call::inline_reply(&self.shared, &self.live, t.route, request, plugin, report);
+        let answer = match plugin {
+            // A checked call's reply is wire-identical (`front::identical::checked`): only an
+            // error needs the translation, to scrub it.
+            Ok(message) if t.check.is_some() => Ok(message.to_vec()),
+            plugin => {
+                call::inline_reply(&self.shared, &self.live, t.route, request, plugin, report)
+            }
+        };
         if let (Ok(message), Some(Code::Ok), true, false) =
             (&answer, reply.code, head_sent, self.reencode_replies)
         {
