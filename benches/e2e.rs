@@ -239,6 +239,29 @@ fn main() {
         .encode_to_vec(),
     )
     .unwrap();
+    // ControllerPublishVolume's request is translated in full (its capability is read: access
+    // modes v0.x lacks are refused), its reply too; the same bytes in both revisions.
+    let publish = dir.path().join("controller-publish.request");
+    std::fs::write(
+        &publish,
+        csi_gateway::dialect::proto::v1::ControllerPublishVolumeRequest {
+            volume_id: "bench-volume".into(),
+            node_id: "bench-node".into(),
+            volume_capability: Some(csi_gateway::dialect::proto::v1::VolumeCapability {
+                access_mode: Some(
+                    csi_gateway::dialect::proto::v1::volume_capability::AccessMode { mode: 1 },
+                ),
+                access_type: Some(
+                    csi_gateway::dialect::proto::v1::volume_capability::AccessType::Mount(
+                        Default::default(),
+                    ),
+                ),
+            }),
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    )
+    .unwrap();
     let translated_methods = [
         (
             "Probe",
@@ -263,6 +286,12 @@ fn main() {
             "/csi.v1.Controller/DeleteVolume",
             "/csi.v0.Controller/DeleteVolume",
             Some(&delete_secret),
+        ),
+        (
+            "ControllerPublishVolume",
+            "/csi.v1.Controller/ControllerPublishVolume",
+            "/csi.v0.Controller/ControllerPublishVolume",
+            Some(&publish),
         ),
     ];
     for (method, v1, v0, request) in translated_methods
