@@ -219,49 +219,42 @@ fn main() {
     // passes the splice's check and goes on as it came (`front::identical::checked`); without a
     // secret the call is relayed from there, with one its reply is translated (an error would
     // be scrubbed of it).
-    let delete = dir.path().join("delete-volume.request");
-    std::fs::write(
-        &delete,
-        csi_gateway::dialect::proto::v1::DeleteVolumeRequest {
+    use csi_gateway::dialect::proto::v1;
+    // The request every call of a row sends: the same bytes in both revisions.
+    let request_file = |name: &str, message: &dyn Fn() -> Vec<u8>| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, message()).unwrap();
+        path
+    };
+    let delete = request_file("delete-volume.request", &|| {
+        v1::DeleteVolumeRequest {
             volume_id: "bench-volume".into(),
             ..Default::default()
         }
-        .encode_to_vec(),
-    )
-    .unwrap();
-    let delete_secret = dir.path().join("delete-volume-secret.request");
-    std::fs::write(
-        &delete_secret,
-        csi_gateway::dialect::proto::v1::DeleteVolumeRequest {
+        .encode_to_vec()
+    });
+    let delete_secret = request_file("delete-volume-secret.request", &|| {
+        v1::DeleteVolumeRequest {
             volume_id: "bench-volume".into(),
             secrets: [("password".to_string(), "bench".to_string())].into(),
         }
-        .encode_to_vec(),
-    )
-    .unwrap();
+        .encode_to_vec()
+    });
     // ControllerPublishVolume's request is translated in full (its capability is read: access
-    // modes v0.x lacks are refused), its reply too; the same bytes in both revisions.
-    let publish = dir.path().join("controller-publish.request");
-    std::fs::write(
-        &publish,
-        csi_gateway::dialect::proto::v1::ControllerPublishVolumeRequest {
+    // modes v0.x lacks are refused), its reply too.
+    let publish = request_file("controller-publish.request", &|| {
+        use v1::volume_capability::{AccessMode, AccessType};
+        v1::ControllerPublishVolumeRequest {
             volume_id: "bench-volume".into(),
             node_id: "bench-node".into(),
-            volume_capability: Some(csi_gateway::dialect::proto::v1::VolumeCapability {
-                access_mode: Some(
-                    csi_gateway::dialect::proto::v1::volume_capability::AccessMode { mode: 1 },
-                ),
-                access_type: Some(
-                    csi_gateway::dialect::proto::v1::volume_capability::AccessType::Mount(
-                        Default::default(),
-                    ),
-                ),
+            volume_capability: Some(v1::VolumeCapability {
+                access_mode: Some(AccessMode { mode: 1 }),
+                access_type: Some(AccessType::Mount(Default::default())),
             }),
             ..Default::default()
         }
-        .encode_to_vec(),
-    )
-    .unwrap();
+        .encode_to_vec()
+    });
     let translated_methods = [
         (
             "Probe",
