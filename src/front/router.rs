@@ -33,13 +33,15 @@ pub struct Route {
 /// upstream connection. One byte: a route is copied on every call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InlineRequest {
+    /// Translated once whole.
     Translated,
     /// Neither revision's request has a field ([`super::identical::request_empty`]): it goes
     /// on as it came, and only the reply is translated.
     Empty,
     /// The call is wire-identical but for what its request may hold
-    /// ([`super::identical::checked`]): a request that passes its check goes on as it came
-    /// and the call is relayed from there.
+    /// ([`super::identical::checked`]): a request the check finds the translation would copy
+    /// goes on as it came, and the call is relayed from there (with secrets, its reply is
+    /// still translated).
     Checked,
 }
 
