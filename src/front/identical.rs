@@ -44,8 +44,8 @@
 //! translation would send it on unchanged (every field one the front knows, a string of valid
 //! UTF-8 or a map of them, the REQUIRED ones not empty), so does the splice
 //! (`Splice::relay_checked`). Without secrets the call is then relayed from there, reply and
-//! status included; with secrets its reply is translated as above, for the method alone, so
-//! that an error is scrubbed of them. Any other request is translated. Today DeleteVolume and
+//! status included; with secrets an OK reply goes as it came and an error is translated as
+//! above, for the method alone, so that it is scrubbed of them. Any other request is translated. Today DeleteVolume and
 //! DeleteSnapshot both ways, and a v0.3 client's ControllerUnpublishVolume to a v1 plugin
 //! (asserted in the tests). The exception here: more messages after the first are the
 //! plugin's to refuse.
@@ -270,7 +270,7 @@ pub enum Verdict {
     /// Send it on as it is: the call is wire-identical.
     Copied,
     /// Send it on as it is, and scrub its secrets from an error the plugin answers: the request
-    /// may go on as it came, its reply is the translation's.
+    /// may go on as it came, an error in its reply is the translation's.
     CopiedWithSecrets,
     /// Anything else (refuse it, drop a field): the request is translated.
     Translated,

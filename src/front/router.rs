@@ -41,7 +41,7 @@ pub enum InlineRequest {
     /// The call is wire-identical but for what its request may hold
     /// ([`super::identical::checked`]): a request the check finds the translation would copy
     /// goes on as it came, and the call is relayed from there (with secrets, its reply is
-    /// still translated).
+    /// still translated when it is an error).
     Checked,
 }
 
