@@ -43,12 +43,12 @@
 //! message comes whole in its first DATA frame, [`RequestCheck::verdict`] reads it: if the
 //! translation would send it on unchanged (every field one the front knows, a string of valid
 //! UTF-8 or a map of them, the REQUIRED ones not empty), so does the splice
-//! (`Splice::relay_checked`). Without secrets the call is then relayed from there, reply and
+//! (`Splice::turn_relayed`). Without secrets the call is then relayed from there, reply and
 //! status included; with secrets an OK reply goes as it came and an error is translated as
-//! above, for the method alone, so that it is scrubbed of them. Any other request is translated. Today DeleteVolume and
-//! DeleteSnapshot both ways, and a v0.3 client's ControllerUnpublishVolume to a v1 plugin
-//! (asserted in the tests). The exception here: more messages after the first are the
-//! plugin's to refuse.
+//! above, for the method alone, so that it is scrubbed of them. Any other request is
+//! translated. Today DeleteVolume and DeleteSnapshot both ways, and a v0.3 client's
+//! ControllerUnpublishVolume to a v1 plugin (asserted in the tests). The exception here: more
+//! messages after the first are the plugin's to refuse.
 //!
 //! Everything a translated call leaves stays the same on this path: it is counted in
 //! `csi_gateway_translations_total` with its dialect pair, path and outcome (an upstream
@@ -424,21 +424,14 @@ pub fn checked() -> &'static [Checked] {
     &CHECKED
 }
 
-/// The check a call on `front_path` of `front` to an `upstream` plugin is relayed on, when
-/// it is one of [`checked`].
-pub fn request_check(
-    front: Dialect,
-    front_path: &str,
-    upstream: Dialect,
-) -> Option<&'static RequestCheck> {
-    checked()
-        .iter()
-        .find(|c| {
-            c.schema.front == front
-                && c.schema.upstream == upstream
-                && c.schema.front_path == front_path
-        })
-        .map(|c| c.check)
+/// Whether a call on `front_path` of `front` to an `upstream` plugin is one of [`checked`]:
+/// its request goes on as it came when it passes [`front_check`].
+pub fn request_checked(front: Dialect, front_path: &str, upstream: Dialect) -> bool {
+    checked().iter().any(|c| {
+        c.schema.front == front
+            && c.schema.upstream == upstream
+            && c.schema.front_path == front_path
+    })
 }
 
 /// The one request a call of `method` stands for when its request has no field

@@ -125,7 +125,7 @@ impl Route {
                 InlineRequest::Translated
             } else if super::identical::request_empty(self.dialect, path, upstream) {
                 InlineRequest::Empty
-            } else if super::identical::request_check(self.dialect, path, upstream).is_some() {
+            } else if super::identical::request_checked(self.dialect, path, upstream) {
                 InlineRequest::Checked
             } else {
                 InlineRequest::Translated

@@ -277,7 +277,7 @@ struct Translated {
     /// head alone): its status.
     early: Option<Status>,
     /// For a call wire-identical but for what its request may hold, the check its request
-    /// must pass to go on as it came (`Splice::relay_checked`).
+    /// must pass to go on as it came (`Splice::check_request`).
     check: Option<&'static crate::front::identical::RequestCheck>,
 }
 
@@ -987,7 +987,8 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.translated_to_local(head.stream);
         }
         match verdict {
-            Verdict::Copied => return self.relay_checked(head, whole),
+            // Relayed below, as everything after it both ways.
+            Verdict::Copied => self.turn_relayed(head.stream),
             // Relayed below as it came; the reply is translated, an error scrubbed of the
             // secrets read from the request, whatever the log level.
             Verdict::CopiedWithSecrets => {
@@ -1114,7 +1115,8 @@ impl<C: Io, U: Io> Splice<C, U> {
         let Some(check) = t.check else {
             return Verdict::Translated;
         };
-        let untouched = t.credit == 0 && t.body.is_empty() && !t.asked.sent() && t.early.is_none();
+        // No DATA yet (the body holds only what the credit paid for).
+        let untouched = t.credit == 0 && !t.asked.sent() && t.early.is_none();
         let replying = stream.reply_started
             || stream.reply_done
             || self
@@ -1129,35 +1131,25 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
     }
 
-    /// Relays a translated call from its request's first DATA frame (`check_request`) as the
-    /// wire-identical call it now is: the frame goes on as it came, and so does everything
-    /// after it both ways. What the client gave the stream's window beyond its start came to
-    /// the splice, which sent nothing on the stream: the plugin gets it.
-    fn relay_checked(&mut self, head: Head, whole: &[u8]) -> Result<(), Broken> {
-        let stream = self
-            .streams
-            .get_mut(&head.stream)
-            .expect("check_request found it");
-        // `check_request` found a translated call there.
-        let Side::Translated(t) = std::mem::replace(&mut stream.side, Side::Relayed) else {
-            return Ok(());
+    /// Makes a translated call whose request's first DATA frame passed its check
+    /// (`check_request`) the relayed call it is wire-identical to: that frame and everything
+    /// after it go on as they came, both ways. What the client gave the stream's window beyond
+    /// its start came to the splice, which sent nothing on the stream: the plugin gets it.
+    fn turn_relayed(&mut self, id: u32) {
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return;
         };
-        stream.request_done = head.has(frame::END_STREAM);
-        if let Some(report) = stream.report.as_mut() {
-            if observe::request_wanted() {
-                let payload = &whole[frame::HEAD_LEN..];
-                report.request = frame::content(&head, payload)
-                    .ok()
-                    .and_then(|range| first_message(&payload[range]));
-            }
+        if !matches!(stream.side, Side::Translated(_)) {
+            return;
         }
+        let Side::Translated(t) = std::mem::replace(&mut stream.side, Side::Relayed) else {
+            return;
+        };
         let given = t.window - self.client_initial_window;
         if given > 0 {
-            frame::put_window_update(&mut self.to_upstream, head.stream, given as u32);
+            frame::put_window_update(&mut self.to_upstream, id, given as u32);
         }
-        self.to_upstream.extend_from_slice(whole);
         self.recycle(t);
-        Ok(())
     }
 
     /// A request header block, complete: `frames` are the HEADERS and CONTINUATION frames
