@@ -215,10 +215,12 @@ fn main() {
     // same-dialect ones. Probe is wire-identical between v0.3 and v1 (relayed with its path
     // rewritten); NodeGetCapabilities has its reply translated (its capabilities filtered) and
     // its request, which has no field, relayed (`front::identical::request_empty`).
-    // DeleteVolume is wire-identical but for what its request may hold: one with its volume id
-    // passes the splice's check and goes on as it came (`front::identical::checked`); without a
-    // secret the call is relayed from there, with one its reply is translated (an error would
-    // be scrubbed of it).
+    // DeleteVolume, ControllerPublishVolume and NodePublishVolume are wire-identical but for
+    // what their request may hold: a request the splice's check passes goes on as it came
+    // (`front::identical::checked`); without a secret the call is relayed from there, with one
+    // its reply is translated (an error would be scrubbed of it). CreateVolume's request goes
+    // on as it came too, and its reply is translated (a v0.3 client gets no clone source).
+    // NodeStageVolume is translated in full, both ways (the staging rules).
     use csi_gateway::dialect::proto::v1;
     // The request every call of a row sends: the same bytes in both revisions.
     let request_file = |name: &str, message: &dyn Fn() -> Vec<u8>| {
@@ -240,17 +242,44 @@ fn main() {
         }
         .encode_to_vec()
     });
-    // ControllerPublishVolume's request is translated in full (its capability is read: access
-    // modes v0.x lacks are refused), its reply too.
-    let publish = request_file("controller-publish.request", &|| {
+    let capability = || {
         use v1::volume_capability::{AccessMode, AccessType};
+        Some(v1::VolumeCapability {
+            access_mode: Some(AccessMode { mode: 1 }),
+            access_type: Some(AccessType::Mount(Default::default())),
+        })
+    };
+    let publish = request_file("controller-publish.request", &|| {
         v1::ControllerPublishVolumeRequest {
             volume_id: "bench-volume".into(),
             node_id: "bench-node".into(),
-            volume_capability: Some(v1::VolumeCapability {
-                access_mode: Some(AccessMode { mode: 1 }),
-                access_type: Some(AccessType::Mount(Default::default())),
-            }),
+            volume_capability: capability(),
+            ..Default::default()
+        }
+        .encode_to_vec()
+    });
+    let node_publish = request_file("node-publish.request", &|| {
+        v1::NodePublishVolumeRequest {
+            volume_id: "bench-volume".into(),
+            target_path: "/bench/target".into(),
+            volume_capability: capability(),
+            ..Default::default()
+        }
+        .encode_to_vec()
+    });
+    let create = request_file("create-volume.request", &|| {
+        v1::CreateVolumeRequest {
+            name: "bench-volume".into(),
+            volume_capabilities: capability().into_iter().collect(),
+            ..Default::default()
+        }
+        .encode_to_vec()
+    });
+    let stage = request_file("node-stage.request", &|| {
+        v1::NodeStageVolumeRequest {
+            volume_id: "bench-volume".into(),
+            staging_target_path: "/bench/staging".into(),
+            volume_capability: capability(),
             ..Default::default()
         }
         .encode_to_vec()
@@ -285,6 +314,24 @@ fn main() {
             "/csi.v1.Controller/ControllerPublishVolume",
             "/csi.v0.Controller/ControllerPublishVolume",
             Some(&publish),
+        ),
+        (
+            "NodePublishVolume",
+            "/csi.v1.Node/NodePublishVolume",
+            "/csi.v0.Node/NodePublishVolume",
+            Some(&node_publish),
+        ),
+        (
+            "CreateVolume",
+            "/csi.v1.Controller/CreateVolume",
+            "/csi.v0.Controller/CreateVolume",
+            Some(&create),
+        ),
+        (
+            "NodeStageVolume",
+            "/csi.v1.Node/NodeStageVolume",
+            "/csi.v0.Node/NodeStageVolume",
+            Some(&stage),
         ),
     ];
     for (method, v1, v0, request) in translated_methods

@@ -408,3 +408,172 @@ async fn a_v1_client_of_a_v0_3_plugin_gets_what_the_translation_gave() {
         );
     }
 }
+
+/// v0.3 client, v1 plugin: calls whose request the translation would copy go on as they came
+/// once the splice's check passes (`front::identical::checked`), and those with a rule about
+/// their reply get it translated all the same — CreateVolume's and ListVolumes' clone sources,
+/// CreateSnapshot's time. Spliced and terminated, the client reads the same answers; requests
+/// the check does not pass (a REQUIRED field missing, a field v0.3 lacks) are translated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v0_3_clients_checked_calls_get_their_replies_translated() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let mut answers = Vec::new();
+    for splice in [true, false] {
+        let metrics = support::free_port();
+        let gw = Gateway::start(
+            &backend.socket,
+            "v0.1",
+            &[
+                &format!("--splice={splice}"),
+                &format!("--metrics-listen=127.0.0.1:{metrics}"),
+            ],
+        )
+        .await;
+        let ch = gw.channel().await;
+        let mut controller = v0_3::controller_client::ControllerClient::new(ch.clone());
+        let create = v0_3::CreateVolumeRequest {
+            name: "checked-volume".into(),
+            volume_capabilities: vec![support::front::cap_v03()],
+            capacity_range: Some(v0_3::CapacityRange {
+                required_bytes: 1 << 20,
+                limit_bytes: 0,
+            }),
+            parameters: [("tier".to_string(), "fast".to_string())].into(),
+            ..Default::default()
+        };
+        let volume = controller
+            .create_volume(create.clone())
+            .await
+            .unwrap()
+            .into_inner()
+            .volume
+            .expect("a volume");
+        assert!(
+            !volume.id.is_empty() && volume.capacity_bytes >= 1 << 20,
+            "{volume:?}"
+        );
+        // The check refuses to copy these; the translation answers as it always did.
+        let unnamed = controller
+            .create_volume(v0_3::CreateVolumeRequest {
+                name: String::new(),
+                ..create.clone()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(unnamed.code(), Code::InvalidArgument, "{unnamed:?}");
+        assert!(unnamed.message().contains("name"), "{unnamed:?}");
+        let modeless = controller
+            .create_volume(v0_3::CreateVolumeRequest {
+                volume_capabilities: vec![v0_3::VolumeCapability {
+                    access_mode: None,
+                    ..support::front::cap_v03()
+                }],
+                ..create.clone()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(modeless.code(), Code::InvalidArgument, "{modeless:?}");
+        let snapshot = controller
+            .create_snapshot(v0_3::CreateSnapshotRequest {
+                source_volume_id: volume.id.clone(),
+                name: "checked-snapshot".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .snapshot
+            .expect("a snapshot");
+        // v1's Timestamp, as the nanoseconds v0.3 counts.
+        assert!(
+            snapshot.created_at > 1_500_000_000_000_000_000,
+            "{snapshot:?}"
+        );
+        let listed = controller
+            .list_volumes(v0_3::ListVolumesRequest {
+                max_entries: 10,
+                starting_token: String::new(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert!(
+            listed
+                .entries
+                .iter()
+                .any(|e| e.volume.as_ref().is_some_and(|v| v.id == volume.id)),
+            "{listed:?}"
+        );
+        let published = controller
+            .controller_publish_volume(v0_3::ControllerPublishVolumeRequest {
+                volume_id: volume.id.clone(),
+                node_id: "no-such-node".into(),
+                volume_capability: Some(support::front::cap_v03()),
+                ..Default::default()
+            })
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|e| (e.code(), e.message().to_string()));
+        // A v0.3 client's node calls are one call each (the gateway owns no target path of
+        // its): checked and relayed.
+        let target = tempfile::tempdir().unwrap();
+        let mut node = v0_3::node_client::NodeClient::new(ch.clone());
+        let node_published = node
+            .node_publish_volume(v0_3::NodePublishVolumeRequest {
+                volume_id: "no-such-volume".into(),
+                target_path: target.path().join("t").display().to_string(),
+                volume_capability: Some(support::front::cap_v03()),
+                ..Default::default()
+            })
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|e| {
+                (
+                    e.code(),
+                    e.message().replace(&*target.path().to_string_lossy(), ""),
+                )
+            });
+        let node_unpublished = node
+            .node_unpublish_volume(v0_3::NodeUnpublishVolumeRequest {
+                volume_id: "no-such-volume".into(),
+                target_path: target.path().join("t").display().to_string(),
+            })
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|e| {
+                (
+                    e.code(),
+                    e.message().replace(&*target.path().to_string_lossy(), ""),
+                )
+            });
+        assert!(node_published.is_err(), "{node_published:?}");
+        let text = support::scrape(metrics);
+        for (method, outcome) in [
+            ("/csi.v0.Node/NodePublishVolume", "upstream"),
+            ("/csi.v0.Controller/CreateVolume", "ok"),
+            ("/csi.v0.Controller/CreateVolume", "client"),
+            ("/csi.v0.Controller/CreateSnapshot", "ok"),
+            ("/csi.v0.Controller/ListVolumes", "ok"),
+        ] {
+            let series = format!(
+                r#"csi_gateway_translations_total{{front_dialect="v0.3",upstream_dialect="v1",method_name="{method}",outcome="{outcome}"}}"#
+            );
+            assert!(
+                support::value(&text, &series).is_some_and(|n| n >= 1.0),
+                "splice={splice}: {method} {outcome}\n{text}"
+            );
+        }
+        answers.push((
+            volume,
+            snapshot,
+            listed,
+            published,
+            node_published,
+            node_unpublished,
+        ));
+    }
+    assert_eq!(
+        answers[0], answers[1],
+        "spliced and terminated answers differ"
+    );
+}

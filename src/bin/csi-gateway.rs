@@ -12,6 +12,11 @@ use csi_gateway::config::{self, Overrides, StateOverrides};
 use csi_gateway::dialect::Dialect;
 use csi_gateway::endpoint::Endpoint;
 
+/// jemalloc, as linkerd2-proxy: with many calls in flight glibc's per-thread caches overflow and
+/// its slow paths cost more than a translated call's own work (callgrind, issue 18's note).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Exit code for a configuration the gateway refuses (sysexits EX_USAGE).
 const EXIT_CONFIG: u8 = 64;
 

@@ -435,7 +435,7 @@ pub fn inline_request(
         Ok(FrontCall::Local(reply)) => return Inline::Answer(Ok(reply)),
         Err(s) => return Inline::Answer(error_reply(Some(route), Origin::Client, s, report)),
     };
-    match translate::upstream::single_call(&live.session, &request) {
+    match translate::upstream::single_call(route.dialect, &live.session, &request) {
         Some((path, message)) if path == sent => Inline::Call(request, message),
         _ => Inline::Fallback,
     }

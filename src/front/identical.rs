@@ -39,16 +39,21 @@
 //! `Asked::Relayed`), with the same exception for bytes that are not valid protobuf.
 //!
 //! A call that fails only on rules about what its request holds — REQUIRED fields the gateway
-//! checks first, secrets it scrubs from error messages — is [`checked`]. When the request's
-//! message comes whole in its first DATA frame, [`RequestCheck::verdict`] reads it: if the
-//! translation would send it on unchanged (every field one the front knows, a string of valid
-//! UTF-8 or a map of them, the REQUIRED ones not empty), so does the splice
-//! (`Splice::turn_relayed`). Without secrets the call is then relayed from there, reply and
-//! status included; with secrets an OK reply goes as it came and an error is translated as
-//! above, for the method alone, so that it is scrubbed of them. Any other request is
-//! translated. Today DeleteVolume and DeleteSnapshot both ways, and a v0.3 client's
-//! ControllerUnpublishVolume to a v1 plugin (asserted in the tests). The exception here: more
-//! messages after the first are the plugin's to refuse.
+//! checks first, secrets it scrubs from error messages ([`Part::Request`]) — or about its reply
+//! alone, which the translation makes from the plugin's reply and the method whatever the
+//! request held ([`Part::Reply`]: capability lists, clone sources, snapshot times, recoded
+//! statuses), is [`checked`]. When the request's message comes whole in its first DATA frame,
+//! [`RequestCheck::verdict`] reads it: if the translation would send it on unchanged (every
+//! field, at any depth, one the front knows, read as the translation reads it — a string of
+//! valid UTF-8, a number, a message, a map of strings — and the REQUIRED ones set), so does
+//! the splice. With no rule about its reply and no secret the call is then relayed from there,
+//! reply and status included (`Splice::turn_relayed`); otherwise its reply is translated as
+//! above, for the method alone (`Asked::Relayed`): in full where a rule reads it, else only an
+//! error, so that it is scrubbed of the secrets. Any other request is translated. The calls
+//! are listed, and every request rule and reply tested against the full translation, in the
+//! tests: between v0.3 and v1 most of the Controller service and a v0.3 client's node publish
+//! and unpublish (the gateway owns no target path of its). The exception here: more messages
+//! after the first are the plugin's to refuse.
 //!
 //! Everything a translated call leaves stays the same on this path: it is counted in
 //! `csi_gateway_translations_total` with its dialect pair, path and outcome (an upstream
@@ -73,6 +78,20 @@ pub struct Exclusion {
     pub upstream: Option<Dialect>,
     /// The rule, naming the code that goes beyond copying fields.
     pub rule: &'static str,
+    pub part: Part,
+}
+
+/// What part of a call a rule reads or changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// What the request holds, which the splice can check on its bytes ([`RequestCheck`]): a
+    /// REQUIRED field left empty, a secret.
+    Request,
+    /// The reply only, translated from the plugin's reply and the method alone, whatever the
+    /// request held (asserted for every call it lets through, in the tests).
+    Reply,
+    /// Anything else: the call is translated.
+    Call,
 }
 
 const fn both(method: &'static str, rule: &'static str) -> Exclusion {
@@ -81,6 +100,7 @@ const fn both(method: &'static str, rule: &'static str) -> Exclusion {
         front: None,
         upstream: None,
         rule,
+        part: Part::Call,
     }
 }
 
@@ -95,6 +115,15 @@ const fn to(
         front: Some(front),
         upstream: Some(upstream),
         rule,
+        part: Part::Call,
+    }
+}
+
+/// A rule about the reply alone ([`Part::Reply`]).
+const fn on_reply(e: Exclusion) -> Exclusion {
+    Exclusion {
+        part: Part::Reply,
+        ..e
     }
 }
 
@@ -118,15 +147,17 @@ const SNAPSHOT_TIME: &str = "translate::v0_3 snapshot_to_hub/snapshot_from_hub: 
 /// schema check; they are listed so that a schema change cannot let them through.
 #[rustfmt::skip]
 pub static EXCLUDED: &[Exclusion] = &[
-    both("GetPluginCapabilities", CAPABILITIES),
-    both("ControllerGetCapabilities", CAPABILITIES),
-    both("NodeGetCapabilities", CAPABILITIES),
+    on_reply(both("GetPluginCapabilities", CAPABILITIES)),
+    on_reply(both("ControllerGetCapabilities", CAPABILITIES)),
+    on_reply(both("NodeGetCapabilities", CAPABILITIES)),
     // v0.2 handling: a csi.v0 plugin that answers NodeGetInfo UNIMPLEMENTED is a v0.2 plugin,
     // asked NodeGetId instead (translate::upstream call_v0_3).
     to(Dialect::V1, Dialect::V0_3, "NodeGetInfo",
         "translate::upstream call_v0_3: NodeGetId fallback for a v0.2 plugin"),
-    both("NodePublishVolume", TARGET),
-    both("NodeUnpublishVolume", TARGET),
+    // Only a v1 client's: the gateway owns no target path of a v0.3 client
+    // (`target::owns_targets`).
+    to(Dialect::V1, Dialect::V0_3, "NodePublishVolume", TARGET),
+    to(Dialect::V1, Dialect::V0_3, "NodeUnpublishVolume", TARGET),
     both("NodeStageVolume", STAGING),
     both("NodeUnstageVolume", STAGING),
     // v0.x `supported` ↔ v1 `confirmed` (translate::v0_3 validate_reply), and the
@@ -134,12 +165,13 @@ pub static EXCLUDED: &[Exclusion] = &[
     both("ValidateVolumeCapabilities",
         "translate::v0_3 validate_reply: supported ↔ confirmed, built from the request"),
     to(Dialect::V1, Dialect::V0_3, "CreateVolume", CLONING),
-    to(Dialect::V0_3, Dialect::V1, "CreateVolume", CLONING),
-    to(Dialect::V0_3, Dialect::V1, "ListVolumes", CLONING),
+    // A v0.3 request cannot name a clone source; only the reply is read.
+    on_reply(to(Dialect::V0_3, Dialect::V1, "CreateVolume", CLONING)),
+    on_reply(to(Dialect::V0_3, Dialect::V1, "ListVolumes", CLONING)),
     to(Dialect::V1, Dialect::V0_3, "ControllerPublishVolume", CAPABILITY_FIELDS),
     to(Dialect::V1, Dialect::V0_3, "GetCapacity", CAPABILITY_FIELDS),
-    both("CreateSnapshot", SNAPSHOT_TIME),
-    both("ListSnapshots", SNAPSHOT_TIME),
+    on_reply(both("CreateSnapshot", SNAPSHOT_TIME)),
+    on_reply(both("ListSnapshots", SNAPSHOT_TIME)),
 ];
 
 /// Why `method` between a `front` client and an `upstream` plugin is not wire-identical
@@ -151,58 +183,65 @@ pub fn why_not(s: &Schema) -> Vec<String> {
 /// A reason a call is not wire-identical.
 struct Reason {
     text: String,
-    /// It is about what a request holds, which the splice can check on its bytes
-    /// ([`RequestCheck`]): a REQUIRED field left empty, a secret.
-    on_request: bool,
+    part: Part,
 }
 
-fn reason(text: impl Into<String>, on_request: bool) -> Reason {
+fn reason(text: impl Into<String>, part: Part) -> Reason {
     Reason {
         text: text.into(),
-        on_request,
+        part,
     }
 }
 
 fn reasons(s: &Schema) -> Vec<Reason> {
     let mut out = Vec::new();
     if let Some(why) = s.why_not {
-        out.push(reason(format!("schema: {why}"), false));
+        let part = if s.request_subset {
+            Part::Reply
+        } else {
+            Part::Call
+        };
+        out.push(reason(format!("schema: {why}"), part));
     }
     for e in EXCLUDED.iter().filter(|e| {
         e.method == s.method
             && e.front.is_none_or(|d| d == s.front)
             && e.upstream.is_none_or(|d| d == s.upstream)
     }) {
-        out.push(reason(e.rule, false));
+        out.push(reason(e.rule, e.part));
     }
     let method = Method::ALL.iter().copied().find(|m| m.name() == s.method);
     if let Some(method) = method {
-        // A plugin's status the client's revision must receive differently.
+        // A plugin's status the client's revision must receive differently: read from the
+        // method and the two dialects alone (`errors::recode`).
         if errors::CODES
             .iter()
             .any(|r| r.method == method && r.upstream.has(s.upstream) && r.front.has(s.front))
         {
             out.push(reason(
                 "translate::errors::CODES: a status is recoded for this direction",
-                false,
+                Part::Reply,
             ));
         }
         // Checked by the gateway before the plugin sees the call.
         if errors::REQUIRED.iter().any(|(m, _)| *m == method) {
             out.push(reason(
                 "translate::errors::REQUIRED: required fields checked first",
-                true,
+                Part::Request,
             ));
         }
     } else {
-        out.push(reason("not a hub RPC", false));
+        out.push(reason("not a hub RPC", Part::Call));
     }
     // A translated call's error message is scrubbed of the request's secret values
     // (observe::scrub); a relayed one reaches the client as the plugin wrote it.
     let request = s.front.method(s.front_path).map(|m| m.request);
     let secrets = crate::observe::redact::secret_fields(s.front);
     if request.is_some_and(|r| secrets.iter().any(|f| f.starts_with(&format!("{r}.")))) {
-        out.push(reason("observe::scrub: the request carries secrets", true));
+        out.push(reason(
+            "observe::scrub: the request carries secrets",
+            Part::Request,
+        ));
     }
     out
 }
@@ -236,32 +275,68 @@ pub fn request_empty(front: Dialect, front_path: &str, upstream: Dialect) -> boo
     })
 }
 
-/// A call that would be wire-identical but for what its request may hold: REQUIRED fields
-/// the gateway checks first, secrets it scrubs from error messages. The splice relays such a
-/// call's request as it came when [`RequestCheck::verdict`] on its bytes says the translation
-/// would copy it; any other request is translated.
+/// A call that would be wire-identical but for what its request may hold (REQUIRED fields
+/// the gateway checks first, secrets it scrubs from error messages) and for rules about its
+/// reply alone. The splice relays such a call's request as it came when
+/// [`RequestCheck::verdict`] on its bytes says the translation would copy it; any other
+/// request is translated.
 #[derive(Debug)]
 pub struct Checked {
     pub schema: &'static Schema,
     pub check: &'static RequestCheck,
+    /// Its reply is translated, for the method alone, even when the request holds no
+    /// secret: a rule about the reply applies ([`Part::Reply`]).
+    pub reply_translated: bool,
 }
 
 /// What a front request must be for the translation to copy it: one uncompressed message
-/// whose every field is one the front revision knows, a string of valid UTF-8 (what the
-/// translation's decoding requires) or a map of such strings, every REQUIRED one's value not
-/// empty. Built from the descriptors for requests made of strings and secret maps only, so
-/// that nothing deeper needs reading.
+/// whose every field, at any depth, is one the front revision knows, read as the translation's
+/// decoding reads it (a string of valid UTF-8, a bool or enum as a varint, a nested message
+/// that passes the same check, a `map<string, string>`), and every REQUIRED field
+/// ([`errors::REQUIRED`]) set: a string's last value not empty, a message or oneof present.
+/// Built from the descriptors for requests made of such fields only.
 #[derive(Debug, PartialEq, Eq)]
 pub struct RequestCheck {
+    root: Shape,
+    /// One bit per REQUIRED field, each set by the field that marks it.
+    required: u64,
+}
+
+/// The fields of one message.
+#[derive(Debug, PartialEq, Eq)]
+struct Shape {
     fields: Vec<(u32, Field)>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Field {
+#[derive(Debug, PartialEq, Eq)]
+struct Field {
+    kind: Kind,
+    /// The REQUIRED field this one is (a string's last value decides) or, for a message or a
+    /// oneof member, makes present.
+    marks: u64,
+    /// The REQUIRED oneof this field is a member of: any member makes it present.
+    oneof_marks: u64,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Kind {
     Text,
-    Required,
-    /// A `map<string, string>` of secrets.
-    Secret,
+    /// A varint the translation copies as it reads it: up to `max` (an `int32`, enum or bool
+    /// past `i32::MAX` is left to the translation, which cuts it to 32 bits).
+    Number {
+        max: u64,
+    },
+    Message(Shape),
+    /// A repeated message: each element is checked on its own, `element` the REQUIRED fields
+    /// inside one (`volume_capabilities[].access_mode`), which every element must set.
+    Messages {
+        shape: Shape,
+        element: u64,
+    },
+    /// A `map<string, string>`; its entries are the request's secrets when `secret`.
+    Strings {
+        secret: bool,
+    },
 }
 
 /// What the translation would do with a request, as [`RequestCheck::verdict`] reads it.
@@ -276,44 +351,41 @@ pub enum Verdict {
     Translated,
 }
 
+/// Nesting past this is not checked (CSI requests nest three deep at most).
+const MAX_DEPTH: usize = 4;
+
 impl RequestCheck {
-    /// For `front`'s request of `method`: `None` unless every field is a plain string or a
-    /// `map<string, string>` of secrets, and every REQUIRED field ([`errors::REQUIRED`]) is one
-    /// of its strings.
-    fn new(front: Dialect, method: Method) -> Option<RequestCheck> {
-        use prost_reflect::Kind;
+    /// For `front`'s request of `method`: `None` unless every field, at any depth, is a string,
+    /// a bool, an enum, a message of such fields or a `map<string, string>` (secrets only as
+    /// such maps), and every REQUIRED field ([`errors::REQUIRED`]) is one of them, or a oneof.
+    /// `staged`: the plugin requires staging, and the gateway refuses a NodePublishVolume
+    /// without `staging_target_path` itself ([`STAGED`]).
+    fn new(front: Dialect, method: Method, staged: bool) -> Option<RequestCheck> {
         let info = front.methods().iter().find(|m| m.method == method.name())?;
         let message = front.descriptor_pool().get_message_by_name(info.request)?;
-        let secrets = crate::observe::redact::secret_fields(front);
+        let staged = STAGED.iter().filter(|(m, _)| staged && *m == method);
         let required: Vec<&str> = errors::REQUIRED
             .iter()
+            .chain(staged)
             .filter(|(m, _)| *m == method)
             .flat_map(|(_, fields)| fields.iter().copied())
             .collect();
-        let mut fields = Vec::new();
-        for f in message.fields() {
-            let text = matches!(f.kind(), Kind::String)
-                && !f.is_list()
-                && !f.is_map()
-                && f.containing_oneof().is_none();
-            let strings = f.is_map()
-                && matches!(f.kind(), Kind::Message(entry)
-                    if matches!(entry.map_entry_key_field().kind(), Kind::String)
-                        && matches!(entry.map_entry_value_field().kind(), Kind::String));
-            let field = match (secrets.contains(f.full_name()), text, strings) {
-                (true, _, true) => Field::Secret,
-                (false, true, _) if required.contains(&f.name()) => Field::Required,
-                (false, true, _) => Field::Text,
-                _ => return None,
-            };
-            fields.push((f.number(), field));
+        if required.len() > 64 {
+            return None;
         }
-        let all_there = required.iter().all(|r| {
-            message
-                .get_field_by_name(r)
-                .is_some_and(|f| fields.contains(&(f.number(), Field::Required)))
-        });
-        (all_there && fields.len() <= 64).then_some(RequestCheck { fields })
+        let builder = Builder {
+            required: &required,
+            secrets: crate::observe::redact::secret_fields(front),
+        };
+        let mut found = 0u64;
+        let root = builder.shape(&message, "", 0, &mut found)?;
+        let all = u64::MAX
+            .checked_shr(64 - required.len() as u32)
+            .unwrap_or(0);
+        (found == all).then_some(RequestCheck {
+            root,
+            required: all,
+        })
     }
 
     /// What the translation would do with `framed`, the request as the client sent it (gRPC's
@@ -326,33 +398,169 @@ impl RequestCheck {
         if prefix[0] != 0 || length as usize != message.len() {
             return Verdict::Translated;
         }
-        // Bit i: the last value of the i-th field is not empty (a string's last value wins).
-        let mut set = 0u64;
-        let mut secrets = false;
-        let read = each_string(message, |number, value| {
-            let Some(i) = self.fields.iter().position(|(n, _)| *n == number) else {
-                return false;
-            };
-            if self.fields[i].1 == Field::Secret {
-                // A map entry: its key (1) and value (2), strings.
-                secrets = true;
-                return each_string(value, |n, s| matches!(n, 1 | 2) && is_text(s));
-            }
-            match value.is_empty() {
-                true => set &= !(1 << i),
-                false => set |= 1 << i,
-            }
-            is_text(value)
-        });
-        let required = self
-            .fields
-            .iter()
-            .enumerate()
-            .all(|(i, (_, f))| *f != Field::Required || set & (1 << i) != 0);
-        match (read && required, secrets) {
+        let mut read = Read::default();
+        match (
+            read.message(&self.root, message) && read.set == self.required,
+            read.secrets,
+        ) {
             (false, _) => Verdict::Translated,
             (true, false) => Verdict::Copied,
             (true, true) => Verdict::CopiedWithSecrets,
+        }
+    }
+}
+
+/// Builds a [`Shape`] from a descriptor, giving each REQUIRED field its bit.
+struct Builder<'a> {
+    required: &'a [&'a str],
+    secrets: &'a std::collections::HashSet<String>,
+}
+
+impl Builder<'_> {
+    fn bit(&self, path: &str) -> u64 {
+        self.required
+            .iter()
+            .position(|r| *r == path)
+            .map_or(0, |i| 1 << i)
+    }
+
+    fn shape(
+        &self,
+        message: &prost_reflect::MessageDescriptor,
+        prefix: &str,
+        depth: usize,
+        found: &mut u64,
+    ) -> Option<Shape> {
+        use prost_reflect::Kind as K;
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        let mut fields = Vec::new();
+        for f in message.fields() {
+            let path = format!("{prefix}{}", f.name());
+            let secret = self.secrets.contains(f.full_name());
+            let strings = f.is_map()
+                && matches!(f.kind(), K::Message(entry)
+                    if matches!(entry.map_entry_key_field().kind(), K::String)
+                        && matches!(entry.map_entry_value_field().kind(), K::String));
+            let kind = match f.kind() {
+                _ if strings => Kind::Strings { secret },
+                _ if secret || f.is_map() => return None,
+                K::String => Kind::Text,
+                _ if f.is_list() && !matches!(f.kind(), K::Message(_)) => return None,
+                K::Bool | K::Enum(_) | K::Int32 => Kind::Number {
+                    max: i32::MAX as u64,
+                },
+                K::Int64 | K::Uint64 => Kind::Number { max: u64::MAX },
+                K::Message(m) if !f.is_list() => {
+                    Kind::Message(self.shape(&m, &format!("{path}."), depth + 1, found)?)
+                }
+                K::Message(m) => {
+                    let outside = *found;
+                    let shape = self.shape(&m, &format!("{path}[]."), depth + 1, found)?;
+                    Kind::Messages {
+                        shape,
+                        element: *found & !outside,
+                    }
+                }
+                _ => return None,
+            };
+            // A repeated string has no last value to require.
+            let marks = match kind {
+                Kind::Text if f.is_list() => 0,
+                Kind::Text | Kind::Message(_) | Kind::Messages { .. } => self.bit(&path),
+                _ => 0,
+            };
+            let oneof_marks = f
+                .containing_oneof()
+                .map_or(0, |o| self.bit(&format!("{prefix}{}", o.name())));
+            *found |= marks | oneof_marks;
+            fields.push((
+                f.number(),
+                Field {
+                    kind,
+                    marks,
+                    oneof_marks,
+                },
+            ));
+        }
+        Some(Shape { fields })
+    }
+}
+
+/// What reading a request found so far.
+#[derive(Default)]
+struct Read {
+    /// The REQUIRED fields set (a string's by its last value).
+    set: u64,
+    secrets: bool,
+}
+
+impl Read {
+    /// Whether `bytes` is a `shape` message the translation would copy.
+    fn message(&mut self, shape: &Shape, mut bytes: &[u8]) -> bool {
+        use prost::encoding::{decode_key, decode_varint, WireType};
+        while !bytes.is_empty() {
+            let Ok((number, wire)) = decode_key(&mut bytes) else {
+                return false;
+            };
+            let Some((_, field)) = shape.fields.iter().find(|(n, _)| *n == number) else {
+                return false;
+            };
+            let Ok(value) = decode_varint(&mut bytes) else {
+                return false;
+            };
+            self.set |= field.oneof_marks;
+            match (wire, &field.kind) {
+                // What prost reads and the translation copies; a plugin reads the same from
+                // these bytes.
+                (WireType::Varint, Kind::Number { max }) if value <= *max => continue,
+                (_, Kind::Number { .. }) => return false,
+                (WireType::LengthDelimited, _) => {}
+                _ => return false,
+            }
+            let Some((value, rest)) = usize::try_from(value)
+                .ok()
+                .and_then(|len| bytes.split_at_checked(len))
+            else {
+                return false;
+            };
+            if !self.field(field, value) {
+                return false;
+            }
+            bytes = rest;
+        }
+        true
+    }
+
+    fn field(&mut self, field: &Field, value: &[u8]) -> bool {
+        match &field.kind {
+            Kind::Text => {
+                match value.is_empty() {
+                    true => self.set &= !field.marks,
+                    false => self.set |= field.marks,
+                }
+                is_text(value)
+            }
+            Kind::Message(shape) => {
+                self.set |= field.marks;
+                self.message(shape, value)
+            }
+            Kind::Messages { shape, element } => {
+                // Each element sets its own REQUIRED fields; a list without one leaves them
+                // unset, and the request to the translation (safe whatever the list must be).
+                let before = self.set | field.marks;
+                self.set &= !element;
+                let whole = self.message(shape, value) && self.set & element == *element;
+                self.set |= before;
+                whole
+            }
+            Kind::Strings { secret } => {
+                // A map entry: its key (1) and value (2), strings.
+                self.secrets |= *secret;
+                each_string(value, |n, s| matches!(n, 1 | 2) && is_text(s))
+            }
+            Kind::Number { .. } => false,
         }
     }
 }
@@ -393,30 +601,49 @@ static CHECKED: LazyLock<Vec<Checked>> = LazyLock::new(|| {
         .iter()
         .filter_map(|s| {
             let reasons = reasons(s);
-            if reasons.is_empty() || !reasons.iter().all(|r| r.on_request) {
+            // A request with no field is relayed anyway (`request_empty`).
+            if s.request_empty || reasons.is_empty() || reasons.iter().any(|r| r.part == Part::Call)
+            {
                 return None;
             }
             let method = Method::ALL.iter().copied().find(|m| m.name() == s.method)?;
-            let check = front_check(s.front, method)?;
-            Some(Checked { schema: s, check })
+            let check = front_check(s.front, method, false)?;
+            Some(Checked {
+                schema: s,
+                check,
+                reply_translated: reasons.iter().any(|r| r.part == Part::Reply),
+            })
         })
         .collect()
 });
 
-/// The check of `front`'s request of `method`, where one can be made ([`RequestCheck::new`]);
-/// looked up on every such call, so indexed.
-pub fn front_check(front: Dialect, method: Method) -> Option<&'static RequestCheck> {
-    // A check depends on the front's request only.
-    static CHECKS: LazyLock<Vec<Option<RequestCheck>>> = LazyLock::new(|| {
+/// Fields the gateway itself requires of a request when the plugin requires staging: it
+/// refuses a NodePublishVolume without staging (`translate::upstream::call_upstream`).
+pub static STAGED: &[(Method, &[&str])] = &[(Method::NodePublishVolume, &["staging_target_path"])];
+
+/// The check of `front`'s request of `method`, where one can be made ([`RequestCheck::new`]),
+/// for a plugin that `requires_staging` or not; looked up on every such call, so indexed.
+pub fn front_check(
+    front: Dialect,
+    method: Method,
+    requires_staging: bool,
+) -> Option<&'static RequestCheck> {
+    // A check depends on the front's request, and on the plugin's staging alone.
+    static CHECKS: LazyLock<Vec<[Option<RequestCheck>; 2]>> = LazyLock::new(|| {
         // In declaration order, as `as usize` counts them.
         let mut dialects = Dialect::ALL;
         dialects.sort();
         dialects
             .iter()
-            .flat_map(|&d| Method::ALL.iter().map(move |&m| RequestCheck::new(d, m)))
+            .flat_map(|&d| {
+                Method::ALL
+                    .iter()
+                    .map(move |&m| [false, true].map(|staged| RequestCheck::new(d, m, staged)))
+            })
             .collect()
     });
-    CHECKS[front as usize * Method::ALL.len() + method as usize].as_ref()
+    CHECKS[front as usize * Method::ALL.len() + method as usize][usize::from(requires_staging)]
+        .as_ref()
 }
 
 /// Every call relayed once its request passes its check ([`Checked`]).
@@ -424,14 +651,18 @@ pub fn checked() -> &'static [Checked] {
     &CHECKED
 }
 
-/// Whether a call on `front_path` of `front` to an `upstream` plugin is one of [`checked`]:
-/// its request goes on as it came when it passes [`front_check`].
-pub fn request_checked(front: Dialect, front_path: &str, upstream: Dialect) -> bool {
-    checked().iter().any(|c| {
-        c.schema.front == front
-            && c.schema.upstream == upstream
-            && c.schema.front_path == front_path
-    })
+/// Whether a call on `front_path` of `front` to an `upstream` plugin is one of [`checked`]
+/// (its request goes on as it came when it passes [`front_check`]), and if so whether its
+/// reply is translated ([`Checked::reply_translated`]).
+pub fn request_checked(front: Dialect, front_path: &str, upstream: Dialect) -> Option<bool> {
+    checked()
+        .iter()
+        .find(|c| {
+            c.schema.front == front
+                && c.schema.upstream == upstream
+                && c.schema.front_path == front_path
+        })
+        .map(|c| c.reply_translated)
 }
 
 /// The one request a call of `method` stands for when its request has no field

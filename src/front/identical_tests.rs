@@ -350,7 +350,7 @@ fn requests_with_no_field_are_relayed_as_the_translation_would_send_them() {
         for info in front.methods() {
             let route = router.route(info.path).unwrap();
             for upstream in [Dialect::V1, Dialect::V0_3] {
-                let Some(inline) = route.inline_call(upstream) else {
+                let Some(inline) = route.inline_call(upstream, false) else {
                     continue;
                 };
                 let Some(method) = inline.empty_request else {
@@ -365,7 +365,7 @@ fn requests_with_no_field_are_relayed_as_the_translation_would_send_them() {
                 assert_eq!(*request, *empty_request(method), "{what}");
                 let session = translate::UpstreamSession::new(upstream, None);
                 assert_eq!(
-                    translate::upstream::single_call(&session, &request),
+                    translate::upstream::single_call(front, &session, &request),
                     Some((inline.path, Vec::new())),
                     "{what}"
                 );
@@ -393,7 +393,10 @@ fn requests_with_no_field_are_relayed_as_the_translation_would_send_them() {
         .unwrap()
         .serving_v0_2(true);
     let caps = v0_2.route("/csi.v0.Node/NodeGetCapabilities").unwrap();
-    assert_eq!(caps.inline_call(Dialect::V1).unwrap().empty_request, None);
+    assert_eq!(
+        caps.inline_call(Dialect::V1, false).unwrap().empty_request,
+        None
+    );
 }
 
 /// `bytes` read as the message `name` of `dialect`: equal when the plugin would read the same
@@ -420,99 +423,277 @@ enum Becomes {
 /// front request's descriptor, so that every checked call gets every case.
 fn check_samples(front: Dialect, method: &str) -> Vec<(&'static str, Vec<u8>, Becomes)> {
     use prost::encoding::{encode_key, encode_varint, string, WireType};
+    use prost_reflect::Kind;
     let info = front.methods().iter().find(|m| m.method == method).unwrap();
     let message = front
         .descriptor_pool()
         .get_message_by_name(info.request)
         .unwrap();
     let hub = Method::ALL.iter().find(|m| m.name() == method).unwrap();
-    let (_, required) = errors::REQUIRED.iter().find(|(m, _)| m == hub).unwrap();
-    let id = message.get_field_by_name(required[0]).unwrap().number();
+    let required: &[&str] = errors::REQUIRED
+        .iter()
+        .find(|(m, _)| m == hub)
+        .map_or(&[], |(_, r)| r);
     let secrets = crate::observe::redact::secret_fields(front);
     let secret = message
         .fields()
         .find(|f| secrets.contains(f.full_name()))
-        .expect("a checked call's request carries secrets")
-        .number();
+        .map(|f| f.number());
     let text = |number: u32, value: &str| {
         let mut out = Vec::new();
         string::encode(number, &value.to_string(), &mut out);
         out
     };
-    // Every REQUIRED field set, as the first part of each sample.
-    let all_required: Vec<u8> = required
-        .iter()
-        .flat_map(|r| text(message.get_field_by_name(r).unwrap().number(), "x-1"))
-        .collect();
-    let with = |rest: Vec<u8>| [all_required.clone(), rest].concat();
-    let mut secret_entry = Vec::new();
-    encode_key(secret, WireType::LengthDelimited, &mut secret_entry);
-    let entry = [text(1, "password"), text(2, "hunter2")].concat();
-    encode_varint(entry.len() as u64, &mut secret_entry);
-    secret_entry.extend_from_slice(&entry);
-    let mut as_varint = Vec::new();
-    encode_key(id, WireType::Varint, &mut as_varint);
-    encode_varint(7, &mut as_varint);
-    let mut not_utf8 = Vec::new();
-    encode_key(id, WireType::LengthDelimited, &mut not_utf8);
-    encode_varint(1, &mut not_utf8);
-    not_utf8.push(0xff);
-    let entry_of = |entry: Vec<u8>| {
+    let framed_field = |number: u32, inner: &[u8]| {
         let mut out = Vec::new();
-        encode_key(secret, WireType::LengthDelimited, &mut out);
-        encode_varint(entry.len() as u64, &mut out);
-        out.extend_from_slice(&entry);
+        encode_key(number, WireType::LengthDelimited, &mut out);
+        encode_varint(inner.len() as u64, &mut out);
+        out.extend_from_slice(inner);
         out
     };
-    let mut bad_value = text(1, "password");
-    bad_value.extend_from_slice(&[2 << 3 | 2, 1, 0xff]);
-    let mut truncated = text(id, "vol-1");
-    truncated.truncate(truncated.len() - 2);
-    vec![
+    // Every REQUIRED field set, at any depth, as the first part of each sample.
+    let all_required = minimal(&message, "", required, None);
+    let with = |rest: Vec<u8>| [all_required.clone(), rest].concat();
+    let first = message.fields().next().unwrap().number();
+    let mut cut_short = Vec::new();
+    encode_key(first, WireType::LengthDelimited, &mut cut_short);
+    encode_varint(5, &mut cut_short);
+    cut_short.extend_from_slice(b"ab");
+    let mut samples = vec![
         (
             "every required field set",
             all_required.clone(),
             Becomes::Copied,
         ),
         (
-            "set twice, the last set",
-            with([text(id, ""), text(id, "vol-2")].concat()),
-            Becomes::Copied,
+            "no field",
+            Vec::new(),
+            match required.is_empty() {
+                true => Becomes::Copied,
+                false => Becomes::Refused,
+            },
         ),
-        ("no field", Vec::new(), Becomes::Refused),
-        (
-            "the first required field empty",
-            with(text(id, "")),
-            Becomes::Refused,
-        ),
-        (
-            "the first required field not UTF-8",
-            with(not_utf8),
-            Becomes::Refused,
-        ),
-        (
-            "the first required field a varint",
-            with(as_varint),
-            Becomes::Refused,
-        ),
-        ("cut short", with(truncated), Becomes::Refused),
-        ("a secret", with(secret_entry.clone()), Becomes::Scrubbed),
-        (
-            "two secrets",
-            with([secret_entry, entry_of(text(1, "user"))].concat()),
-            Becomes::Scrubbed,
-        ),
-        (
-            "a secret not UTF-8",
-            with(entry_of(bad_value)),
-            Becomes::Refused,
-        ),
+        ("cut short", with(cut_short), Becomes::Refused),
         (
             "an unknown field",
             with(text(99, "extra")),
             Becomes::Dropped,
         ),
-    ]
+    ];
+    // The first REQUIRED field, a string: its last value counts, and it must be one.
+    if let Some(id) = required
+        .first()
+        .and_then(|r| message.get_field_by_name(r))
+        .filter(|f| matches!(f.kind(), Kind::String))
+        .map(|f| f.number())
+    {
+        let mut as_varint = Vec::new();
+        encode_key(id, WireType::Varint, &mut as_varint);
+        encode_varint(7, &mut as_varint);
+        let not_utf8 = framed_field(id, &[0xff]);
+        samples.extend([
+            (
+                "set twice, the last set",
+                with([text(id, ""), text(id, "vol-2")].concat()),
+                Becomes::Copied,
+            ),
+            (
+                "the first required field empty",
+                with(text(id, "")),
+                Becomes::Refused,
+            ),
+            (
+                "the first required field not UTF-8",
+                with(not_utf8),
+                Becomes::Refused,
+            ),
+            (
+                "the first required field a varint",
+                with(as_varint),
+                Becomes::Refused,
+            ),
+        ]);
+    }
+    if let Some(secret) = secret {
+        let entry = [text(1, "password"), text(2, "hunter2")].concat();
+        let secret_entry = framed_field(secret, &entry);
+        let mut bad_value = text(1, "password");
+        bad_value.extend_from_slice(&[2 << 3 | 2, 1, 0xff]);
+        samples.extend([
+            ("a secret", with(secret_entry.clone()), Becomes::Scrubbed),
+            (
+                "two secrets",
+                with(
+                    [
+                        secret_entry,
+                        framed_field(secret, &[text(1, "user"), text(2, "hunter2")].concat()),
+                    ]
+                    .concat(),
+                ),
+                Becomes::Scrubbed,
+            ),
+            (
+                "a secret not UTF-8",
+                with(framed_field(secret, &bad_value)),
+                Becomes::Refused,
+            ),
+        ]);
+    }
+    // Each REQUIRED message, oneof or nested field left out in turn.
+    for r in required.iter().filter(|r| {
+        message
+            .get_field_by_name(r)
+            .is_none_or(|f| f.kind().as_message().is_some())
+    }) {
+        let without = minimal(&message, "", required, Some(r));
+        samples.push((leak(format!("without {r}")), without, Becomes::Refused));
+    }
+    // Every other field the front knows, set: numbers, maps and lists of messages the
+    // translation copies.
+    for f in message.fields() {
+        let mut field = Vec::new();
+        match f.kind() {
+            _ if f.is_map() && Some(f.number()) != secret => field = entry_of_field(f.number()),
+            Kind::Bool | Kind::Int32 | Kind::Int64 | Kind::Uint64 | Kind::Enum(_) => {
+                encode_key(f.number(), WireType::Varint, &mut field);
+                encode_varint(1, &mut field);
+            }
+            Kind::Message(sub) if f.is_list() && !required.contains(&f.name()) => {
+                let prefix = format!("{}[].", f.name());
+                field = framed_field(f.number(), &minimal(&sub, &prefix, required, None));
+            }
+            _ => continue,
+        }
+        samples.push((
+            leak(format!("{} set", f.name())),
+            with(field),
+            Becomes::Copied,
+        ));
+    }
+    // A field the front does not know, inside a REQUIRED message.
+    if let Some(f) = required
+        .iter()
+        .filter_map(|r| message.get_field_by_name(r))
+        .find(|f| f.kind().as_message().is_some())
+    {
+        let sub = f.kind().as_message().unwrap().clone();
+        let prefix = match f.is_list() {
+            true => format!("{}[].", f.name()),
+            false => format!("{}.", f.name()),
+        };
+        let inner = [minimal(&sub, &prefix, required, None), text(99, "extra")].concat();
+        let others = minimal(&message, "", required, Some(f.name()));
+        samples.push((
+            "an unknown field in a required message",
+            [others, framed_field(f.number(), &inner)].concat(),
+            Becomes::Dropped,
+        ));
+    }
+    samples
+}
+
+/// The message `name` of `dialect` with every field set, at any depth (a oneof's first
+/// member, an enum's highest value, which the other revision may lack), encoded.
+fn full_message(dialect: Dialect, name: &str) -> Vec<u8> {
+    let desc = dialect.descriptor_pool().get_message_by_name(name).unwrap();
+    full(&desc, 0).encode_to_vec()
+}
+
+fn full(desc: &prost_reflect::MessageDescriptor, depth: usize) -> prost_reflect::DynamicMessage {
+    use prost_reflect::{DynamicMessage, Kind, MapKey, Value};
+    let mut m = DynamicMessage::new(desc.clone());
+    if depth > 4 {
+        return m;
+    }
+    let one = |kind: &Kind| match kind {
+        Kind::String => Value::String("x-1".into()),
+        Kind::Bytes => Value::Bytes(bytes::Bytes::from_static(b"x")),
+        Kind::Bool => Value::Bool(true),
+        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Value::I32(7),
+        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => Value::I64(7),
+        Kind::Uint32 | Kind::Fixed32 => Value::U32(7),
+        Kind::Uint64 | Kind::Fixed64 => Value::U64(7),
+        Kind::Float => Value::F32(1.0),
+        Kind::Double => Value::F64(1.0),
+        Kind::Enum(e) => Value::EnumNumber(e.values().map(|v| v.number()).max().unwrap_or(0)),
+        Kind::Message(sub) => Value::Message(full(sub, depth + 1)),
+    };
+    let mut oneofs = Vec::new();
+    for f in desc.fields() {
+        if let Some(o) = f.containing_oneof() {
+            if oneofs.contains(&o.full_name().to_string()) {
+                continue;
+            }
+            oneofs.push(o.full_name().to_string());
+        }
+        let value = match f.kind() {
+            Kind::Message(entry) if f.is_map() => {
+                let value = one(&entry.map_entry_value_field().kind());
+                Value::Map(HashMap::from([(MapKey::String("k".into()), value)]))
+            }
+            kind if f.is_list() => Value::List(vec![one(&kind)]),
+            kind => one(&kind),
+        };
+        m.set_field(&f, value);
+    }
+    m
+}
+
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+/// A map entry of field `number`, not a secret's.
+fn entry_of_field(number: u32) -> Vec<u8> {
+    use prost::encoding::{encode_key, encode_varint, string, WireType};
+    let mut entry = Vec::new();
+    string::encode(1, &"key".to_string(), &mut entry);
+    string::encode(2, &"value".to_string(), &mut entry);
+    let mut out = Vec::new();
+    encode_key(number, WireType::LengthDelimited, &mut out);
+    encode_varint(entry.len() as u64, &mut out);
+    out.extend_from_slice(&entry);
+    out
+}
+
+/// `message` with every REQUIRED field under `prefix` set ("x-1" for a string, a message
+/// holding its own required fields, a oneof's first member), but `skip`.
+fn minimal(
+    message: &prost_reflect::MessageDescriptor,
+    prefix: &str,
+    required: &[&str],
+    skip: Option<&str>,
+) -> Vec<u8> {
+    use prost::encoding::{encode_key, encode_varint, string, WireType};
+    let mut out = Vec::new();
+    let wanted = |path: &str| required.contains(&path) && skip != Some(path);
+    let mut oneofs_done = Vec::new();
+    for f in message.fields() {
+        let path = format!("{prefix}{}", f.name());
+        let oneof = f
+            .containing_oneof()
+            .map(|o| format!("{prefix}{}", o.name()))
+            .filter(|o| wanted(o) && !oneofs_done.contains(o));
+        if !wanted(&path) && oneof.is_none() {
+            continue;
+        }
+        oneofs_done.extend(oneof);
+        match f.kind() {
+            prost_reflect::Kind::String => string::encode(f.number(), &"x-1".to_string(), &mut out),
+            prost_reflect::Kind::Message(sub) => {
+                let nested = match f.is_list() {
+                    true => format!("{path}[]."),
+                    false => format!("{path}."),
+                };
+                let inner = minimal(&sub, &nested, required, skip);
+                encode_key(f.number(), WireType::LengthDelimited, &mut out);
+                encode_varint(inner.len() as u64, &mut out);
+                out.extend_from_slice(&inner);
+            }
+            other => panic!("{path}: no sample for a required {other:?}"),
+        }
+    }
+    out
 }
 
 /// The calls relayed once their request passes its check: which they are, and for each, on
@@ -524,23 +705,51 @@ fn a_request_goes_on_as_it_came_only_when_the_translation_would_copy_it() {
     let mut listed: Vec<String> = checked()
         .iter()
         .map(|c| {
-            format!(
-                "{} -> {} {}",
-                c.schema.front, c.schema.upstream, c.schema.method
-            )
+            let s = c.schema;
+            let reply = if c.reply_translated {
+                ", reply translated"
+            } else {
+                ""
+            };
+            format!("{} -> {} {}{reply}", s.front, s.upstream, s.method)
         })
         .collect();
     listed.sort();
     assert_eq!(
         listed,
         [
+            "v0.3 -> v1 ControllerPublishVolume",
             "v0.3 -> v1 ControllerUnpublishVolume",
+            "v0.3 -> v1 CreateSnapshot, reply translated",
+            "v0.3 -> v1 CreateVolume, reply translated",
             "v0.3 -> v1 DeleteSnapshot",
             "v0.3 -> v1 DeleteVolume",
+            "v0.3 -> v1 GetCapacity, reply translated",
+            "v0.3 -> v1 ListSnapshots, reply translated",
+            "v0.3 -> v1 ListVolumes, reply translated",
+            "v0.3 -> v1 NodePublishVolume",
+            "v0.3 -> v1 NodeUnpublishVolume",
+            "v1 -> v0.3 ControllerUnpublishVolume, reply translated",
+            "v1 -> v0.3 CreateSnapshot, reply translated",
             "v1 -> v0.3 DeleteSnapshot",
             "v1 -> v0.3 DeleteVolume",
         ]
     );
+    // The samples reach into nested messages where the request has them.
+    let names: Vec<&str> = check_samples(Dialect::V0_3, "ControllerPublishVolume")
+        .iter()
+        .map(|s| s.0)
+        .collect();
+    for want in [
+        "without volume_capability",
+        "without volume_capability.access_mode",
+        "without volume_capability.access_type",
+        "readonly set",
+        "volume_attributes set",
+        "an unknown field in a required message",
+    ] {
+        assert!(names.contains(&want), "{want} in {names:?}");
+    }
     for c in checked() {
         let s = c.schema;
         let info = s.front.method(s.front_path).unwrap();
@@ -560,38 +769,55 @@ fn a_request_goes_on_as_it_came_only_when_the_translation_would_copy_it() {
                 assert_eq!(becomes, Becomes::Refused, "{what}: refused");
                 continue;
             };
-            let (path, sent) = translate::upstream::single_call(&session, &hub).unwrap();
+            let (path, sent) = translate::upstream::single_call(s.front, &session, &hub).unwrap();
             assert_eq!(path, s.upstream_path, "{what}");
             let same = read_as(s.upstream, up_info.request, &message)
                 == read_as(s.upstream, up_info.request, &sent);
             match becomes {
-                Becomes::Copied => assert!(same, "{what}: sent {sent:?}"),
                 // The plugin would read the field the translation drops.
                 Becomes::Dropped => assert!(!same, "{what}: sent {sent:?}"),
-                Becomes::Scrubbed => {
+                Becomes::Copied | Becomes::Scrubbed => {
                     assert!(same, "{what}: sent {sent:?}");
-                    let redactor = crate::observe::redact::Redactor::new([]);
-                    let values = redactor.secret_values(s.front, info.request, &message, false);
-                    assert!(
-                        values.contains(&"hunter2".to_string()),
-                        "{what}: scrubs {values:?}"
-                    );
-                    // Its OK reply goes as it came: the translation's is the same.
-                    let ok = translate::upstream::single_reply(&session, s.front, &hub, Ok(&[]));
-                    assert_eq!(
-                        translate::encode_front(s.front, s.front_path, ok).unwrap(),
-                        canonical(s.front, info.response, &[]),
-                        "{what}: OK reply"
-                    );
+                    if becomes == Becomes::Scrubbed {
+                        let redactor = crate::observe::redact::Redactor::new([]);
+                        let values = redactor.secret_values(s.front, info.request, &message, false);
+                        assert!(
+                            values.contains(&"hunter2".to_string()),
+                            "{what}: scrubs {values:?}"
+                        );
+                    }
+                    let full = full_message(s.upstream, up_info.response);
+                    if !c.reply_translated {
+                        // Its OK reply goes as it came: the translation's is the same.
+                        for reply in [&[][..], &full] {
+                            let ok = translate::upstream::single_reply(
+                                &session,
+                                s.front,
+                                &hub,
+                                Ok(reply),
+                            );
+                            assert_eq!(
+                                translate::encode_front(s.front, s.front_path, ok).unwrap(),
+                                canonical(s.front, info.response, reply),
+                                "{what}: OK reply"
+                            );
+                        }
+                    }
+                    if becomes == Becomes::Copied && !c.reply_translated {
+                        continue;
+                    }
                     // Its reply is translated for the method alone (`Asked::Relayed`).
                     let alone = empty_request(hub.method());
-                    let plugin = [Ok(Vec::new())]
+                    let plugin = [Ok(Vec::new()), Ok(full)]
                         .into_iter()
                         .chain(CODES_ALL.iter().map(|&code| Err(Status::new(code, "no"))));
                     for reply in plugin {
                         let answer = |request: &crate::hub::Request| {
                             let reply = reply.as_ref().map(|b| &b[..]).map_err(Clone::clone);
-                            translate::upstream::single_reply(&session, s.front, request, reply)
+                            let outcome = translate::upstream::single_reply(
+                                &session, s.front, request, reply,
+                            );
+                            translate::encode_front(s.front, s.front_path, outcome)
                                 .map_err(|e| (e.code(), e.message().to_string()))
                         };
                         assert_eq!(answer(alone), answer(&hub), "{what}: {reply:?}");
@@ -615,15 +841,51 @@ fn a_request_goes_on_as_it_came_only_when_the_translation_would_copy_it() {
     let router = super::super::router::Router::new(&[Dialect::V1, Dialect::V0_3]).unwrap();
     let delete = "/csi.v0.Controller/DeleteVolume";
     let route = router.serving_v0_2(false).route(delete).unwrap();
-    assert!(route.inline_call(Dialect::V1).unwrap().check.is_some());
+    assert!(route
+        .inline_call(Dialect::V1, false)
+        .unwrap()
+        .check
+        .is_some());
     let v0_2 = super::super::router::Router::new(&[Dialect::V1, Dialect::V0_3])
         .unwrap()
         .serving_v0_2(true);
     assert!(v0_2
         .route(delete)
         .unwrap()
-        .inline_call(Dialect::V1)
+        .inline_call(Dialect::V1, false)
         .unwrap()
         .check
         .is_none());
+}
+
+/// A plugin that requires staging has the gateway refuse a NodePublishVolume without
+/// `staging_target_path` itself: the check then sends such a request to the translation,
+/// which does not make it one raw call, so that the gateway's refusal is the answer.
+#[test]
+fn a_publish_without_staging_is_the_gateways_to_refuse_when_the_plugin_stages() {
+    use prost::encoding::string;
+    let (front, method) = (Dialect::V0_3, Method::NodePublishVolume);
+    let info = front.method("/csi.v0.Node/NodePublishVolume").unwrap();
+    let message = front
+        .descriptor_pool()
+        .get_message_by_name(info.request)
+        .unwrap();
+    let (_, required) = errors::REQUIRED.iter().find(|(m, _)| *m == method).unwrap();
+    let unstaged = minimal(&message, "", required, None);
+    let mut staged = unstaged.clone();
+    string::encode(3, &"/staging".to_string(), &mut staged);
+    let frame = |m: &[u8]| crate::grpc::frame::encode(m);
+    let plain = front_check(front, method, false).unwrap();
+    let staging = front_check(front, method, true).unwrap();
+    assert_eq!(plain.verdict(&frame(&unstaged)), Verdict::Copied);
+    assert_eq!(staging.verdict(&frame(&unstaged)), Verdict::Translated);
+    assert_eq!(staging.verdict(&frame(&staged)), Verdict::Copied);
+    let mut session = translate::UpstreamSession::new(Dialect::V1, None);
+    session.requires_staging = true;
+    let hub = |bytes: &[u8]| match translate::front::decode_front_method(front, info, bytes) {
+        Ok(FrontCall::Hub(h)) => h,
+        _ => panic!("decodes"),
+    };
+    assert!(translate::upstream::single_call(front, &session, &hub(&unstaged)).is_none());
+    assert!(translate::upstream::single_call(front, &session, &hub(&staged)).is_some());
 }

@@ -38,11 +38,11 @@ pub enum InlineRequest {
     /// Neither revision's request has a field ([`super::identical::request_empty`]): it goes
     /// on as it came, and only the reply is translated.
     Empty,
-    /// The call is wire-identical but for what its request may hold
-    /// ([`super::identical::checked`]): a request the check finds the translation would copy
-    /// goes on as it came, and the call is relayed from there (with secrets, its reply is
-    /// still translated when it is an error).
-    Checked,
+    /// The call is wire-identical but for what its request may hold, and for its reply when
+    /// `reply_translated` ([`super::identical::checked`]): a request the check finds the
+    /// translation would copy goes on as it came, and the call is relayed from there, or its
+    /// reply translated for the method alone (with secrets, at least when it is an error).
+    Checked { reply_translated: bool },
 }
 
 /// A call the splice translates as one call on its own upstream connection.
@@ -56,6 +56,8 @@ pub struct Inline {
     pub empty_request: Option<Method>,
     /// The check a request that goes on as it came must pass ([`InlineRequest::Checked`]).
     pub check: Option<&'static super::identical::RequestCheck>,
+    /// The reply of a request that passed its check is translated all the same.
+    pub reply_translated: bool,
 }
 
 impl Route {
@@ -89,19 +91,28 @@ impl Route {
     /// nothing of its own around it — no protection, validation or default deadline (those
     /// calls take `front::call::answer`'s path). Its request goes on as it came when it has
     /// no field ([`Inline::empty_request`]), or when it passes the check of a call that is
-    /// wire-identical but for it ([`Inline::check`]).
+    /// wire-identical but for it ([`Inline::check`]). A plugin that `requires_staging` has the
+    /// gateway refuse some requests itself (`identical::STAGED`), which the check reads too.
     ///
     /// [`single_call_path`]: crate::translate::upstream::single_call_path
-    pub fn inline_call(&self, upstream: Dialect) -> Option<Inline> {
+    pub fn inline_call(&self, upstream: Dialect, requires_staging: bool) -> Option<Inline> {
         let at = Dialect::ALL.iter().position(|d| *d == upstream)?;
         let request = self.inline_request[at];
         Some(Inline {
             path: self.inline[at]?.path,
             empty_request: self.hub.filter(|_| request == InlineRequest::Empty),
             check: match (request, self.hub) {
-                (InlineRequest::Checked, Some(m)) => super::identical::front_check(self.dialect, m),
+                (InlineRequest::Checked { .. }, Some(m)) => {
+                    super::identical::front_check(self.dialect, m, requires_staging)
+                }
                 _ => None,
             },
+            reply_translated: matches!(
+                request,
+                InlineRequest::Checked {
+                    reply_translated: true
+                }
+            ),
         })
     }
 
@@ -115,7 +126,8 @@ impl Route {
             if self.dialect == upstream || self.decode || self.method.server_streaming {
                 return None;
             }
-            let path = crate::translate::upstream::single_call_path(upstream, self.hub?)?;
+            let path =
+                crate::translate::upstream::single_call_path(self.dialect, upstream, self.hub?)?;
             upstream.method(path)
         });
         // A v0.2 client's request may be refused by the gateway (`v0_2_refusal`): it is read.
@@ -125,8 +137,10 @@ impl Route {
                 InlineRequest::Translated
             } else if super::identical::request_empty(self.dialect, path, upstream) {
                 InlineRequest::Empty
-            } else if super::identical::request_checked(self.dialect, path, upstream) {
-                InlineRequest::Checked
+            } else if let Some(reply_translated) =
+                super::identical::request_checked(self.dialect, path, upstream)
+            {
+                InlineRequest::Checked { reply_translated }
             } else {
                 InlineRequest::Translated
             }

@@ -279,6 +279,8 @@ struct Translated {
     /// For a call wire-identical but for what its request may hold, the check its request
     /// must pass to go on as it came (`Splice::check_request`).
     check: Option<&'static crate::front::identical::RequestCheck>,
+    /// Such a call's reply is translated all the same (`Inline::reply_translated`).
+    reply_translated: bool,
 }
 
 /// What a translated call's plugin was asked.
@@ -331,6 +333,7 @@ impl Translated {
                 window,
                 early: None,
                 check: inline.check,
+                reply_translated: inline.reply_translated,
             }
         };
         match spare {
@@ -975,12 +978,16 @@ impl<C: Io, U: Io> Splice<C, U> {
             return Ok(());
         }
         let stream = &self.streams[&head.stream];
-        let (too_large, verdict) = match &stream.side {
+        let (too_large, verdict, reply_translated) = match &stream.side {
             Side::Translated(t) if t.credit + head.len as u64 > MAX_TRANSLATED_REQUEST => {
-                (!t.asked.sent(), Verdict::Translated)
+                (!t.asked.sent(), Verdict::Translated, false)
             }
-            Side::Translated(t) => (false, self.check_request(stream, t, head, payload)),
-            _ => (false, Verdict::Translated),
+            Side::Translated(t) => (
+                false,
+                self.check_request(stream, t, head, payload),
+                t.reply_translated,
+            ),
+            _ => (false, Verdict::Translated, false),
         };
         if too_large {
             // Answered through `call::answer` instead, which takes it whatever its size.
@@ -988,10 +995,11 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         match verdict {
             // Relayed below, as everything after it both ways.
-            Verdict::Copied => self.turn_relayed(head.stream),
-            // Relayed below as it came; the reply is translated, an error scrubbed of the
-            // secrets read from the request, whatever the log level.
-            Verdict::CopiedWithSecrets => {
+            Verdict::Copied if !reply_translated => self.turn_relayed(head.stream),
+            // Relayed below as it came; the reply is translated for the method alone: a rule
+            // about the reply applies, or an error must be scrubbed of the secrets read from
+            // the request, whatever the log level.
+            Verdict::Copied | Verdict::CopiedWithSecrets => {
                 if let Some(Stream {
                     side: Side::Translated(t),
                     report: Some(report),
@@ -1229,7 +1237,9 @@ impl<C: Io, U: Io> Splice<C, U> {
         // head goes on now with the plugin's path, its message once whole (`send_translated`),
         // or as it came when it has no field (`Asked::Relayed`).
         let inline = match (same, rewrite, route) {
-            (false, None, Some(r)) if !end_stream => r.inline_call(upstream_dialect),
+            (false, None, Some(r)) if !end_stream => {
+                r.inline_call(upstream_dialect, self.live.session.requires_staging)
+            }
             _ => None,
         };
         let rewrite = rewrite.or(inline.map(|i| i.path));
@@ -2332,9 +2342,10 @@ impl<C: Io, U: Io> Splice<C, U> {
         report.code = Code::Ok;
         let plugin = plugin_status.and_then(|()| grpc_frame::decode_unary(&t.reply));
         let answer = match plugin {
-            // A checked call's reply is wire-identical (`front::identical::checked`): only an
-            // error needs the translation, to scrub it.
-            Ok(message) if t.check.is_some() => Ok(message.to_vec()),
+            // A checked call's reply is wire-identical unless a rule reads it
+            // (`front::identical::checked`): else only an error needs the translation, to
+            // scrub it.
+            Ok(message) if t.check.is_some() && !t.reply_translated => Ok(message.to_vec()),
             plugin => {
                 call::inline_reply(&self.shared, &self.live, t.route, request, plugin, report)
             }

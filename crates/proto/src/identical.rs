@@ -14,6 +14,9 @@ pub struct Schema {
     pub upstream_path: &'static str,
     /// `None`: wire-compatible; else the first field or enum value that is not.
     pub why_not: Option<&'static str>,
+    /// The front's request is a subset of the upstream's: whatever `why_not` says is about
+    /// the reply.
+    pub request_subset: bool,
     /// Neither revision's request message has a field: whatever bytes a client sends, the
     /// request it decodes to is the one empty request (`src/front/identical.rs`).
     pub request_empty: bool,

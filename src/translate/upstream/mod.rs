@@ -36,16 +36,8 @@ pub async fn call_upstream(
     store: Option<&dyn HandleStore>,
     request: Req,
 ) -> Result<Resp, Status> {
-    if session.requires_staging {
-        if let Req::NodePublishVolume(r) = &request {
-            if r.staging_target_path.is_empty() {
-                return Err(Status::failed_precondition(
-                    "the plugin requires NodeStageVolume (STAGE_UNSTAGE_VOLUME) but this \
-                     NodePublishVolume has no staging_target_path (the gateway emulates staging \
-                     only for clients whose CSI revision predates it, v0.1 and the draft)",
-                ));
-            }
-        }
+    if let Some(refusal) = unstaged_publish(session, &request) {
+        return Err(refusal);
     }
     match session.dialect {
         Dialect::V1 => {
@@ -56,6 +48,23 @@ pub async fn call_upstream(
         Dialect::V0_3 => call_v0_3(session, upstream, request).await,
         Dialect::V0_1 => call_v0_1(session, upstream, request).await,
         Dialect::V0_1Oneof => call_draft(session, upstream, store, request).await,
+    }
+}
+
+/// The gateway's refusal of a NodePublishVolume without staging when the plugin requires
+/// staging (the emulation, where it applies, has already taken the call: `crate::staging`).
+fn unstaged_publish(session: &UpstreamSession, request: &Req) -> Option<Status> {
+    match request {
+        Req::NodePublishVolume(r)
+            if session.requires_staging && r.staging_target_path.is_empty() =>
+        {
+            Some(Status::failed_precondition(
+                "the plugin requires NodeStageVolume (STAGE_UNSTAGE_VOLUME) but this \
+                 NodePublishVolume has no staging_target_path (the gateway emulates staging \
+                 only for clients whose CSI revision predates it, v0.1 and the draft)",
+            ))
+        }
+        _ => None,
     }
 }
 
@@ -303,17 +312,15 @@ async fn call_draft(
     Ok(resp)
 }
 
-/// The path of the one raw call that `method` is to a plugin of `upstream`, when that is all it
-/// is: one request translated on its own, one call, one reply translated on its own — no
-/// handle store, no fallback call, no answer the gateway makes up, no staging or target paths
-/// around it ([`crate::staging`], [`crate::target`]). Known from the method alone, so that a
-/// call's request head can go to the plugin before its message has arrived (the splice's
-/// translated streams); [`single_call`] then confirms it for the request itself.
-pub fn single_call_path(upstream: Dialect, method: Method) -> Option<&'static str> {
-    if matches!(
-        method,
-        Method::NodePublishVolume | Method::NodeUnpublishVolume | Method::NodeGetInfo
-    ) {
+/// The path of the one raw call that `method` of a `front` client is to a plugin of
+/// `upstream`, when that is all it is: one request translated on its own, one call, one reply
+/// translated on its own — no handle store, no fallback call, no answer the gateway makes up,
+/// no staging or target paths around it ([`crate::staging`], [`crate::target`]). Known from
+/// the method alone, so that a call's request head can go to the plugin before its message has
+/// arrived (the splice's translated streams); [`single_call`] then confirms it for the request
+/// itself.
+pub fn single_call_path(front: Dialect, upstream: Dialect, method: Method) -> Option<&'static str> {
+    if acted_around(front, upstream, method) {
         return None;
     }
     let path = method.path();
@@ -330,11 +337,39 @@ pub fn single_call_path(upstream: Dialect, method: Method) -> Option<&'static st
         .map(|m| m.path)
 }
 
-/// The one raw call (path and body) `request` is to the plugin of `session`, where
-/// [`single_call_path`] says it is one; `None` where it is not (then [`call_upstream`] makes
-/// it), and for a request that does not translate (its error is [`call_upstream`]'s to give).
-pub fn single_call(session: &UpstreamSession, request: &Req) -> Option<(&'static str, Vec<u8>)> {
-    single_call_path(session.dialect, request.method())?;
+/// Whether the gateway does more than one call's translation for `method` between a `front`
+/// client and an `upstream` plugin: node publish and unpublish where it owns the target path
+/// ([`crate::target::owns_targets`]), emulates staging for a client that predates it
+/// ([`crate::staging`]) or recodes a status by the target's state ([`errors::CODES`]);
+/// NodeGetInfo, which a `csi.v0` plugin may answer as v0.2's, asked NodeGetId instead (and
+/// which a v0.3 client's to a v1 plugin is relayed anyway: `front::identical`).
+fn acted_around(front: Dialect, upstream: Dialect, method: Method) -> bool {
+    match method {
+        Method::NodePublishVolume | Method::NodeUnpublishVolume => {
+            crate::target::owns_targets(front, upstream)
+                || matches!(front, Dialect::V0_1 | Dialect::V0_1Oneof)
+                || super::errors::CODES
+                    .iter()
+                    .any(|r| r.method == method && r.upstream.has(upstream) && r.front.has(front))
+        }
+        Method::NodeGetInfo => true,
+        _ => false,
+    }
+}
+
+/// The one raw call (path and body) `request` of a `front` client is to the plugin of
+/// `session`, where [`single_call_path`] says it is one; `None` where it is not (then
+/// [`call_upstream`] makes it), and for a request that does not translate (its error is
+/// [`call_upstream`]'s to give).
+pub fn single_call(
+    front: Dialect,
+    session: &UpstreamSession,
+    request: &Req,
+) -> Option<(&'static str, Vec<u8>)> {
+    single_call_path(front, session.dialect, request.method())?;
+    if unstaged_publish(session, request).is_some() {
+        return None;
+    }
     match session.dialect {
         Dialect::V1 => Some((request.method().path(), request.encode())),
         Dialect::V0_3 => v0_3::upstream_request(request.clone()).ok(),
