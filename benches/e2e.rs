@@ -220,7 +220,9 @@ fn main() {
     // (`front::identical::checked`); without a secret the call is relayed from there, with one
     // its reply is translated (an error would be scrubbed of it). CreateVolume's request goes
     // on as it came too, and its reply is translated (a v0.3 client gets no clone source).
-    // NodeStageVolume is translated in full, both ways (the staging rules).
+    // NodeStageVolume, relayed once checked too. ValidateVolumeCapabilities is translated in
+    // full: its fields are numbered differently in the two revisions (the v0.3 client sends
+    // its own request), and its reply is built from the request.
     use csi_gateway::dialect::proto::v1;
     // The request every call of a row sends: the same bytes in both revisions.
     let request_file = |name: &str, message: &dyn Fn() -> Vec<u8>| {
@@ -275,6 +277,27 @@ fn main() {
         }
         .encode_to_vec()
     });
+    let validate = request_file("validate.request", &|| {
+        v1::ValidateVolumeCapabilitiesRequest {
+            volume_id: "bench-volume".into(),
+            volume_capabilities: capability().into_iter().collect(),
+            ..Default::default()
+        }
+        .encode_to_vec()
+    });
+    let validate_v0_3 = request_file("validate-v0.3.request", &|| {
+        use csi_gateway::dialect::proto::v0_3;
+        use v0_3::volume_capability::{AccessMode, AccessType};
+        v0_3::ValidateVolumeCapabilitiesRequest {
+            volume_id: "bench-volume".into(),
+            volume_capabilities: vec![v0_3::VolumeCapability {
+                access_mode: Some(AccessMode { mode: 1 }),
+                access_type: Some(AccessType::Mount(Default::default())),
+            }],
+            ..Default::default()
+        }
+        .encode_to_vec()
+    });
     let stage = request_file("node-stage.request", &|| {
         v1::NodeStageVolumeRequest {
             volume_id: "bench-volume".into(),
@@ -290,11 +313,13 @@ fn main() {
             "/csi.v1.Identity/Probe",
             "/csi.v0.Identity/Probe",
             None,
+            None,
         ),
         (
             "NodeGetCapabilities",
             "/csi.v1.Node/NodeGetCapabilities",
             "/csi.v0.Node/NodeGetCapabilities",
+            None,
             None,
         ),
         (
@@ -302,39 +327,52 @@ fn main() {
             "/csi.v1.Controller/DeleteVolume",
             "/csi.v0.Controller/DeleteVolume",
             Some(&delete),
+            None,
         ),
         (
             "DeleteVolume with a secret",
             "/csi.v1.Controller/DeleteVolume",
             "/csi.v0.Controller/DeleteVolume",
             Some(&delete_secret),
+            None,
         ),
         (
             "ControllerPublishVolume",
             "/csi.v1.Controller/ControllerPublishVolume",
             "/csi.v0.Controller/ControllerPublishVolume",
             Some(&publish),
+            None,
         ),
         (
             "NodePublishVolume",
             "/csi.v1.Node/NodePublishVolume",
             "/csi.v0.Node/NodePublishVolume",
             Some(&node_publish),
+            None,
         ),
         (
             "CreateVolume",
             "/csi.v1.Controller/CreateVolume",
             "/csi.v0.Controller/CreateVolume",
             Some(&create),
+            None,
         ),
         (
             "NodeStageVolume",
             "/csi.v1.Node/NodeStageVolume",
             "/csi.v0.Node/NodeStageVolume",
             Some(&stage),
+            None,
+        ),
+        (
+            "ValidateVolumeCapabilities",
+            "/csi.v1.Controller/ValidateVolumeCapabilities",
+            "/csi.v0.Controller/ValidateVolumeCapabilities",
+            Some(&validate),
+            Some(&validate_v0_3),
         ),
     ];
-    for (method, v1, v0, request) in translated_methods
+    for (method, v1, v0, request, v0_request) in translated_methods
         .into_iter()
         .filter(|_| section("translated"))
     {
@@ -354,6 +392,13 @@ fn main() {
         }
         if before.is_some() {
             run.arg(format!("--path-for=v0.3-before={v0}"));
+        }
+        // The v0.3 client's own request, where the revisions number its fields differently.
+        if let Some(file) = v0_request {
+            run.arg(format!("--request-file-for=v0.3->v1={}", file.display()));
+            if before.is_some() {
+                run.arg(format!("--request-file-for=v0.3-before={}", file.display()));
+            }
         }
         assert!(run.status().unwrap().success());
     }

@@ -515,7 +515,7 @@ async fn a_v0_3_clients_checked_calls_get_their_replies_translated() {
             .map(|r| r.into_inner())
             .map_err(|e| (e.code(), e.message().to_string()));
         // A v0.3 client's node calls are one call each (the gateway owns no target path of
-        // its): checked and relayed.
+        // its, and emulates staging only for older clients): checked and relayed.
         let target = tempfile::tempdir().unwrap();
         let mut node = v0_3::node_client::NodeClient::new(ch.clone());
         let node_published = node
@@ -547,6 +547,22 @@ async fn a_v0_3_clients_checked_calls_get_their_replies_translated() {
                 )
             });
         assert!(node_published.is_err(), "{node_published:?}");
+        let node_staged = node
+            .node_stage_volume(v0_3::NodeStageVolumeRequest {
+                volume_id: "no-such-volume".into(),
+                staging_target_path: target.path().join("s").display().to_string(),
+                volume_capability: Some(support::front::cap_v03()),
+                ..Default::default()
+            })
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|e| {
+                (
+                    e.code(),
+                    e.message().replace(&*target.path().to_string_lossy(), ""),
+                )
+            });
+        assert!(node_staged.is_err(), "{node_staged:?}");
         let text = support::scrape(metrics);
         for (method, outcome) in [
             ("/csi.v0.Node/NodePublishVolume", "upstream"),
@@ -570,6 +586,7 @@ async fn a_v0_3_clients_checked_calls_get_their_replies_translated() {
             published,
             node_published,
             node_unpublished,
+            node_staged,
         ));
     }
     assert_eq!(

@@ -381,6 +381,16 @@ async fn every_call_may_send_a_request_read_from_a_file() {
         dir.path().join("none").display()
     ));
     refused(&missing, &["--request-file"]).await;
+    // One target's own request: the empty one for the default, the file's for "gw".
+    let mut for_one = base.to_vec();
+    for_one.push(target("empty", &gw.socket));
+    for_one.push(format!("--request-file-for=gw={}", file.display()));
+    let (rows, stdout) = measured("builtin", &for_one).await;
+    assert_eq!(rows[0].errors, 0, "{stdout}");
+    assert!(rows[1].errors > 0, "{stdout}");
+    let mut unknown = base.to_vec();
+    unknown.push(format!("--request-file-for=nobody={}", file.display()));
+    refused(&unknown, &["--request-file-for", "nobody"]).await;
 }
 
 /// `--compare A=B` adds, after each concurrency's rows, the median over the rounds of A's

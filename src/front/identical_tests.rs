@@ -728,11 +728,14 @@ fn a_request_goes_on_as_it_came_only_when_the_translation_would_copy_it() {
             "v0.3 -> v1 ListSnapshots, reply translated",
             "v0.3 -> v1 ListVolumes, reply translated",
             "v0.3 -> v1 NodePublishVolume",
+            "v0.3 -> v1 NodeStageVolume",
             "v0.3 -> v1 NodeUnpublishVolume",
+            "v0.3 -> v1 NodeUnstageVolume",
             "v1 -> v0.3 ControllerUnpublishVolume, reply translated",
             "v1 -> v0.3 CreateSnapshot, reply translated",
             "v1 -> v0.3 DeleteSnapshot",
             "v1 -> v0.3 DeleteVolume",
+            "v1 -> v0.3 NodeUnstageVolume",
         ]
     );
     // The samples reach into nested messages where the request has them.

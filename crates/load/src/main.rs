@@ -71,6 +71,11 @@ enum Command {
         /// call sends; without it, calls send the empty message.
         #[arg(long = "request-file")]
         request_file: Option<PathBuf>,
+        /// NAME=PATH — target NAME's calls send this file's message instead, e.g. a v0.3
+        /// client's request where the revisions number its fields differently (repeat per
+        /// target).
+        #[arg(long = "request-file-for")]
+        request_file_for: Vec<String>,
     },
     /// SIGKILL the gateway at random moments while concurrent clients run volume lifecycles
     /// through it (a draft plugin's handles, and staging emulation), then check that no volume,
@@ -138,12 +143,22 @@ fn main() -> anyhow::Result<()> {
             cpu,
             compare,
             request_file,
+            request_file_for,
         } => {
+            let read = |f: &std::path::Path| {
+                std::fs::read(f).map_err(|e| anyhow::anyhow!("--request-file {}: {e}", f.display()))
+            };
             let request = match &request_file {
-                Some(f) => std::fs::read(f)
-                    .map_err(|e| anyhow::anyhow!("--request-file {}: {e}", f.display()))?,
+                Some(f) => read(f)?,
                 None => Vec::new(),
             };
+            let mut requests = std::collections::HashMap::new();
+            for r in &request_file_for {
+                let (name, file) = r.split_once('=').ok_or_else(|| {
+                    anyhow::anyhow!("--request-file-for wants NAME=PATH, got {r:?}")
+                })?;
+                requests.insert(name.to_string(), read(std::path::Path::new(file))?);
+            }
             let mut watched = std::collections::HashMap::new();
             for c in &cpu {
                 let (name, list) = c
@@ -171,6 +186,7 @@ fn main() -> anyhow::Result<()> {
                         name: name.to_string(),
                         endpoint: ep.parse::<Endpoint>()?,
                         path: paths.remove(name).unwrap_or_else(|| path.clone()),
+                        request: requests.remove(name).unwrap_or_else(|| request.clone()),
                         cpu: watched.remove(name).unwrap_or_default(),
                     })
                 })
@@ -180,6 +196,9 @@ fn main() -> anyhow::Result<()> {
             }
             if let Some(name) = paths.keys().next() {
                 anyhow::bail!("--path-for names {name:?}, which is no --target");
+            }
+            if let Some(name) = requests.keys().next() {
+                anyhow::bail!("--request-file-for names {name:?}, which is no --target");
             }
             let index = |name: &str| {
                 targets.iter().position(|t| t.name == name).ok_or_else(|| {
@@ -196,7 +215,6 @@ fn main() -> anyhow::Result<()> {
                 })
                 .collect::<anyhow::Result<Vec<_>>>()?;
             let plan = Plan {
-                request,
                 connections,
                 warmup,
                 duration,
@@ -269,6 +287,8 @@ struct Target {
     name: String,
     endpoint: Endpoint,
     path: String,
+    /// The request message its calls send.
+    request: Vec<u8>,
     cpu: Vec<load::cpu::Process>,
 }
 
@@ -281,15 +301,13 @@ struct Plan {
     generator: Generator,
     /// Pairs of targets (by index) whose round-by-round ratios are reported.
     compare: Vec<(usize, usize)>,
-    /// The request message every call sends.
-    request: Vec<u8>,
 }
 
 async fn run(targets: Vec<Target>, concurrency: Vec<usize>, plan: Plan) -> anyhow::Result<()> {
     if let Generator::H2load = plan.generator {
         // h2load sees HTTP/2 statuses only: each target must first answer a call with OK.
         for t in &targets {
-            answers_ok(&t.endpoint, &t.path, &plan.request)
+            answers_ok(&t.endpoint, &t.path, &t.request)
                 .await
                 .map_err(|e| anyhow::anyhow!("target {}: {e}", t.name))?;
         }
@@ -317,7 +335,7 @@ async fn run(targets: Vec<Target>, concurrency: Vec<usize>, plan: Plan) -> anyho
                 let l = Load {
                     target: targets[i].endpoint.clone(),
                     path: targets[i].path.clone(),
-                    request: plan.request.clone(),
+                    request: targets[i].request.clone(),
                     concurrency: c,
                     connections: plan.connections,
                     warmup: plan.warmup,
