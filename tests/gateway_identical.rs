@@ -517,6 +517,9 @@ async fn a_v0_3_clients_checked_calls_get_their_replies_translated() {
         // A v0.3 client's node calls are one call each (the gateway owns no target path of
         // its, and emulates staging only for older clients): checked and relayed.
         let target = tempfile::tempdir().unwrap();
+        // The status, its message without the temporary directory's name.
+        let dir = target.path().to_string_lossy().into_owned();
+        let status = |e: tonic::Status| (e.code(), e.message().replace(&dir, ""));
         let mut node = v0_3::node_client::NodeClient::new(ch.clone());
         let node_published = node
             .node_publish_volume(v0_3::NodePublishVolumeRequest {
@@ -527,12 +530,7 @@ async fn a_v0_3_clients_checked_calls_get_their_replies_translated() {
             })
             .await
             .map(|r| r.into_inner())
-            .map_err(|e| {
-                (
-                    e.code(),
-                    e.message().replace(&*target.path().to_string_lossy(), ""),
-                )
-            });
+            .map_err(status);
         let node_unpublished = node
             .node_unpublish_volume(v0_3::NodeUnpublishVolumeRequest {
                 volume_id: "no-such-volume".into(),
@@ -540,12 +538,7 @@ async fn a_v0_3_clients_checked_calls_get_their_replies_translated() {
             })
             .await
             .map(|r| r.into_inner())
-            .map_err(|e| {
-                (
-                    e.code(),
-                    e.message().replace(&*target.path().to_string_lossy(), ""),
-                )
-            });
+            .map_err(status);
         assert!(node_published.is_err(), "{node_published:?}");
         let node_staged = node
             .node_stage_volume(v0_3::NodeStageVolumeRequest {
@@ -556,12 +549,7 @@ async fn a_v0_3_clients_checked_calls_get_their_replies_translated() {
             })
             .await
             .map(|r| r.into_inner())
-            .map_err(|e| {
-                (
-                    e.code(),
-                    e.message().replace(&*target.path().to_string_lossy(), ""),
-                )
-            });
+            .map_err(status);
         assert!(node_staged.is_err(), "{node_staged:?}");
         let text = support::scrape(metrics);
         for (method, outcome) in [
