@@ -67,16 +67,7 @@ async fn a_v0_3_client_of_a_v1_plugin_gets_what_the_translation_gave() {
     let opts = Options::new("v1").arg("--test-echo-errors=NodeGetInfo");
     let backend = Backend::start(opts).await;
     for splice in [true, false] {
-        let metrics = support::free_port();
-        let gw = Gateway::start(
-            &backend.socket,
-            "v0.1",
-            &[
-                &format!("--splice={splice}"),
-                &format!("--metrics-listen=127.0.0.1:{metrics}"),
-            ],
-        )
-        .await;
+        let (gw, metrics) = Gateway::start_with_metrics(&backend.socket, "v0.1", splice).await;
         let ch = gw.channel().await;
 
         // The connection's first call is wire-identical: relayed, field 99 and all.
@@ -419,16 +410,7 @@ async fn a_v0_3_clients_checked_calls_get_their_replies_translated() {
     let backend = Backend::start(Options::new("v1")).await;
     let mut answers = Vec::new();
     for splice in [true, false] {
-        let metrics = support::free_port();
-        let gw = Gateway::start(
-            &backend.socket,
-            "v0.1",
-            &[
-                &format!("--splice={splice}"),
-                &format!("--metrics-listen=127.0.0.1:{metrics}"),
-            ],
-        )
-        .await;
+        let (gw, metrics) = Gateway::start_with_metrics(&backend.socket, "v0.1", splice).await;
         let ch = gw.channel().await;
         let mut controller = v0_3::controller_client::ControllerClient::new(ch.clone());
         let create = v0_3::CreateVolumeRequest {

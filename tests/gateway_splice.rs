@@ -443,16 +443,7 @@ async fn a_plugin_dying_under_a_call_is_unavailable_on_every_path() {
     for splice in [true, false] {
         let opts = Options::new("v1").arg("--fault-delay=20s");
         let mut backend = Backend::start(opts).await;
-        let metrics = support::free_port();
-        let gw = Gateway::start(
-            &backend.socket,
-            "v0.1",
-            &[
-                &format!("--splice={splice}"),
-                &format!("--metrics-listen=127.0.0.1:{metrics}"),
-            ],
-        )
-        .await;
+        let (gw, metrics) = Gateway::start_with_metrics(&backend.socket, "v0.1", splice).await;
         let mut calls = Vec::new();
         for dialect in [Dialect::V1, Dialect::V0_3] {
             let front = Front::new(dialect, gw.channel().await);

@@ -35,6 +35,18 @@ impl Gateway {
         Gateway::start_through(&[], upstream, legacy, extra).await
     }
 
+    /// [`Gateway::start`] spliced or not (`splice`), its metrics served on a free local port,
+    /// returned with it.
+    pub async fn start_with_metrics(upstream: &Path, legacy: &str, splice: bool) -> (Gateway, u16) {
+        let port = crate::free_port();
+        let flags = [
+            format!("--splice={splice}"),
+            format!("--metrics-listen=127.0.0.1:{port}"),
+        ];
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        (Gateway::start(upstream, legacy, &flags).await, port)
+    }
+
     /// [`Gateway::start`] through `wrapper`, which must end by exec'ing its arguments (so the
     /// child's pid is the gateway's).
     pub async fn start_through(
