@@ -9,7 +9,7 @@
 //!
 //! Every target's row shows the CPU each of its processes spent per call in the measured
 //! window (`csi-gateway-load run --cpu`, from /proc/PID/stat; socat counts with the children
-//! it forks per connection).
+//! it forks per connection), the load tool's own last (`client`).
 //!
 //! `cargo build --release --workspace && cargo bench --bench bridge` (the load tool is another
 //! workspace member's binary, taken from `target/release/`; env: E2E_DURATION=3s, E2E_ROUNDS=3,
@@ -238,9 +238,11 @@ fn main() {
     let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_string());
     let target = |name: &str, s: &str| format!("{name}=unix://{}", sock(s).display());
     let cpu = |name: &str, procs: &[(&str, &Proc)]| {
+        // The load tool's own share last: how the relays hand it the replies changes its cost.
         let list: Vec<String> = procs
             .iter()
             .map(|(label, p)| format!("{label}:{}", p.pid()))
+            .chain(["client:self".to_string()])
             .collect();
         format!("{name}={}", list.join(","))
     };

@@ -734,3 +734,78 @@ async fn reset_local_calls_give_back_the_bodies_they_held() {
     assert_ne!(status, "8", "refused: {text}\n{}", gw.log_text());
     assert!(!status.is_empty(), "no status: {reply:?}");
 }
+
+/// A burst of calls sent at once (many in flight, as a node's volumes after a restart) goes on
+/// in pieces, both ways: the splice writes what it has built every few hundred bytes (`PIECE`),
+/// so the next hop starts on the first calls while the gateway relays the rest, rather than
+/// every hop taking the whole burst in turn (what held 64 calls in flight to one core of two,
+/// `benches/bridge.rs`). Each write is in the gateway's trace; every call is answered once.
+#[tokio::test]
+async fn a_burst_of_calls_goes_on_in_pieces() {
+    use support::h2raw::{
+        frame, message, request_block, Hostile, Peer, Tap, DATA, END_HEADERS, END_STREAM, HEADERS,
+    };
+    const CALLS: u32 = 500;
+    let backend = Backend::start(Options::new("v1")).await;
+    let tap = Tap::start(&backend.socket, Hostile::Quiet).await;
+    let gw = Gateway::start(
+        &tap.socket,
+        "v0.1",
+        &["--log-level=csi_gateway=debug,csi_gateway::splice::io=trace"],
+    )
+    .await;
+    let mut peer = Peer::connect(&gw.socket).await;
+    let block = request_block(&[], "/csi.v1.Identity/Probe", &[]);
+    let mut burst = Vec::new();
+    for i in 0..CALLS {
+        let id = 1 + 2 * i;
+        burst.extend_from_slice(&frame(HEADERS, END_HEADERS, id, &block));
+        burst.extend_from_slice(&frame(DATA, END_STREAM, id, &message(&[])));
+    }
+    let (before, opened) = (gw.log_text().len(), tap.requests());
+    peer.send(&burst).await;
+    let streams: Vec<u32> = (0..CALLS).map(|i| 1 + 2 * i).collect();
+    for (stream, reply) in peer.replies(&streams).await {
+        assert_eq!(
+            reply.get("grpc-status"),
+            Some("0"),
+            "stream {stream}: {reply:?}"
+        );
+    }
+    assert_eq!(
+        tap.requests() - opened,
+        CALLS as usize,
+        "each call relayed once"
+    );
+    let log = gw.log_text();
+    let writes = |to: &str| -> Vec<usize> {
+        log[before..]
+            .lines()
+            .filter(|l| l.contains("wrote") && l.contains(&format!("to=\"{to}\"")))
+            .filter_map(|l| {
+                l.split("bytes=")
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .collect()
+    };
+    for to in ["upstream", "client"] {
+        let sizes = writes(to);
+        // Every call's frames went that way: at least a DATA frame (14 bytes) each.
+        let total: usize = sizes.iter().sum();
+        assert!(
+            total >= 14 * CALLS as usize,
+            "{to}: {total} bytes in {sizes:?}\n{log}"
+        );
+        // A piece is 512 bytes and the frame that crossed that mark.
+        let largest = sizes.iter().copied().max().unwrap_or(0);
+        assert!(
+            largest <= 2048,
+            "{to}: a write of {largest} bytes: the burst went (nearly) whole ({} writes)",
+            sizes.len()
+        );
+    }
+}

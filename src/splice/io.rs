@@ -102,13 +102,19 @@ impl Io for tokio_rustls::client::TlsStream<csi_gateway_tls::tcp::Tcp> {
 /// Writes as much of `buf` as the stream takes now, then pushes on what the stream itself still
 /// holds (TLS records rustls sealed but the socket did not take); `Ok(true)` if anything of
 /// `buf` was written. A stream that holds bytes has registered for the socket's writability,
-/// so the splice is woken to push them on.
-pub fn write<T: Io>(io: &mut T, buf: &mut BytesMut, cx: &mut Context<'_>) -> std::io::Result<bool> {
+/// so the splice is woken to push them on. `to` names the side in the trace of each write.
+pub fn write<T: Io>(
+    io: &mut T,
+    buf: &mut BytesMut,
+    cx: &mut Context<'_>,
+    to: &'static str,
+) -> std::io::Result<bool> {
     let mut moved = false;
     while !buf.is_empty() {
         match Pin::new(&mut *io).poll_write(cx, buf) {
             Poll::Ready(Ok(0)) => return Err(ErrorKind::WriteZero.into()),
             Poll::Ready(Ok(n)) => {
+                tracing::trace!(to, bytes = n, "wrote");
                 buf.advance(n);
                 moved = true;
             }

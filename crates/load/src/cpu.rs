@@ -19,16 +19,19 @@ pub struct Process {
 impl std::str::FromStr for Process {
     type Err = String;
 
-    /// `label:pid`, or a bare pid (labelled by its program name, `/proc/PID/comm`).
+    /// `label:pid`, or a bare pid (labelled by its program name, `/proc/PID/comm`). The pid
+    /// `self` is the load tool itself: the client's share of a call's cost.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let (label, pid) = match s.rsplit_once(':') {
             Some((label, pid)) => (Some(label.to_string()), pid),
             None => (None, s),
         };
-        let pid: u32 = pid
-            .trim()
-            .parse()
-            .map_err(|_| format!("{s:?}: a process is label:pid or pid"))?;
+        let pid: u32 = match pid.trim() {
+            "self" => std::process::id(),
+            pid => pid
+                .parse()
+                .map_err(|_| format!("{s:?}: a process is label:pid, label:self or pid"))?,
+        };
         let label = label.unwrap_or_else(|| {
             std::fs::read_to_string(format!("/proc/{pid}/comm"))
                 .map(|c| c.trim().to_string())
@@ -217,6 +220,8 @@ mod tests {
         let me = parse_list(&own.to_string()).unwrap();
         assert_eq!(me[0].pid, own);
         assert!(!me[0].label.is_empty());
+        let client = parse_list("client:self").unwrap();
+        assert_eq!((client[0].label.as_str(), client[0].pid), ("client", own));
         assert!(parse_list("node:x").is_err());
     }
 

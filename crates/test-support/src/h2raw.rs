@@ -294,13 +294,24 @@ impl Peer {
 
     /// Reads the reply on `stream` to its end (other frames are kept in `seen`).
     pub async fn reply(&mut self, stream: u32) -> Reply {
-        let mut reply = Reply::default();
+        self.replies(&[stream])
+            .await
+            .remove(&stream)
+            .unwrap_or_default()
+    }
+
+    /// Reads the replies on `streams` to their ends, in whatever order they come (other
+    /// frames are kept in `seen`).
+    pub async fn replies(&mut self, streams: &[u32]) -> std::collections::HashMap<u32, Reply> {
+        let mut replies: std::collections::HashMap<u32, Reply> =
+            streams.iter().map(|s| (*s, Reply::default())).collect();
+        let mut open: std::collections::BTreeSet<u32> = streams.iter().copied().collect();
         let mut block = Vec::new();
-        loop {
+        while !open.is_empty() {
             let f = self
                 .next()
                 .await
-                .unwrap_or_else(|| panic!("stream {stream} never ended; got {:?}", self.seen));
+                .unwrap_or_else(|| panic!("streams {open:?} never ended; got {:?}", self.seen));
             if f.kind == HEADERS || f.kind == CONTINUATION {
                 // Header blocks of every stream go through the one decoding context.
                 block.extend_from_slice(&f.payload);
@@ -310,30 +321,37 @@ impl Peer {
                         .decode(&block)
                         .expect("a decodable reply block");
                     block.clear();
-                    if f.stream == stream {
+                    if let (Some(reply), true) =
+                        (replies.get_mut(&f.stream), open.contains(&f.stream))
+                    {
                         reply.fields.extend(fields.into_iter().map(|(n, v)| {
                             (String::from_utf8(n).unwrap(), String::from_utf8(v).unwrap())
                         }));
                     }
                 }
             }
-            if f.stream != stream {
+            if !open.contains(&f.stream) {
                 continue;
             }
+            let reply = replies
+                .get_mut(&f.stream)
+                .expect("every open stream has a reply");
             match f.kind {
                 DATA => reply.data.extend_from_slice(&f.payload),
                 RST_STREAM => {
                     reply.reset = Some(f.code());
-                    return reply;
+                    open.remove(&f.stream);
+                    continue;
                 }
                 _ => {}
             }
             if (f.kind == DATA || f.kind == HEADERS || f.kind == CONTINUATION)
                 && f.flags & END_STREAM != 0
             {
-                return reply;
+                open.remove(&f.stream);
             }
         }
+        replies
     }
 }
 
@@ -353,6 +371,8 @@ pub enum Hostile {
     /// The plugin's SETTINGS ACK reaches the gateway 300 ms late (with whatever came with it),
     /// so the gateway's ACK of the client's SETTINGS, which follows the plugin's, is late too.
     DelaySettingsAck,
+    /// Nothing: the tap only copies and records.
+    Quiet,
 }
 
 pub struct Tap {
@@ -485,7 +505,7 @@ async fn tap_connection(
                     f.kind == HEADERS
                         && f.payload.windows(21).any(|w| w == b"GetPluginCapabilities")
                 }
-                Hostile::SplitReplyBlocks | Hostile::DelaySettingsAck => false,
+                Hostile::SplitReplyBlocks | Hostile::DelaySettingsAck | Hostile::Quiet => false,
             };
             let last = log
                 .lock()
