@@ -59,7 +59,7 @@ const HIGH_WATER: usize = 256 * 1024;
 /// hop in pieces, which it starts on while this hop builds the rest, instead of every hop
 /// taking the whole burst in turn and the others waiting: at 64 calls in flight on 2 cores
 /// that serialised the client, the gateway and the plugin (`benches/bridge.rs`, the e2e
-/// bench). About a dozen small calls; a write per call for larger ones.
+/// bench). About four small calls' requests (a Probe's is ~120 bytes as a client sends it).
 const PIECE: usize = 512;
 /// The largest header block accepted, however many CONTINUATION frames carry it.
 const MAX_HEADER_BLOCK: usize = 256 * 1024;
