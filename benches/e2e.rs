@@ -220,9 +220,12 @@ fn main() {
     // (`front::identical::checked`); without a secret the call is relayed from there, with one
     // its reply is translated (an error would be scrubbed of it). CreateVolume's request goes
     // on as it came too, and its reply is translated (a v0.3 client gets no clone source).
-    // NodeStageVolume, relayed once checked too. ValidateVolumeCapabilities is translated in
-    // full: its fields are numbered differently in the two revisions (the v0.3 client sends
-    // its own request), and its reply is built from the request.
+    // NodeStageVolume, relayed once checked too. ValidateVolumeCapabilities's fields are
+    // numbered differently in the two revisions (the v0.3 client sends its own request): a
+    // request that passes the check goes on with its keys rewritten in place
+    // (`front::identical::RequestCheck::renumber`), and its reply is translated. A v0.3
+    // client's NodeGetId is translated in full and answered by the gateway, which asks a v1
+    // plugin NodeGetInfo (`front::call::answer`): measured beside a v1 client's NodeGetInfo.
     use csi_gateway::dialect::proto::v1;
     // The request every call of a row sends: the same bytes in both revisions.
     let request_file = |name: &str, message: &dyn Fn() -> Vec<u8>| {
@@ -370,6 +373,13 @@ fn main() {
             "/csi.v0.Controller/ValidateVolumeCapabilities",
             Some(&validate),
             Some(&validate_v0_3),
+        ),
+        (
+            "NodeGetId (v0.3) / NodeGetInfo (v1)",
+            "/csi.v1.Node/NodeGetInfo",
+            "/csi.v0.Node/NodeGetId",
+            None,
+            None,
         ),
     ];
     for (method, v1, v0, request, v0_request) in translated_methods

@@ -809,3 +809,153 @@ async fn a_burst_of_calls_goes_on_in_pieces() {
         );
     }
 }
+
+/// A v0.3 client's ValidateVolumeCapabilities to a v1 plugin: v1 numbers two of its fields
+/// the other way round, so a request the splice's check passes goes on with its keys rewritten
+/// in place (`identical::RequestCheck::renumber`), in the order the client wrote its fields,
+/// and the plugin's reply is translated (`supported` = `confirmed` present). A request the
+/// translation refuses (accessible_topology, which v1 removed) or whose message does not end
+/// with its frame is translated in full. Every answer is the one the terminating path gives.
+#[tokio::test]
+async fn a_v0_3_validate_goes_on_with_its_fields_renumbered() {
+    use prost::encoding::{encode_key, encode_varint, string, WireType};
+    use support::h2raw::{
+        frame, message, request_block, Hostile, Peer, Tap, DATA, END_HEADERS, END_STREAM, HEADERS,
+    };
+    let backend = Backend::start(Options::new("v1")).await;
+    let volume = v1::controller_client::ControllerClient::new(backend.channel().await)
+        .create_volume(v1::CreateVolumeRequest {
+            name: "renumbered".into(),
+            volume_capabilities: vec![cap_v1()],
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .volume
+        .unwrap();
+    let field = |number: u32, inner: &[u8]| {
+        let mut out = Vec::new();
+        encode_key(number, WireType::LengthDelimited, &mut out);
+        encode_varint(inner.len() as u64, &mut out);
+        out.extend_from_slice(inner);
+        out
+    };
+    let attributes = |context: &std::collections::HashMap<String, String>| -> Vec<u8> {
+        context
+            .iter()
+            .flat_map(|(k, v)| {
+                let mut entry = Vec::new();
+                string::encode(1, k, &mut entry);
+                string::encode(2, v, &mut entry);
+                field(3, &entry)
+            })
+            .collect()
+    };
+    let capability = field(2, &support::front::cap_v03().encode_to_vec());
+    let mut id = Vec::new();
+    string::encode(1, &volume.volume_id, &mut id);
+    // volume_attributes (3), volume_capabilities (2), volume_id (1): not the order a
+    // translation writes.
+    let own = [
+        attributes(&volume.volume_context),
+        capability.clone(),
+        id.clone(),
+    ]
+    .concat();
+    let other = [
+        attributes(&[("other".to_string(), "x".to_string())].into()),
+        capability.clone(),
+        id.clone(),
+    ]
+    .concat();
+    let topology = [id.clone(), capability.clone(), field(4, &[])].concat();
+    let path = "/csi.v0.Controller/ValidateVolumeCapabilities";
+    let block = request_block(&[], path, &[]);
+    let mut answers = Vec::new();
+    for splice in [true, false] {
+        let tap = Tap::start(&backend.socket, Hostile::Quiet).await;
+        let gw = Gateway::start(&tap.socket, "v0.1", &[&format!("--splice={splice}")]).await;
+        let mut peer = Peer::connect(&gw.socket).await;
+        let mut got = Vec::new();
+        for (stream, request) in [(1, &own), (3, &other), (5, &topology)] {
+            peer.call(stream, &block, request).await;
+            got.push(peer.reply(stream).await);
+        }
+        // The same request, its message in a DATA frame that does not end the stream.
+        let mut split = frame(HEADERS, END_HEADERS, 7, &block);
+        split.extend_from_slice(&frame(DATA, 0, 7, &message(&own)));
+        split.extend_from_slice(&frame(DATA, END_STREAM, 7, &[]));
+        peer.send(&split).await;
+        got.push(peer.reply(7).await);
+        let log = gw.log_text();
+        let answer: Vec<(Option<String>, Vec<u8>)> = got
+            .iter()
+            .map(|r| (r.get("grpc-status").map(str::to_string), r.data.clone()))
+            .collect();
+        let supported = |i: usize| {
+            v0_3::ValidateVolumeCapabilitiesResponse::decode(&got[i].data[5..])
+                .unwrap_or_else(|e| panic!("splice={splice} reply {i}: {e}: {:?}\n{log}", got[i]))
+        };
+        assert_eq!(answer[0].0.as_deref(), Some("0"), "{:?}\n{log}", got[0]);
+        assert!(supported(0).supported, "{:?}", supported(0));
+        // The attributes reached the plugin as the volume's context, which differs.
+        assert_eq!(answer[1].0.as_deref(), Some("0"), "{:?}\n{log}", got[1]);
+        assert!(!supported(1).supported, "{:?}", supported(1));
+        assert!(
+            supported(1).message.contains("volume_context"),
+            "{:?}",
+            supported(1)
+        );
+        assert_eq!(answer[2].0.as_deref(), Some("3"), "{:?}\n{log}", got[2]);
+        assert!(
+            got[2]
+                .get("grpc-message")
+                .is_some_and(|m| m.contains("accessible_topology")),
+            "{:?}",
+            got[2]
+        );
+        assert_eq!(answer[3], answer[0], "splice={splice}: split request");
+        // What the plugin got, by stream: the message of the first DATA frame.
+        let sent: Vec<Vec<u8>> = tap
+            .frames()
+            .into_iter()
+            // Past the gateway's own calls, whose messages are empty.
+            .filter(|(_, f)| f.kind == DATA && f.payload.len() > 5)
+            .map(|(_, f)| f.payload[5..].to_vec())
+            .collect();
+        let translated = v1::ValidateVolumeCapabilitiesRequest {
+            volume_id: volume.volume_id.clone(),
+            volume_context: volume.volume_context.clone(),
+            volume_capabilities: vec![cap_v1()],
+            ..Default::default()
+        }
+        .encode_to_vec();
+        // The client's bytes with each top-level key rewritten (every field here is shorter
+        // than 128 bytes: a one-byte key, a one-byte length).
+        let mut renumbered = own.clone();
+        let mut at = 0;
+        while at < renumbered.len() {
+            renumbered[at] = match own[at] >> 3 {
+                3 => 2 << 3 | 2,
+                2 => 3 << 3 | 2,
+                _ => own[at],
+            };
+            at += 2 + renumbered[at + 1] as usize;
+        }
+        match splice {
+            // Renumbered in place, in the client's order; the split one translated.
+            true => {
+                assert_eq!(sent[0], renumbered, "{sent:?}\n{log}");
+                assert_eq!(sent.last(), Some(&translated), "{sent:?}");
+            }
+            // Every request translated.
+            false => assert_eq!(sent[0], translated, "{sent:?}"),
+        }
+        answers.push(answer);
+    }
+    assert_eq!(
+        answers[0], answers[1],
+        "spliced and terminated answers differ"
+    );
+}

@@ -56,6 +56,14 @@
 //! it refuse a publish without, which the check reads: [`STAGED`]). The exception here: more
 //! messages after the first are the plugin's to refuse.
 //!
+//! A request whose fields the upstream numbers differently, with the same meaning
+//! ([`Schema::renumber`], from `crates/proto/build/identical.rs`'s `RENUMBERED`: a v0.3
+//! client's ValidateVolumeCapabilities to a v1 plugin) is checked the same way, against its
+//! renumbered fields only (one the table leaves out, which the translation does not copy, sends
+//! the request to the translation), and goes on with their keys rewritten in place
+//! ([`RequestCheck::renumber`]) — when its message ends with its DATA frame, so that no later
+//! message reaches the plugin with the front's numbers.
+//!
 //! Everything a translated call leaves stays the same on this path: it is counted in
 //! `csi_gateway_translations_total` with its dialect pair, path and outcome (an upstream
 //! UNAVAILABLE, DEADLINE_EXCEEDED or CANCELLED counting as the gateway's, as a translated call
@@ -160,10 +168,13 @@ pub static EXCLUDED: &[Exclusion] = &[
     // Staging emulation (publish, unpublish, stage) is for clients that predate staging, v0.1
     // and the draft, which never pair here (`staging::emulated`): between v0.3 and v1,
     // NodeStageVolume and NodeUnstageVolume are one call each.
-    // v0.x `supported` ↔ v1 `confirmed` (translate::v0_3 validate_reply), and the
-    // accessible_topology v1 checks.
-    both("ValidateVolumeCapabilities",
-        "translate::v0_3 validate_reply: supported ↔ confirmed, built from the request"),
+    // v0.x `supported` ↔ v1 `confirmed`: a v0.3 plugin's answer is made into a v1 one from
+    // the request (translate::v0_3 validate_reply); a v1 plugin's into a v0.3 one from the
+    // reply alone (`supported` = `confirmed` present, translate::v0_3 front).
+    to(Dialect::V1, Dialect::V0_3, "ValidateVolumeCapabilities",
+        "translate::v0_3 validate_reply: confirmed built from the request"),
+    on_reply(to(Dialect::V0_3, Dialect::V1, "ValidateVolumeCapabilities",
+        "translate::v0_3 front: supported = confirmed present")),
     to(Dialect::V1, Dialect::V0_3, "CreateVolume", CLONING),
     // A v0.3 request cannot name a clone source; only the reply is read.
     on_reply(to(Dialect::V0_3, Dialect::V1, "CreateVolume", CLONING)),
@@ -209,6 +220,13 @@ fn reasons(s: &Schema) -> Vec<Reason> {
             && e.upstream.is_none_or(|d| d == s.upstream)
     }) {
         out.push(reason(e.rule, e.part));
+    }
+    if !s.renumber.is_empty() {
+        out.push(reason(
+            "build/identical.rs RENUMBERED: the request's fields are renumbered (their keys \
+             rewritten once checked)",
+            Part::Request,
+        ));
     }
     let method = Method::ALL.iter().copied().find(|m| m.name() == s.method);
     if let Some(method) = method {
@@ -300,6 +318,10 @@ pub struct RequestCheck {
     root: Shape,
     /// One bit per REQUIRED field, each set by the field that marks it.
     required: u64,
+    /// The top-level fields as the upstream numbers them, where it numbers them differently
+    /// ([`Schema::renumber`]): `root` holds only these, and [`RequestCheck::renumber`] rewrites
+    /// a request that passed before it goes on.
+    renumber: &'static [(u32, u32)],
 }
 
 /// The fields of one message.
@@ -373,9 +395,15 @@ impl RequestCheck {
         if required.len() > 64 {
             return None;
         }
+        // v0.3 and v1 pair only with each other: the front and the method name the schema.
+        let renumber = SCHEMA
+            .iter()
+            .find(|s| s.front == front && s.method == method.name())
+            .map_or(&[][..], |s| s.renumber);
         let builder = Builder {
             required: &required,
             secrets: crate::observe::redact::secret_fields(front),
+            renumber,
         };
         let mut found = 0u64;
         let root = builder.shape(&message, "", 0, &mut found)?;
@@ -385,7 +413,44 @@ impl RequestCheck {
         (found == all).then_some(RequestCheck {
             root,
             required: all,
+            renumber,
         })
+    }
+
+    /// Whether a request that passes goes on with its fields renumbered
+    /// ([`RequestCheck::renumber`]).
+    pub fn renumbers(&self) -> bool {
+        !self.renumber.is_empty()
+    }
+
+    /// Rewrites in place the keys of `message`'s top-level fields to the upstream's numbers:
+    /// for a request [`RequestCheck::verdict`] let through, whose top-level fields are all
+    /// listed. A key keeps its length (every number is below 16, asserted at build time, and a
+    /// key padded with continuation bytes keeps them), so the message's length, its frame's
+    /// and the window it takes stay the same. Stops at bytes that are not such fields.
+    pub fn renumber(&self, message: &mut [u8]) {
+        let mut at = 0;
+        while at < message.len() {
+            let Some((key, key_len)) = varint_at(message, at) else {
+                return;
+            };
+            let (number, wire) = ((key >> 3) as u32, (key & 7) as u8);
+            let Some(&(_, to)) = self.renumber.iter().find(|(from, _)| *from == number) else {
+                return;
+            };
+            message[at] = (message[at] & 0x80) | ((to << 3) as u8 | wire);
+            at += key_len;
+            let Some((value, value_len)) = varint_at(message, at) else {
+                return;
+            };
+            at += value_len;
+            if wire == 2 {
+                match usize::try_from(value).ok().and_then(|n| at.checked_add(n)) {
+                    Some(end) => at = end,
+                    None => return,
+                }
+            }
+        }
     }
 
     /// What the translation would do with `framed`, the request as the client sent it (gRPC's
@@ -410,10 +475,47 @@ impl RequestCheck {
     }
 }
 
+/// The varint at `at` in `bytes` and its length.
+#[inline]
+fn varint_at(bytes: &[u8], at: usize) -> Option<(u64, usize)> {
+    let mut rest = bytes.get(at..)?;
+    let before = rest.len();
+    let value = varint(&mut rest)?;
+    Some((value, before - rest.len()))
+}
+
+/// A varint read off the front of `bytes`, as prost reads it: most keys and lengths in a CSI
+/// request are one byte, read here without prost's general path.
+#[inline(always)]
+fn varint(bytes: &mut &[u8]) -> Option<u64> {
+    match bytes.first() {
+        Some(&b) if b < 0x80 => {
+            *bytes = &bytes[1..];
+            Some(u64::from(b))
+        }
+        _ => prost::encoding::decode_varint(bytes).ok(),
+    }
+}
+
+/// The wire types a request check reads.
+const VARINT: u8 = 0;
+const LENGTH_DELIMITED: u8 = 2;
+
+/// A field's key read off the front of `bytes`: its number and wire type, where prost's
+/// `decode_key` would read one (a number from 1 to 2^29 - 1, a key within 32 bits).
+#[inline(always)]
+fn key(bytes: &mut &[u8]) -> Option<(u32, u8)> {
+    let key = u32::try_from(varint(bytes)?).ok()?;
+    let (number, wire) = (key >> 3, (key & 7) as u8);
+    (number >= 1 && wire <= 5).then_some((number, wire))
+}
+
 /// Builds a [`Shape`] from a descriptor, giving each REQUIRED field its bit.
 struct Builder<'a> {
     required: &'a [&'a str],
     secrets: &'a std::collections::HashSet<String>,
+    /// Where not empty, the only top-level fields a request may hold ([`Schema::renumber`]).
+    renumber: &'static [(u32, u32)],
 }
 
 impl Builder<'_> {
@@ -437,6 +539,13 @@ impl Builder<'_> {
         }
         let mut fields = Vec::new();
         for f in message.fields() {
+            if depth == 0
+                && !self.renumber.is_empty()
+                && !self.renumber.iter().any(|(from, _)| *from == f.number())
+            {
+                // Not copied: a request that sets it is translated.
+                continue;
+            }
             let path = format!("{prefix}{}", f.name());
             let secret = self.secrets.contains(f.full_name());
             let strings = f.is_map()
@@ -499,24 +608,23 @@ struct Read {
 impl Read {
     /// Whether `bytes` is a `shape` message the translation would copy.
     fn message(&mut self, shape: &Shape, mut bytes: &[u8]) -> bool {
-        use prost::encoding::{decode_key, decode_varint, WireType};
         while !bytes.is_empty() {
-            let Ok((number, wire)) = decode_key(&mut bytes) else {
+            let Some((number, wire)) = key(&mut bytes) else {
                 return false;
             };
             let Some((_, field)) = shape.fields.iter().find(|(n, _)| *n == number) else {
                 return false;
             };
-            let Ok(value) = decode_varint(&mut bytes) else {
+            let Some(value) = varint(&mut bytes) else {
                 return false;
             };
             self.set |= field.oneof_marks;
             match (wire, &field.kind) {
                 // What prost reads and the translation copies; a plugin reads the same from
                 // these bytes.
-                (WireType::Varint, Kind::Number { max }) if value <= *max => continue,
+                (VARINT, Kind::Number { max }) if value <= *max => continue,
                 (_, Kind::Number { .. }) => return false,
-                (WireType::LengthDelimited, _) => {}
+                (LENGTH_DELIMITED, _) => {}
                 _ => return false,
             }
             let Some((value, rest)) = usize::try_from(value)
@@ -568,12 +676,11 @@ impl Read {
 /// Reads `message` as length-delimited fields only, calling `each` with each one's number
 /// and bytes; false as soon as it does, or where the bytes are not such fields.
 fn each_string(mut message: &[u8], mut each: impl FnMut(u32, &[u8]) -> bool) -> bool {
-    use prost::encoding::{decode_key, decode_varint, WireType};
     while !message.is_empty() {
-        let Ok((number, WireType::LengthDelimited)) = decode_key(&mut message) else {
+        let Some((number, LENGTH_DELIMITED)) = key(&mut message) else {
             return false;
         };
-        let Ok(len) = decode_varint(&mut message) else {
+        let Some(len) = varint(&mut message) else {
             return false;
         };
         let Some((value, rest)) = usize::try_from(len)

@@ -65,7 +65,7 @@ fn capability_replies_from_v1_are_not_wire_identical_for_v0_3() {
 }
 
 #[test]
-fn validate_volume_capabilities_is_translated_both_ways() {
+fn validate_volume_capabilities_goes_on_renumbered_from_v0_3_only() {
     for (front, upstream) in [(Dialect::V0_3, Dialect::V1), (Dialect::V1, Dialect::V0_3)] {
         let s = schema(front, upstream, "ValidateVolumeCapabilities");
         assert!(
@@ -74,6 +74,84 @@ fn validate_volume_capabilities_is_translated_both_ways() {
         );
         assert!(!eligible_for(front, upstream, "ValidateVolumeCapabilities"));
     }
+    // v0.3's fields as v1 numbers them: volume_capabilities 2 → 3, volume_attributes 3 →
+    // volume_context 2; accessible_topology (4) is not copied.
+    let from_v0_3 = schema(Dialect::V0_3, Dialect::V1, "ValidateVolumeCapabilities");
+    assert!(from_v0_3.request_subset);
+    assert_eq!(from_v0_3.renumber, &[(1, 1), (2, 3), (3, 2)]);
+    let back = schema(Dialect::V1, Dialect::V0_3, "ValidateVolumeCapabilities");
+    assert!(back.renumber.is_empty());
+    assert!(
+        why_not(back)
+            .iter()
+            .any(|w| w.contains("built from the request")),
+        "{:?}",
+        why_not(back)
+    );
+    let checked: Vec<_> = checked()
+        .iter()
+        .filter(|c| c.schema.method == "ValidateVolumeCapabilities")
+        .map(|c| (c.schema.front, c.reply_translated))
+        .collect();
+    assert_eq!(checked, [(Dialect::V0_3, true)]);
+}
+
+/// A key written with continuation bytes keeps them, its length and the message's; the rest
+/// of the message is left as it is.
+#[test]
+fn renumbering_rewrites_keys_in_place() {
+    use prost::encoding::{encode_key, encode_varint, string, WireType};
+    let check = front_check(Dialect::V0_3, Method::ValidateVolumeCapabilities, false).unwrap();
+    assert!(check.renumbers());
+    let capability = support_capability_v0_3();
+    // volume_attributes (3) first, then volume_capabilities (2) with its key padded to two
+    // bytes, then volume_id (1).
+    let mut message = Vec::new();
+    let entry = [("k", "v")].iter().fold(Vec::new(), |mut e, (k, v)| {
+        string::encode(1, &k.to_string(), &mut e);
+        string::encode(2, &v.to_string(), &mut e);
+        e
+    });
+    encode_key(3, WireType::LengthDelimited, &mut message);
+    encode_varint(entry.len() as u64, &mut message);
+    message.extend_from_slice(&entry);
+    message.extend_from_slice(&[2 << 3 | 2 | 0x80, 0x00]);
+    encode_varint(capability.len() as u64, &mut message);
+    message.extend_from_slice(&capability);
+    string::encode(1, &"vol-1".to_string(), &mut message);
+    let framed = crate::grpc::frame::encode(&message);
+    assert_eq!(check.verdict(&framed), Verdict::Copied);
+    let mut renumbered = message.clone();
+    check.renumber(&mut renumbered);
+    assert_eq!(renumbered.len(), message.len());
+    let mut expected = message.clone();
+    expected[0] = 2 << 3 | 2;
+    let at = 2 + entry.len();
+    expected[at] = 3 << 3 | 2 | 0x80;
+    assert_eq!(renumbered, expected);
+    let v1 = crate::dialect::proto::v1::ValidateVolumeCapabilitiesRequest::decode(&renumbered[..])
+        .unwrap();
+    assert_eq!(v1.volume_id, "vol-1");
+    assert_eq!(v1.volume_context.get("k").map(String::as_str), Some("v"));
+    assert_eq!(v1.volume_capabilities.len(), 1);
+    // accessible_topology is not copied (the translation refuses it): the request is
+    // translated.
+    let mut topology = message.clone();
+    encode_key(4, WireType::LengthDelimited, &mut topology);
+    encode_varint(0, &mut topology);
+    assert_eq!(
+        check.verdict(&crate::grpc::frame::encode(&topology)),
+        Verdict::Translated
+    );
+}
+
+fn support_capability_v0_3() -> Vec<u8> {
+    use crate::dialect::proto::v0_3::volume_capability::{AccessMode, AccessType};
+    crate::dialect::proto::v0_3::VolumeCapability {
+        access_mode: Some(AccessMode { mode: 1 }),
+        access_type: Some(AccessType::Mount(Default::default())),
+    }
+    .encode_to_vec()
 }
 
 #[test]
@@ -548,6 +626,18 @@ fn check_samples(front: Dialect, method: &str) -> Vec<(&'static str, Vec<u8>, Be
         let without = minimal(&message, "", required, Some(r));
         samples.push((leak(format!("without {r}")), without, Becomes::Refused));
     }
+    // Where the revisions number the request's fields differently, the ones not renumbered
+    // are not copied (`Schema::renumber`): the translation refuses them.
+    let renumber = SCHEMA
+        .iter()
+        .find(|s| s.front == front && s.method == method)
+        .map_or(&[][..], |s| s.renumber);
+    let copied = |number: u32| match renumber.is_empty()
+        || renumber.iter().any(|(from, _)| *from == number)
+    {
+        true => Becomes::Copied,
+        false => Becomes::Refused,
+    };
     // Every other field the front knows, set: numbers, maps and lists of messages the
     // translation copies.
     for f in message.fields() {
@@ -567,7 +657,7 @@ fn check_samples(front: Dialect, method: &str) -> Vec<(&'static str, Vec<u8>, Be
         samples.push((
             leak(format!("{} set", f.name())),
             with(field),
-            Becomes::Copied,
+            copied(f.number()),
         ));
     }
     // A field the front does not know, inside a REQUIRED message.
@@ -731,6 +821,7 @@ fn a_request_goes_on_as_it_came_only_when_the_translation_would_copy_it() {
             "v0.3 -> v1 NodeStageVolume",
             "v0.3 -> v1 NodeUnpublishVolume",
             "v0.3 -> v1 NodeUnstageVolume",
+            "v0.3 -> v1 ValidateVolumeCapabilities, reply translated",
             "v1 -> v0.3 ControllerUnpublishVolume, reply translated",
             "v1 -> v0.3 CreateSnapshot, reply translated",
             "v1 -> v0.3 DeleteSnapshot",
@@ -774,7 +865,10 @@ fn a_request_goes_on_as_it_came_only_when_the_translation_would_copy_it() {
             };
             let (path, sent) = translate::upstream::single_call(s.front, &session, &hub).unwrap();
             assert_eq!(path, s.upstream_path, "{what}");
-            let same = read_as(s.upstream, up_info.request, &message)
+            // As the plugin gets it: renumbered where the revisions number it differently.
+            let mut relayed = message.clone();
+            c.check.renumber(&mut relayed);
+            let same = read_as(s.upstream, up_info.request, &relayed)
                 == read_as(s.upstream, up_info.request, &sent);
             match becomes {
                 // The plugin would read the field the translation drops.

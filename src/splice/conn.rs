@@ -1026,6 +1026,14 @@ impl<C: Io, U: Io> Splice<C, U> {
             ),
             _ => (false, Verdict::Translated, false),
         };
+        // A request that passed a check whose revisions number its fields differently goes on
+        // renumbered (`identical::RequestCheck::renumber`), in the copy the upstream gets.
+        let renumber = match (&stream.side, verdict) {
+            (Side::Translated(t), Verdict::Copied | Verdict::CopiedWithSecrets) => {
+                t.check.filter(|c| c.renumbers())
+            }
+            _ => None,
+        };
         if too_large {
             // Answered through `call::answer` instead, which takes it whatever its size.
             self.translated_to_local(head.stream);
@@ -1102,6 +1110,12 @@ impl<C: Io, U: Io> Splice<C, U> {
                     }
                 }
                 self.to_upstream.extend_from_slice(whole);
+                if let Some(check) = renumber {
+                    let range = frame::content(&head, payload).map_err(|_| malformed())?;
+                    // The message, past the frame's head and gRPC's 5-byte prefix.
+                    let at = self.to_upstream.len() - whole.len() + frame::HEAD_LEN;
+                    check.renumber(&mut self.to_upstream[at + range.start + 5..at + range.end]);
+                }
                 if end && stream.reply_done {
                     self.remove(head.stream);
                 }
@@ -1168,8 +1182,11 @@ impl<C: Io, U: Io> Splice<C, U> {
                 .reply_block
                 .as_ref()
                 .is_some_and(|b| b.stream == head.stream);
+        // A renumbered request must end with this frame: a message after it would reach the
+        // plugin with the front's numbers.
+        let whole = !check.renumbers() || head.has(frame::END_STREAM);
         match frame::content(&head, payload) {
-            Ok(range) if untouched && !replying && !stream.request_done => {
+            Ok(range) if untouched && !replying && !stream.request_done && whole => {
                 check.verdict(&payload[range])
             }
             _ => Verdict::Translated,

@@ -35,6 +35,26 @@ const ENUM_RENAMES: &[(&str, &str)] = &[
     ),
 ];
 
+/// (front dialect, RPC, [(front field, upstream field)]).
+type Renumbered = (&'static str, &'static str, &'static [(u32, u32)]);
+
+/// Requests whose fields one revision numbers differently from the other, with the same
+/// meaning: (front dialect, RPC, [(front field, upstream field)]), top-level fields only. The
+/// request is compared as a subset with its fields renumbered so; a front field not listed is
+/// one the translation does not copy (it refuses or drops it), so a request holding one is
+/// translated. The gateway rewrites the listed fields' keys in place, so every number is
+/// below 16 (a key of one byte both ways; asserted below).
+const RENUMBERED: &[Renumbered] = &[
+    // v1.0 put `volume_context` (v0.3's `volume_attributes`, 3) at 2 and moved
+    // `volume_capabilities` from 2 to 3; v0.3's `accessible_topology` (4) was removed, and the
+    // translation refuses a request that sets it.
+    (
+        "V0_3",
+        "ValidateVolumeCapabilities",
+        &[(1, 1), (2, 3), (3, 2)],
+    ),
+];
+
 /// Every message and enum of a descriptor set (imports included), by full name with the
 /// leading dot, as field `type_name`s spell them.
 struct Index<'a> {
@@ -87,7 +107,13 @@ struct Subset<'a> {
 
 impl Subset<'_> {
     fn message(&mut self, a: &str, b: &str) -> Result<(), String> {
-        if !self.seen.insert((a.to_string(), b.to_string())) {
+        self.renumbered(a, b, &[])
+    }
+
+    /// [`Subset::message`] with `a`'s own fields renumbered by `renumber` (`RENUMBERED`),
+    /// those it does not list left out; none when it is empty.
+    fn renumbered(&mut self, a: &str, b: &str, renumber: &[(u32, u32)]) -> Result<(), String> {
+        if renumber.is_empty() && !self.seen.insert((a.to_string(), b.to_string())) {
             return Ok(());
         }
         let ma = self.from.messages.get(a).ok_or(format!("{a}: not found"))?;
@@ -99,7 +125,15 @@ impl Subset<'_> {
         let (mut oneofs, mut back) = (HashMap::new(), HashMap::new());
         for fa in &ma.field {
             let what = format!("{a_name}.{} (field {})", fa.name(), fa.number());
-            let Some(fb) = mb.field.iter().find(|f| f.number() == fa.number()) else {
+            let number = match renumber
+                .iter()
+                .find(|(from, _)| *from == fa.number() as u32)
+            {
+                Some(&(_, to)) => to as i32,
+                None if renumber.is_empty() => fa.number(),
+                None => continue,
+            };
+            let Some(fb) = mb.field.iter().find(|f| f.number() == number) else {
                 return Err(format!("{what} has no counterpart in {b_name}"));
             };
             if fa.r#type() != fb.r#type() {
@@ -183,14 +217,21 @@ fn label(l: Label, proto3_optional: bool) -> &'static str {
     }
 }
 
-/// Whether `from`'s message `a` is a subset of `to`'s message `b`.
-fn subset(from: &Index<'_>, to: &Index<'_>, a: &str, b: &str) -> Result<(), String> {
+/// Whether `from`'s message `a` is a subset of `to`'s message `b`, with `a`'s fields
+/// renumbered by `renumber` (`RENUMBERED`) when it lists any.
+fn subset(
+    from: &Index<'_>,
+    to: &Index<'_>,
+    a: &str,
+    b: &str,
+    renumber: &[(u32, u32)],
+) -> Result<(), String> {
     Subset {
         from,
         to,
         seen: HashSet::new(),
     }
-    .message(a, b)
+    .renumbered(a, b, renumber)
 }
 
 /// One unary RPC of a dialect: (service, method, gRPC path, request type, reply type).
@@ -230,7 +271,8 @@ pub fn render(v0_3: &FileDescriptorSet, v1: &FileDescriptorSet) -> String {
          /// Every unary RPC v0.3 and v1 both have, for each direction, with the schema verdict:\n\
          /// `why_not: None` when the front's request is a subset of the upstream's and the\n\
          /// upstream's reply a subset of the front's; `request_subset` when the first half\n\
-         /// holds; `request_empty` when neither request has a field.\n\
+         /// holds (with the request's fields renumbered by `renumber`, where it lists any);\n\
+         /// `request_empty` when neither request has a field.\n\
          pub static SCHEMA: &[Schema] = &[\n",
     );
     for (f, u) in [(0, 1), (1, 0)] {
@@ -242,10 +284,26 @@ pub fn render(v0_3: &FileDescriptorSet, v1: &FileDescriptorSet) -> String {
             else {
                 continue;
             };
-            let request = subset(front, upstream, front_req, up_req);
+            let renumber: &[(u32, u32)] = RENUMBERED
+                .iter()
+                .find(|(d, m, _)| d == front_name && *m == method.as_str())
+                .map_or(&[], |r| r.2);
+            assert!(
+                renumber.iter().all(|&(a, b)| a < 16 && b < 16),
+                "RENUMBERED {method}: a field number of 16 or more takes a key of two bytes"
+            );
+            assert!(
+                renumber.iter().all(|&(a, b)| renumber
+                    .iter()
+                    .filter(|r| r.0 == a || r.1 == b)
+                    .count()
+                    == 1),
+                "RENUMBERED {method}: each field once on each side"
+            );
+            let request = subset(front, upstream, front_req, up_req, renumber);
             let request_subset = request.is_ok();
             let verdict = request.map_err(|e| format!("request: {e}")).and_then(|()| {
-                subset(upstream, front, up_resp, front_resp).map_err(|e| format!("reply: {e}"))
+                subset(upstream, front, up_resp, front_resp, &[]).map_err(|e| format!("reply: {e}"))
             });
             let empty = |index: &Index<'_>, name: &str| {
                 index.messages.get(name).is_some_and(|m| m.field.is_empty())
@@ -257,7 +315,7 @@ pub fn render(v0_3: &FileDescriptorSet, v1: &FileDescriptorSet) -> String {
             };
             let _ = writeln!(
                 s,
-                "    Schema {{ front: Dialect::{front_name}, upstream: Dialect::{upstream_name}, method: {method:?}, front_path: {front_path:?}, upstream_path: {upstream_path:?}, why_not: {why_not}, request_subset: {request_subset}, request_empty: {request_empty} }},"
+                "    Schema {{ front: Dialect::{front_name}, upstream: Dialect::{upstream_name}, method: {method:?}, front_path: {front_path:?}, upstream_path: {upstream_path:?}, why_not: {why_not}, request_subset: {request_subset}, request_empty: {request_empty}, renumber: &{renumber:?} }},"
             );
         }
     }

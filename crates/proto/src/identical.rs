@@ -20,6 +20,10 @@ pub struct Schema {
     /// Neither revision's request message has a field: whatever bytes a client sends, the
     /// request it decodes to is the one empty request (`src/front/identical.rs`).
     pub request_empty: bool,
+    /// The request's top-level fields as the upstream numbers them, (front, upstream), where
+    /// the two revisions number them differently (`build/identical.rs`, `RENUMBERED`); a front
+    /// field not listed is not copied. Empty where the numbers are the same.
+    pub renumber: &'static [(u32, u32)],
 }
 
 include!(concat!(env!("OUT_DIR"), "/identical.rs"));
