@@ -959,3 +959,31 @@ async fn a_v0_3_validate_goes_on_with_its_fields_renumbered() {
         "spliced and terminated answers differ"
     );
 }
+
+/// A v0.3 client's NodeGetId (v1 kept only NodeGetInfo) to a v1 plugin: the splice makes it
+/// one NodeGetInfo call on its own upstream connection; the answer is the plugin's node id,
+/// as on the terminating path.
+#[tokio::test]
+#[allow(deprecated)] // v0.3 deprecated NodeGetId: a client of it is what is tested
+async fn a_v0_3_node_get_id_is_the_plugins_node_get_info() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let info = v1::node_client::NodeClient::new(backend.channel().await)
+        .node_get_info(v1::NodeGetInfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!info.node_id.is_empty());
+    for splice in [true, false] {
+        let gw = Gateway::start(&backend.socket, "v0.1", &[&format!("--splice={splice}")]).await;
+        let mut node = v0_3::node_client::NodeClient::new(gw.channel().await);
+        for _ in 0..3 {
+            let id = node
+                .node_get_id(v0_3::NodeGetIdRequest {})
+                .await
+                .unwrap_or_else(|e| panic!("splice={splice}: {e:?}\n{}", gw.log_text()))
+                .into_inner();
+            assert_eq!(id.node_id, info.node_id, "splice={splice}");
+        }
+        assert_eq!(gw.log_text().contains(SPLICED), splice);
+    }
+}

@@ -116,12 +116,26 @@ impl Route {
         })
     }
 
+    /// The hub method of a `csi.v0` call that v1 renamed: a v0.3 client's NodeGetId (v1 kept
+    /// only NodeGetInfo) is the NodeGetInfo its request translates to. The draft's and
+    /// v0.1's renamed calls (GetNodeID, the probes) stay the gateway's to answer.
+    fn renamed_hub(&self) -> Option<Method> {
+        if self.dialect != Dialect::V0_3 {
+            return None;
+        }
+        match crate::translate::front::decode_front_method(self.dialect, self.method, &[]) {
+            Ok(crate::translate::FrontCall::Hub(request)) => Some(request.method()),
+            _ => None,
+        }
+    }
+
     /// Works out [`Route::inline`] and [`Route::inline_request`] for the route as it is.
     fn with_inline(mut self) -> Route {
         self.hub = Method::ALL
             .iter()
             .copied()
-            .find(|m| m.name() == self.method.method);
+            .find(|m| m.name() == self.method.method)
+            .or_else(|| self.renamed_hub());
         self.inline = Dialect::ALL.map(|upstream| {
             if self.dialect == upstream || self.decode || self.method.server_streaming {
                 return None;
@@ -264,6 +278,23 @@ mod tests {
             .route("/csi.v1.Controller/ControllerGetCapabilities")
             .unwrap();
         assert!(!v1.v0_2 && v1.relays_to(Dialect::V1));
+    }
+
+    #[test]
+    fn a_v0_3_node_get_id_is_one_node_get_info_call_to_a_v1_plugin() {
+        let r = Router::new(&[Dialect::V1, Dialect::V0_3, Dialect::V0_1])
+            .unwrap()
+            .serving_v0_2(false);
+        let id = r.route("/csi.v0.Node/NodeGetId").unwrap();
+        assert_eq!(id.hub, Some(Method::NodeGetInfo));
+        let inline = id.inline_call(Dialect::V1, false).unwrap();
+        assert_eq!(inline.path, "/csi.v1.Node/NodeGetInfo");
+        assert!(inline.check.is_none() && inline.empty_request.is_none());
+        // To a csi.v0 plugin it is the gateway's (a v0.2 plugin answers NodeGetId).
+        assert!(id.inline_call(Dialect::V0_3, false).is_none());
+        // v0.1's node id call stays the gateway's too.
+        let legacy = r.route("/csi.Node/GetNodeID").unwrap();
+        assert!(legacy.inline_call(Dialect::V1, false).is_none());
     }
 
     #[test]

@@ -341,8 +341,10 @@ pub fn single_call_path(front: Dialect, upstream: Dialect, method: Method) -> Op
 /// client and an `upstream` plugin: node publish and unpublish where it owns the target path
 /// ([`crate::target::owns_targets`]), emulates staging for a client that predates it
 /// ([`crate::staging`]) or recodes a status by the target's state ([`errors::CODES`]);
-/// NodeGetInfo, which a `csi.v0` plugin may answer as v0.2's, asked NodeGetId instead (and
-/// which a v0.3 client's to a v1 plugin is relayed anyway: `front::identical`).
+/// NodeGetInfo to a `csi.v0` plugin, which may answer as v0.2's, asked NodeGetId instead (a
+/// v0.3 client's NodeGetInfo to a v1 plugin is relayed anyway, `front::identical`, and its
+/// NodeGetId is one NodeGetInfo call; the draft's and v0.1's node id calls stay the
+/// gateway's).
 fn acted_around(front: Dialect, upstream: Dialect, method: Method) -> bool {
     match method {
         Method::NodePublishVolume | Method::NodeUnpublishVolume => {
@@ -352,7 +354,9 @@ fn acted_around(front: Dialect, upstream: Dialect, method: Method) -> bool {
                     .iter()
                     .any(|r| r.method == method && r.upstream.has(upstream) && r.front.has(front))
         }
-        Method::NodeGetInfo => true,
+        Method::NodeGetInfo => {
+            upstream == Dialect::V0_3 || matches!(front, Dialect::V0_1 | Dialect::V0_1Oneof)
+        }
         _ => false,
     }
 }

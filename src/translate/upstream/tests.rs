@@ -648,8 +648,8 @@ fn single_calls_are_what_call_upstream_does() {
         assert!(single > 10, "{dialect}: only {single} single calls");
         // Never for what needs more than one call, the store, staging or target paths: a v1
         // client's node publish and unpublish of a v0.3 plugin (the gateway owns the target),
-        // NodeGetInfo (NodeGetId for a v0.2 plugin). A v0.3 client's node publish and
-        // unpublish of a v1 plugin are one call each.
+        // its NodeGetInfo (NodeGetId for a v0.2 plugin). A v0.3 client's node publish and
+        // unpublish of a v1 plugin are one call each, as is its NodeGetInfo (or NodeGetId).
         for m in [Method::NodePublishVolume, Method::NodeUnpublishVolume] {
             let single = single_call_path(front, dialect, m);
             assert_eq!(
@@ -658,7 +658,11 @@ fn single_calls_are_what_call_upstream_does() {
                 "{front} -> {dialect} {m}"
             );
         }
-        assert_eq!(single_call_path(front, dialect, Method::NodeGetInfo), None);
+        assert_eq!(
+            single_call_path(front, dialect, Method::NodeGetInfo).is_some(),
+            dialect == Dialect::V1,
+            "{front} -> {dialect} NodeGetInfo"
+        );
     }
     // Clients that predate staging: the gateway may emulate it around node publish.
     for front in [Dialect::V0_1, Dialect::V0_1Oneof] {
@@ -668,5 +672,7 @@ fn single_calls_are_what_call_upstream_does() {
     }
     for d in [Dialect::V0_1, Dialect::V0_1Oneof] {
         assert_eq!(single_call_path(Dialect::V1, d, Method::CreateVolume), None);
+        // Their node id calls stay the gateway's.
+        assert_eq!(single_call_path(d, Dialect::V1, Method::NodeGetInfo), None);
     }
 }
