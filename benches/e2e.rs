@@ -224,8 +224,8 @@ fn main() {
     // numbered differently in the two revisions (the v0.3 client sends its own request): a
     // request that passes the check goes on with its keys rewritten in place
     // (`front::identical::RequestCheck::renumber`), and its reply is translated. A v0.3
-    // client's NodeGetId is translated in full and answered by the gateway, which asks a v1
-    // plugin NodeGetInfo (`front::call::answer`): measured beside a v1 client's NodeGetInfo.
+    // client's NodeGetId (v1 kept only NodeGetInfo) is translated in full, request and reply,
+    // as one NodeGetInfo call: measured beside a v1 client's NodeGetInfo.
     use csi_gateway::dialect::proto::v1;
     // The request every call of a row sends: the same bytes in both revisions.
     let request_file = |name: &str, message: &dyn Fn() -> Vec<u8>| {
