@@ -103,15 +103,13 @@ fn renumbering_rewrites_keys_in_place() {
     use prost::encoding::{encode_key, encode_varint, string, WireType};
     let check = front_check(Dialect::V0_3, Method::ValidateVolumeCapabilities, false).unwrap();
     assert!(check.renumbers());
-    let capability = support_capability_v0_3();
+    let capability = capability_v0_3();
     // volume_attributes (3) first, then volume_capabilities (2) with its key padded to two
     // bytes, then volume_id (1).
     let mut message = Vec::new();
-    let entry = [("k", "v")].iter().fold(Vec::new(), |mut e, (k, v)| {
-        string::encode(1, &k.to_string(), &mut e);
-        string::encode(2, &v.to_string(), &mut e);
-        e
-    });
+    let mut entry = Vec::new();
+    string::encode(1, &"k".to_string(), &mut entry);
+    string::encode(2, &"v".to_string(), &mut entry);
     encode_key(3, WireType::LengthDelimited, &mut message);
     encode_varint(entry.len() as u64, &mut message);
     message.extend_from_slice(&entry);
@@ -145,7 +143,7 @@ fn renumbering_rewrites_keys_in_place() {
     );
 }
 
-fn support_capability_v0_3() -> Vec<u8> {
+fn capability_v0_3() -> Vec<u8> {
     use crate::dialect::proto::v0_3::volume_capability::{AccessMode, AccessType};
     crate::dialect::proto::v0_3::VolumeCapability {
         access_mode: Some(AccessMode { mode: 1 }),
