@@ -818,58 +818,46 @@ async fn a_burst_of_calls_goes_on_in_pieces() {
 /// with its frame is translated in full. Every answer is the one the terminating path gives.
 #[tokio::test]
 async fn a_v0_3_validate_goes_on_with_its_fields_renumbered() {
-    use prost::encoding::{encode_key, encode_varint, string, WireType};
+    use csi_gateway::dialect::Dialect;
     use support::h2raw::{
         frame, message, request_block, Hostile, Peer, Tap, DATA, END_HEADERS, END_STREAM, HEADERS,
     };
     let backend = Backend::start(Options::new("v1")).await;
-    let volume = v1::controller_client::ControllerClient::new(backend.channel().await)
-        .create_volume(v1::CreateVolumeRequest {
-            name: "renumbered".into(),
-            volume_capabilities: vec![cap_v1()],
+    let volume = support::front::Front::new(Dialect::V1, backend.channel().await)
+        .create("renumbered", 1 << 20, &Default::default())
+        .await
+        .unwrap();
+    // One field each: requests whose encodings, concatenated, are one request with its
+    // fields in the order they are joined.
+    let only = |r: v0_3::ValidateVolumeCapabilitiesRequest| r.encode_to_vec();
+    let attributes = |context: &std::collections::HashMap<String, String>| {
+        only(v0_3::ValidateVolumeCapabilitiesRequest {
+            volume_attributes: context.clone(),
             ..Default::default()
         })
-        .await
-        .unwrap()
-        .into_inner()
-        .volume
-        .unwrap();
-    let field = |number: u32, inner: &[u8]| {
-        let mut out = Vec::new();
-        encode_key(number, WireType::LengthDelimited, &mut out);
-        encode_varint(inner.len() as u64, &mut out);
-        out.extend_from_slice(inner);
-        out
     };
-    let attributes = |context: &std::collections::HashMap<String, String>| -> Vec<u8> {
-        context
-            .iter()
-            .flat_map(|(k, v)| {
-                let mut entry = Vec::new();
-                string::encode(1, k, &mut entry);
-                string::encode(2, v, &mut entry);
-                field(3, &entry)
-            })
-            .collect()
-    };
-    let capability = field(2, &support::front::cap_v03().encode_to_vec());
-    let mut id = Vec::new();
-    string::encode(1, &volume.volume_id, &mut id);
+    let capability = only(v0_3::ValidateVolumeCapabilitiesRequest {
+        volume_capabilities: vec![support::front::cap_v03()],
+        ..Default::default()
+    });
+    let id = only(v0_3::ValidateVolumeCapabilitiesRequest {
+        volume_id: volume.id.clone(),
+        ..Default::default()
+    });
+    let accessible = only(v0_3::ValidateVolumeCapabilitiesRequest {
+        accessible_topology: vec![Default::default()],
+        ..Default::default()
+    });
     // volume_attributes (3), volume_capabilities (2), volume_id (1): not the order a
     // translation writes.
-    let own = [
-        attributes(&volume.volume_context),
-        capability.clone(),
-        id.clone(),
-    ]
-    .concat();
+    let own = [attributes(&volume.context), capability.clone(), id.clone()].concat();
     let other = [
         attributes(&[("other".to_string(), "x".to_string())].into()),
         capability.clone(),
         id.clone(),
     ]
     .concat();
-    let topology = [id.clone(), capability.clone(), field(4, &[])].concat();
+    let topology = [id.clone(), capability.clone(), accessible].concat();
     let path = "/csi.v0.Controller/ValidateVolumeCapabilities";
     let block = request_block(&[], path, &[]);
     let mut answers = Vec::new();
@@ -925,8 +913,8 @@ async fn a_v0_3_validate_goes_on_with_its_fields_renumbered() {
             .map(|(_, f)| f.payload[5..].to_vec())
             .collect();
         let translated = v1::ValidateVolumeCapabilitiesRequest {
-            volume_id: volume.volume_id.clone(),
-            volume_context: volume.volume_context.clone(),
+            volume_id: volume.id.clone(),
+            volume_context: volume.context.clone(),
             volume_capabilities: vec![cap_v1()],
             ..Default::default()
         }

@@ -395,11 +395,7 @@ impl RequestCheck {
         if required.len() > 64 {
             return None;
         }
-        // v0.3 and v1 pair only with each other: the front and the method name the schema.
-        let renumber = SCHEMA
-            .iter()
-            .find(|s| s.front == front && s.method == method.name())
-            .map_or(&[][..], |s| s.renumber);
+        let renumber = renumbered(front, method.name());
         let builder = Builder {
             required: &required,
             secrets: crate::observe::redact::secret_fields(front),
@@ -473,6 +469,15 @@ impl RequestCheck {
             (true, true) => Verdict::CopiedWithSecrets,
         }
     }
+}
+
+/// [`Schema::renumber`] of `front`'s request of `method`: v0.3 and v1 pair only with each
+/// other, so the front and the method name the schema.
+fn renumbered(front: Dialect, method: &str) -> &'static [(u32, u32)] {
+    SCHEMA
+        .iter()
+        .find(|s| s.front == front && s.method == method)
+        .map_or(&[], |s| s.renumber)
 }
 
 /// The varint at `at` in `bytes` and its length.

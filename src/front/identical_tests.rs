@@ -626,10 +626,7 @@ fn check_samples(front: Dialect, method: &str) -> Vec<(&'static str, Vec<u8>, Be
     }
     // Where the revisions number the request's fields differently, the ones not renumbered
     // are not copied (`Schema::renumber`): the translation refuses them.
-    let renumber = SCHEMA
-        .iter()
-        .find(|s| s.front == front && s.method == method)
-        .map_or(&[][..], |s| s.renumber);
+    let renumber = renumbered(front, method);
     let copied = |number: u32| match renumber.is_empty()
         || renumber.iter().any(|(from, _)| *from == number)
     {
