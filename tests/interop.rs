@@ -657,3 +657,136 @@ async fn c_core_sends_the_socket_path_as_authority() {
         "C-core's :authority for unix:{path}"
     );
 }
+
+/// `tests/interop/grpcio_calls.py`: `count` calls by C-core on one channel with this
+/// `:authority`, cycling through `calls` (path, request); the replies in order.
+async fn grpcio_calls(
+    socket: &Path,
+    authority: &str,
+    count: usize,
+    calls: &[(&str, Vec<u8>)],
+) -> Vec<Vec<u8>> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/grpcio_calls.py");
+    let mut cmd = tokio::process::Command::new("python3");
+    cmd.arg(script)
+        .arg(format!("unix:{}", socket.display()))
+        .arg(authority)
+        .arg(count.to_string());
+    cmd.args(
+        calls
+            .iter()
+            .map(|(path, request)| format!("{path}={}", hex(request))),
+    );
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("the grpcio client timed out")
+        .expect("python3 runs (installed by .ci/run)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the grpcio client failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reply: serde_json::Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(reply["ok"], true, "{reply}");
+    let replies = reply["replies"].as_array().unwrap();
+    replies.iter().map(|r| unhex(r.as_str().unwrap())).collect()
+}
+
+/// gRPC C-core adds each `:path` it sends to its HPACK table and refers to it from then on, and
+/// adds a new `grpc-timeout` on nearly every call, so the table turns over. A v0.3 client's
+/// NodeGetId goes to a v1 plugin as NodeGetInfo, a path two octets longer (a v0.1 client's
+/// calls, three octets longer, likewise): the splice keeps
+/// the plugin's table apart from the client's where the two differ, and the plugin reads every
+/// call right — read here off the wire (a tap between gateway and plugin) by an independent
+/// HPACK decoder — while the blocks go on as the client's, small, never re-encoded as literals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c_core_node_get_id_to_a_v1_plugin_keeps_the_plugins_header_table_in_step() {
+    use support::h2raw::{Hostile, Tap, HEADERS};
+    let backend = Backend::start(Options::new("v1")).await;
+    let node_id = v1::node_client::NodeClient::new(backend.channel().await)
+        .node_get_info(v1::NodeGetInfoRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .node_id;
+    let tap = Tap::start(&backend.socket, Hostile::Quiet).await;
+    let gw = Gateway::start(&tap.socket, "v0.1", &[]).await;
+    // A v0.1 client's ControllerGetCapabilities is one call too, on a path three octets longer
+    // (`csi` → `csi.v1`).
+    let version = Some(v0_1::Version {
+        major: 0,
+        minor: 1,
+        patch: 0,
+    });
+    let capabilities = v0_1::ControllerGetCapabilitiesRequest { version }.encode_to_vec();
+    let calls = [
+        ("/csi.v0.Node/NodeGetId", Vec::new()),
+        ("/csi.v0.Identity/Probe", Vec::new()),
+        ("/csi.v0.Node/NodeGetId", Vec::new()),
+        ("/csi.v0.Identity/GetPluginInfo", Vec::new()),
+        ("/csi.Controller/ControllerGetCapabilities", capabilities),
+    ];
+    let count = 800;
+    // `localhost`, as the gateway itself sends on a UNIX socket: C-core's own default (the
+    // socket path) has the splice re-encode the connection's blocks to give the plugin
+    // `localhost`.
+    let replies = grpcio_calls(&gw.socket, "localhost", count, &calls).await;
+    assert_eq!(replies.len(), count);
+    for (n, reply) in replies.iter().enumerate() {
+        match calls[n % calls.len()].0 {
+            "/csi.v0.Node/NodeGetId" => {
+                let id = v0_3::NodeGetIdResponse::decode(&reply[..]).unwrap().node_id;
+                assert_eq!(id, node_id, "call {n}");
+            }
+            "/csi.v0.Identity/GetPluginInfo" => {
+                let info = v0_3::GetPluginInfoResponse::decode(&reply[..]).unwrap();
+                assert_eq!(info.name, NAME, "call {n}");
+            }
+            "/csi.Controller/ControllerGetCapabilities" => {
+                let r = v0_1::ControllerGetCapabilitiesResponse::decode(&reply[..]).unwrap();
+                assert!(!r.capabilities.is_empty(), "call {n}");
+            }
+            _ => {}
+        }
+    }
+    assert!(gw.log_text().contains("client connection spliced"));
+    // The plugin's connection that carried the calls, its request blocks decoded in order.
+    let frames = tap.frames();
+    let carried = frames
+        .iter()
+        .filter(|(_, f)| f.kind == HEADERS)
+        .map(|(conn, _)| *conn)
+        .max()
+        .unwrap();
+    let mut decoder = loona_hpack::Decoder::new();
+    let (mut paths, mut large) = (Vec::new(), 0);
+    for (_, f) in frames
+        .iter()
+        .filter(|(c, f)| *c == carried && f.kind == HEADERS)
+    {
+        let fields = decoder.decode(&f.payload).unwrap();
+        let path = fields.iter().find(|(n, _)| n == b":path").unwrap();
+        paths.push(String::from_utf8(path.1.clone()).unwrap());
+        large += (f.payload.len() > 64) as usize;
+    }
+    let expected: Vec<String> = (0..count)
+        .map(|n| {
+            calls[n % calls.len()]
+                .0
+                .replace("csi.v0.Node/NodeGetId", "csi.v1.Node/NodeGetInfo")
+        })
+        .map(|p| {
+            p.replace("csi.v0.", "csi.v1.")
+                .replace("/csi.C", "/csi.v1.C")
+        })
+        .collect();
+    assert_eq!(paths, expected);
+    // C-core's blocks are ~20 octets once its table is warm; re-encoded as literals they would
+    // be ~150 (its user-agent alone is 48).
+    assert!(
+        large < count / 20,
+        "{large} of {count} request blocks over 64 octets"
+    );
+}

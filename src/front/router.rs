@@ -226,6 +226,25 @@ impl Router {
         self.routes.get(path).copied()
     }
 
+    /// The calls whose `:path` the splice rewrites to one of another length for an `upstream`
+    /// plugin (a v0.3 client's NodeGetId is a v1 plugin's NodeGetInfo): each front path, and
+    /// the upstream path's length. The splice keeps the plugin's header table apart for them
+    /// (`splice::headers::Follower`).
+    pub fn renames(&self, upstream: Dialect, requires_staging: bool) -> Vec<(&'static str, usize)> {
+        let mut renames: Vec<_> = self
+            .routes
+            .iter()
+            .filter(|(_, r)| !r.relays_to(upstream))
+            .filter_map(|(&path, r)| {
+                let inline = r.inline_call(upstream, requires_staging).map(|i| i.path);
+                let to = r.identical_path(upstream).or(inline)?;
+                (to.len() != path.len()).then_some((path, to.len()))
+            })
+            .collect();
+        renames.sort();
+        renames
+    }
+
     /// The dialects served, newest first.
     pub fn dialects(&self) -> Vec<Dialect> {
         let mut d: Vec<Dialect> = self.routes.values().map(|r| r.dialect).collect();
@@ -295,6 +314,45 @@ mod tests {
         // v0.1's node id call stays the gateway's too.
         let legacy = r.route("/csi.Node/GetNodeID").unwrap();
         assert!(legacy.inline_call(Dialect::V1, false).is_none());
+    }
+
+    /// The paths the splice gives another length, per plugin dialect: a v0.3 client's
+    /// NodeGetId to a v1 plugin, and v0.1's calls that are one call to a plugin of a `csi.v*`
+    /// package (every csi.v0 ↔ csi.v1 rewrite changes a digit).
+    #[test]
+    fn renames_are_the_rewrites_that_change_a_paths_length() {
+        let r = Router::new(&[Dialect::V1, Dialect::V0_3, Dialect::V0_1])
+            .unwrap()
+            .serving_v0_2(false);
+        let node_get_id = ("/csi.v0.Node/NodeGetId", "/csi.v1.Node/NodeGetInfo".len());
+        for (upstream, package) in [(Dialect::V1, "csi.v1"), (Dialect::V0_3, "csi.v0")] {
+            let renames = r.renames(upstream, false);
+            assert_eq!(renames, r.renames(upstream, true));
+            assert_eq!(renames.contains(&node_get_id), upstream == Dialect::V1);
+            // v0.1's calls the splice makes one call to the plugin: `csi` becomes `csi.v1` or
+            // `csi.v0`, three octets longer. Not every v0.1 call is one (ListVolumes is).
+            let legacy: Vec<_> = renames.iter().filter(|&&r| r != node_get_id).collect();
+            assert!(legacy.contains(&&("/csi.Controller/CreateVolume", 31)));
+            for (from, len) in legacy {
+                assert!(
+                    from.starts_with("/csi.") && !from.starts_with("/csi.v"),
+                    "{from}"
+                );
+                let to = r
+                    .route(from)
+                    .unwrap()
+                    .inline_call(upstream, false)
+                    .unwrap()
+                    .path;
+                assert_eq!(
+                    (to.len(), to.replace(package, "csi")),
+                    (*len, from.to_string())
+                );
+            }
+        }
+        // No rewrite to a v0.1 plugin is one call on the splice's connection.
+        assert_eq!(r.renames(Dialect::V0_1, false), []);
+        assert_eq!(r.renames(Dialect::V0_1Oneof, false), []);
     }
 
     #[test]

@@ -408,6 +408,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         shutdown: watch::Receiver<bool>,
     ) -> Splice<C, U> {
         let limits = shared.limits.clone();
+        let client_decoder = client_decoder(&shared, &live);
         Splice {
             shared,
             live,
@@ -424,7 +425,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             server_preface: false,
             dead: false,
             accepted: Instant::now(),
-            client_decoder: headers::Decoder::default(),
+            client_decoder,
             upstream_decoder: headers::Decoder::default(),
             request_block: None,
             reply_block: None,
@@ -1303,7 +1304,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             && denied.is_none()
             && match rewrite {
                 None => same && self.localize(&mut request, keep),
-                Some(to) => self.rewrite_path(&mut request, keep, path.len(), to),
+                Some(to) => self.rewrite_path(&mut request, keep, &path, to),
             };
         if self.streams.len() >= self.limits.max_concurrent_streams as usize
             || (!relayed && self.local_streams() >= MAX_LOCAL_CALLS)
@@ -1426,19 +1427,23 @@ impl<C: Io, U: Io> Splice<C, U> {
     }
 
     /// Gives a wire-identical call's request the upstream's `:path`. While the upstream's
-    /// decoding context follows the client's, in place ([`headers::rewrite_path`]: the two
-    /// paths are as long, and every such path is rewritten the same way on this connection);
-    /// else with the local `:authority`, re-encoding the connection's request blocks from now
-    /// on. False when the block can be neither (its fields were not kept): the splice answers
-    /// that stream itself, translated, on the gateway's own upstream connection.
+    /// decoding context follows the client's, in place ([`headers::rewrite_path`]: every such
+    /// path is rewritten the same way on this connection, and where the two differ in length
+    /// the client's decoder keeps the upstream's table apart, `headers::Follower`); else with
+    /// the local `:authority`, re-encoding the connection's request blocks from now on. False
+    /// when the block can be neither (its fields were not kept): the splice answers that
+    /// stream itself, translated, on the gateway's own upstream connection.
     fn rewrite_path(
         &mut self,
         request: &mut headers::Request,
         kept: bool,
-        from_len: usize,
+        from: &str,
         path: &'static str,
     ) -> bool {
-        if !self.reencode && request.local_authority && request.paths == 1 && from_len == path.len()
+        if !self.reencode
+            && request.local_authority
+            && request.paths == 1
+            && self.client_decoder.follows(from, path.len())
         {
             if let Some(span) = request.path_span {
                 request.rewrite = Some((span, path));
@@ -1474,29 +1479,40 @@ impl<C: Io, U: Io> Splice<C, U> {
             // in the upstream's table that no in-place rewrite made: no later block may refer
             // to the upstream's table then.
             self.reencode = request.paths > 1 || (trailers && request.paths > 0);
-            // A rewritten path is patched where it lies when it can be, else its block rebuilt.
-            if let Some((span, path)) = request.rewrite {
-                let out = &mut self.to_upstream;
+            // A rewritten path is patched where it lies when it can be, else its block rebuilt,
+            // as it is with fields that refer to entries the upstream's table no longer has.
+            let out = &mut self.to_upstream;
+            let patched = !request.patches.is_empty();
+            if let Some((span, path)) = request.rewrite.filter(|_| !patched) {
                 if self
                     .path_fields
                     .put_rewritten(frames, block, span, path, out)
                 {
                     return;
                 }
-                if headers::rewrite_path(block, span, path, &mut self.rewritten) {
-                    frame::put_headers(
-                        out,
-                        id,
-                        &self.rewritten,
-                        end_stream,
-                        self.upstream_max_frame,
-                    );
-                    // Kept for the next call at the size of an ordinary block, not the largest.
-                    if self.rewritten.capacity() > 4096 {
-                        self.rewritten = Vec::new();
-                    }
-                    return;
+            }
+            let renamed = request
+                .rewrite
+                .is_some_and(|(s, _)| s.rep != headers::Rep::Indexed);
+            if patched || renamed {
+                headers::rebuild(
+                    block,
+                    &request.patches,
+                    request.rewrite,
+                    &mut self.rewritten,
+                );
+                frame::put_headers(
+                    out,
+                    id,
+                    &self.rewritten,
+                    end_stream,
+                    self.upstream_max_frame,
+                );
+                // Kept for the next call at the size of an ordinary block, not the largest.
+                if self.rewritten.capacity() > 4096 {
+                    self.rewritten = Vec::new();
                 }
+                return;
             }
             return self.to_upstream.extend_from_slice(frames);
         }
@@ -2634,6 +2650,15 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.end_stream(id, code, Some(why.to_string()));
         }
     }
+}
+
+/// The decoding context of a client's request blocks, keeping apart the table of the plugin
+/// they go on to where the splice rewrites a `:path` to one of another length.
+fn client_decoder(shared: &Shared, live: &Live) -> headers::Decoder {
+    let mut decoder = headers::Decoder::default();
+    let staging = live.session.requires_staging;
+    decoder.follow_renames(shared.router.renames(live.detected.dialect, staging));
+    decoder
 }
 
 fn malformed() -> Broken {

@@ -4,7 +4,10 @@
 //! request blocks no longer all reach the upstream, so the upstream's decoding context stops
 //! following the client's, and forwarded request blocks are re-encoded as literals that refer
 //! to no dynamic table and add nothing to one. The blocks the splice writes to the client are
-//! such literals too, so the client's context keeps following the upstream's.
+//! such literals too, so the client's context keeps following the upstream's. A `:path` the
+//! splice renames to one of another length does not part the two contexts: the upstream's
+//! table is kept apart where its entries differ (`Follower`), and a field that refers to an
+//! entry only the client's still has goes on as a literal.
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -35,6 +38,21 @@ pub struct Decoder {
     /// Counts the blocks that changed the table (an insertion or a size update): a block that
     /// did not can be kept from a peer whose table follows this one without the two parting.
     changes: u64,
+    /// The table of the peer the blocks go on to, where the splice renames paths.
+    follower: Option<Follower>,
+}
+
+/// The dynamic table of the peer a decoder's blocks go on to, where it parts from the
+/// decoder's own: the splice gives some calls a `:path` of another length (a v0.3 client's
+/// NodeGetId is a v1 plugin's NodeGetInfo), so an entry a client's block adds for such a path
+/// is larger or smaller in the peer's table, which then evicts at other times. Its entries
+/// stay the decoder's newest ones, fewer or more of them: a field that refers to one the peer
+/// no longer has goes on as a literal ([`Span::lacks`]), and the two tables agree again once
+/// the client's evicts it too.
+struct Follower {
+    /// Each path the splice rewrites to one of another length, and that one's length.
+    renames: Vec<(&'static str, usize)>,
+    sizes: hpack::Sizes,
 }
 
 impl Default for Decoder {
@@ -45,6 +63,7 @@ impl Default for Decoder {
             expected_update: None,
             last_path: (Vec::new(), Vec::new()),
             changes: 0,
+            follower: None,
         }
     }
 }
@@ -62,6 +81,9 @@ pub struct Span {
     pub start: usize,
     pub end: usize,
     pub rep: Rep,
+    /// It refers to an entry (or an entry's name) that the peer the block goes on to no
+    /// longer has (see `Follower`).
+    pub lacks: bool,
 }
 
 /// A field's representation (RFC 7541 §6).
@@ -108,8 +130,60 @@ impl Decoder {
     pub fn own_block(&mut self, out: &mut Vec<u8>) {
         if let Some(size) = self.expected_update.take() {
             hpack::put_size_update(out, size);
-            self.table.set_max(size);
+            self.set_max(size);
         }
+    }
+
+    /// The peer these blocks go on to gets each of `renames`' paths (a path, and the length
+    /// of the one it is rewritten to) in place of the client's: its table is kept apart from
+    /// here on (see `Follower`). Before the first block; nothing to keep when no rename
+    /// changes a path's length.
+    pub fn follow_renames(&mut self, renames: Vec<(&'static str, usize)>) {
+        self.follower = match renames.is_empty() {
+            true => None,
+            false => Some(Follower {
+                renames,
+                sizes: hpack::Sizes::new(self.table.max()),
+            }),
+        };
+    }
+
+    /// Whether the peer's table is kept for `from` rewritten to a path of `len` octets: a
+    /// block that adds such a path to the tables may go on with it rewritten.
+    pub fn follows(&self, from: &str, len: usize) -> bool {
+        from.len() == len
+            || self
+                .follower
+                .as_ref()
+                .is_some_and(|f| f.renames.contains(&(from, len)))
+    }
+
+    fn set_max(&mut self, size: usize) {
+        self.table.set_max(size);
+        if let Some(f) = &mut self.follower {
+            f.sizes.set_max(size);
+        }
+    }
+
+    /// Adds an entry to the table, and its size in the peer's to the follower's.
+    fn insert(&mut self, name: &[u8], value: &[u8]) {
+        self.table.insert(name, value);
+        if let Some(f) = &mut self.follower {
+            let renamed = match name {
+                b":path" => f.renames.iter().find(|(from, _)| from.as_bytes() == value),
+                _ => None,
+            };
+            let len = renamed.map_or(value.len(), |(_, len)| *len);
+            f.sizes.insert(name.len() + len + 32);
+        }
+    }
+
+    /// Whether the peer's table lacks the entry at `index` (see `Follower`).
+    fn lacks(&self, index: usize) -> bool {
+        let Some(f) = &self.follower else {
+            return false;
+        };
+        index > hpack::STATIC.len() && index - hpack::STATIC.len() > f.sizes.entries()
     }
 
     /// How many blocks so far changed the table (see `changes`).
@@ -149,24 +223,28 @@ impl Decoder {
             let start = len - block.len();
             if octet & 0x80 != 0 {
                 let index = hpack::integer(&mut block, 7)?;
+                let lacks = self.lacks(index);
                 let (name, value) = self.entry(index)?;
                 let span = Span {
                     start,
                     end: len - block.len(),
                     rep: Rep::Indexed,
+                    lacks,
                 };
                 field(name, value, Indexing::Allowed, span);
             } else if octet & 0x40 != 0 {
                 let index = hpack::integer(&mut block, 6)?;
+                let lacks = self.lacks(index);
                 let name = self.name(index, &mut block)?;
                 let value = hpack::string(&mut block)?;
                 let span = Span {
                     start,
                     end: len - block.len(),
                     rep: Rep::Incremental,
+                    lacks,
                 };
                 field(&name, &value, Indexing::Allowed, span);
-                self.table.insert(&name, &value);
+                self.insert(&name, &value);
                 changed = true;
             } else if octet & 0x20 != 0 {
                 let size = hpack::integer(&mut block, 5)?;
@@ -179,13 +257,14 @@ impl Decoder {
                 if size > self.allowed {
                     return Err(CompressionError("dynamic table size update over the limit"));
                 }
-                self.table.set_max(size);
+                self.set_max(size);
                 self.expected_update = None;
                 changed = true;
                 continue;
             } else {
                 let never = octet & 0x10 != 0;
                 let index = hpack::integer(&mut block, 4)?;
+                let lacks = self.lacks(index);
                 let name = self.name(index, &mut block)?;
                 let value = if name.as_ref() == b":path" {
                     self.path(&mut block)?
@@ -201,6 +280,7 @@ impl Decoder {
                     start,
                     end: len - block.len(),
                     rep: Rep::Literal(indexing),
+                    lacks,
                 };
                 field(&name, &value, indexing, span);
             }
@@ -272,6 +352,9 @@ pub struct Request {
     pub paths: usize,
     /// The `:path` the upstream gets instead, in place ([`rewrite_path`]).
     pub rewrite: Option<(Span, &'static str)>,
+    /// The fields that refer to an entry the upstream's table no longer has ([`Span::lacks`]),
+    /// as the literals the upstream gets in their place ([`rebuild`]).
+    pub patches: Vec<(Span, Vec<u8>)>,
 }
 
 /// The `:authority` of every request the gateway sends on a UNIX socket: the authority names
@@ -307,6 +390,9 @@ pub fn request(
             _ => {}
         }
         seen.size += name.len() + value.len() + 32;
+        if span.lacks {
+            seen.patches.push((span, literal(name, value, span.rep)));
+        }
         if keep {
             seen.fields.push((name.to_vec(), value.to_vec(), indexing));
         }
@@ -332,15 +418,77 @@ pub fn localize_authority(fields: &mut Vec<Field>) {
 /// The rewritten block is written to `out` (cleared first: the splice reuses one buffer for
 /// every call rather than allocate one per call); false, and `out` empty, when indexed.
 pub fn rewrite_path(block: &[u8], span: Span, path: &str, out: &mut Vec<u8>) -> bool {
-    out.clear();
-    out.reserve(block.len() + path.len());
-    out.extend_from_slice(&block[..span.start]);
-    if !put_path_field(out, span.rep, path, false) {
+    if span.rep == Rep::Indexed {
         out.clear();
         return false;
     }
-    out.extend_from_slice(&block[span.end..]);
+    rebuild(block, &[], Some((span, path)), out);
     true
+}
+
+/// `block` for an upstream whose table follows the client's, written to `out` (cleared
+/// first): each patched field replaced by its literal, and the `:path` at `path`'s span by
+/// that path (represented as the client's was, see [`rewrite_path`]) unless it is indexed.
+/// Patches are in the block's order, as [`request`] finds them.
+pub fn rebuild(
+    block: &[u8],
+    patches: &[(Span, Vec<u8>)],
+    path: Option<(Span, &str)>,
+    out: &mut Vec<u8>,
+) {
+    out.clear();
+    out.reserve(block.len() + 64);
+    let mut path = path.filter(|(span, _)| span.rep != Rep::Indexed || span.lacks);
+    let mut at = 0;
+    for (span, literal) in patches {
+        if let Some((p, to)) = path.filter(|(p, _)| p.start <= span.start) {
+            put_renamed_path(out, &block[at..p.start], p, to);
+            at = p.end;
+            path = None;
+            if p.start == span.start {
+                // The path's own entry, or its name, lacked: the field is the renamed path's.
+                continue;
+            }
+        }
+        out.extend_from_slice(&block[at..span.start]);
+        out.extend_from_slice(literal);
+        at = span.end;
+    }
+    if let Some((p, to)) = path {
+        put_renamed_path(out, &block[at..p.start], p, to);
+        at = p.end;
+    }
+    out.extend_from_slice(&block[at..]);
+}
+
+/// `before`, then the `:path` field at `span` as `path`: represented as the client's was, or
+/// (a reference to an entry the upstream no longer has) as a literal that adds nothing.
+fn put_renamed_path(out: &mut Vec<u8>, before: &[u8], span: Span, path: &str) {
+    out.extend_from_slice(before);
+    let rep = match span.rep {
+        Rep::Indexed => Rep::Literal(Indexing::Allowed),
+        rep => rep,
+    };
+    put_path_field(out, rep, path, false);
+}
+
+/// A field as a literal by name and value, represented as `rep` says, or (for an indexed
+/// field) as one that no table adds: it refers to no entry, and adds the one the client's
+/// adds, if any.
+fn literal(name: &[u8], value: &[u8], rep: Rep) -> Vec<u8> {
+    let mut out = Vec::with_capacity(name.len() + value.len() + 4);
+    match rep {
+        Rep::Incremental => {
+            out.push(0x40);
+            hpack::put_string(&mut out, name, false);
+            hpack::put_string(&mut out, value, false);
+        }
+        Rep::Literal(Indexing::Never) => hpack::put_literal(&mut out, name, value, true),
+        Rep::Indexed | Rep::Literal(Indexing::Allowed) => {
+            hpack::put_literal(&mut out, name, value, false)
+        }
+    }
+    out
 }
 
 /// The `:path` fields [`PathFields::put_rewritten`] puts in place of a client's, kept per
@@ -888,6 +1036,174 @@ mod tests {
             assert_eq!(fields, expected, "block {i}");
             assert_eq!(client.table_max(), upstream.table_max());
         }
+    }
+
+    /// A client encoder that adds every field it has not sent before to its table, `:path`
+    /// included, as gRPC C-core does: an entry's index when the table has the field,
+    /// else a literal with incremental indexing (by the static name where there is one).
+    fn encode_indexing(table: &mut Table, fields: &[(&str, &str)]) -> Vec<u8> {
+        let mut block = Vec::new();
+        for &(name, value) in fields {
+            let (name, value) = (name.as_bytes(), value.as_bytes());
+            let entries = (1..).map_while(|i| table.get(i).map(|e| (i, e)));
+            let (mut exact, mut named) = (None, None);
+            for (i, (n, v)) in entries {
+                if n == name && v == value {
+                    exact = Some(i);
+                    break;
+                }
+                if n == name && named.is_none() && i <= hpack::STATIC.len() {
+                    named = Some(i);
+                }
+            }
+            match exact {
+                Some(i) => hpack::put_integer(&mut block, 0x80, 7, i),
+                None => {
+                    hpack::put_integer(&mut block, 0x40, 6, named.unwrap_or(0));
+                    if named.is_none() {
+                        hpack::put_string(&mut block, name, false);
+                    }
+                    hpack::put_string(&mut block, value, true);
+                    table.insert(name, value);
+                }
+            }
+        }
+        block
+    }
+
+    /// Such a client's calls through a splice that renames one of its paths to a longer one,
+    /// or a shorter one, with a table small enough to turn over many times (a `grpc-timeout`
+    /// that differs on every call, as C-core's does, is a new entry each time): the upstream's
+    /// decoder, fed only what the splice sends, reads every block as the client's with the path
+    /// renamed. Where the upstream's entries are larger it evicts sooner, and fields that refer
+    /// to entries it no longer has go on as literals — the test counts such blocks, and shows
+    /// that without the follower the upstream misreads a block.
+    #[test]
+    fn a_path_renamed_to_another_length_keeps_the_upstream_reading_every_block() {
+        // NodeGetId and NodeGetInfo differ by two octets, which part the tables only now and
+        // then; a path renamed to one 20 octets longer parts them on many calls.
+        let (v0, v1, short) = ("/csi.v0.Node/NodeGetId", "/csi.v1.Node/NodeGetInfo", "/a/B");
+        let cases = [
+            (v0, v1, true),
+            (v1, v0, true),
+            (short, v1, true),
+            (v1, short, true),
+            (short, v1, false),
+        ];
+        for (from, to, follow) in cases {
+            let mut client = Decoder::default();
+            if follow {
+                client.follow_renames(vec![(from, to.len())]);
+            }
+            // A table of 512 octets, set by the client's first block: it turns over every few
+            // calls.
+            let (mut upstream, mut encoder) = (Decoder::default(), Table::new(512));
+            let (mut patched, mut misread, mut seed) = (0, None, 0x9e37_79b9_7f4a_7c15u64);
+            for call in 0..2000 {
+                let path = match call % 3 {
+                    0 => "/csi.v0.Identity/Probe",
+                    _ => from,
+                };
+                // Timeouts of one to eight digits, in no order (xorshift).
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let timeout = format!("{}m", seed % 10u64.pow(1 + (seed >> 40) as u32 % 8));
+                let fields = [
+                    (":method", "POST"),
+                    (":scheme", "http"),
+                    (":path", path),
+                    (":authority", "localhost"),
+                    ("content-type", "application/grpc"),
+                    ("te", "trailers"),
+                    ("grpc-timeout", timeout.as_str()),
+                    ("user-agent", "grpc-c/58.0.0 (linux; chttp2)"),
+                ];
+                let mut block = Vec::new();
+                if call == 0 {
+                    hpack::put_size_update(&mut block, 512);
+                }
+                block.extend(encode_indexing(&mut encoder, &fields));
+                let seen = request(&mut client, &block, false).unwrap();
+                let rewrite = (path == from).then(|| (seen.path_span.unwrap(), to));
+                let mut sent = Vec::new();
+                rebuild(&block, &seen.patches, rewrite, &mut sent);
+                patched += !seen.patches.is_empty() as usize;
+                let expected: Vec<_> = fields
+                    .iter()
+                    .map(|&(n, v)| match v == from {
+                        true => (n.as_bytes().to_vec(), to.as_bytes().to_vec()),
+                        false => (n.as_bytes().to_vec(), v.as_bytes().to_vec()),
+                    })
+                    .collect();
+                let got = request(&mut upstream, &sent, true).map(|r| {
+                    r.fields
+                        .into_iter()
+                        .map(|(n, v, _)| (n, v))
+                        .collect::<Vec<_>>()
+                });
+                if got.as_ref() != Ok(&expected) {
+                    misread = Some((call, got));
+                    break;
+                }
+            }
+            let case = format!("{from} → {to}, follower {follow}");
+            match (follow, to.len() > from.len()) {
+                (true, true) => {
+                    assert_eq!(misread, None, "{case}");
+                    if from == short {
+                        assert!(patched > 10, "{case}: fields lacked in {patched} blocks");
+                    }
+                }
+                (true, false) => {
+                    assert_eq!(misread, None, "{case}");
+                    assert_eq!(patched, 0, "{case}: a smaller table entry never lacks");
+                }
+                (false, _) => assert!(misread.is_some(), "{case}: the upstream read every block"),
+            }
+        }
+    }
+
+    /// A renamed path's entry that the upstream evicted (its entry is larger there) while the
+    /// client's table keeps it: the client's reference to it goes on as the upstream's path, a
+    /// literal; other fields as they came.
+    #[test]
+    fn a_renamed_path_the_upstream_evicted_goes_as_its_literal() {
+        let (from, to) = ("/a/B", "/csi.v1.Node/NodeGetInfo");
+        let mut client = Decoder::default();
+        client.follow_renames(vec![(from, to.len())]);
+        // A table of 100 octets: the path's entry is 41 in the client's, 61 in the
+        // upstream's, and x-a's 45 fits beside the one but not the other.
+        let mut block1 = Vec::new();
+        hpack::put_size_update(&mut block1, 100);
+        hpack::put_integer(&mut block1, 0x40, 6, 4);
+        hpack::put_string(&mut block1, from.as_bytes(), false);
+        block1.push(0x40);
+        hpack::put_string(&mut block1, b"x-a", false);
+        hpack::put_string(&mut block1, b"0123456789", false);
+        // The path (63), x-a (62), and :method POST.
+        let block2 = vec![0x80 | 63, 0x80 | 62, 0x83];
+        let mut upstream = Decoder::default();
+        let mut read = Vec::new();
+        for block in [block1, block2] {
+            let seen = request(&mut client, &block, false).unwrap();
+            let mut sent = Vec::new();
+            rebuild(
+                &block,
+                &seen.patches,
+                Some((seen.path_span.unwrap(), to)),
+                &mut sent,
+            );
+            read.push(request(&mut upstream, &sent, true).unwrap().fields);
+        }
+        let fields: Vec<_> = read[1].iter().map(|(n, v, _)| (&n[..], &v[..])).collect();
+        let expected: [(&[u8], &[u8]); 3] = [
+            (b":path", to.as_bytes()),
+            (b"x-a", b"0123456789"),
+            (b":method", b"POST"),
+        ];
+        assert_eq!(fields, expected);
+        assert_eq!(read[0][0].1, to.as_bytes());
     }
 
     /// A frame that is not one unpadded HEADERS frame holding the block, or a client's field

@@ -168,6 +168,59 @@ impl Table {
     }
 }
 
+/// Only the sizes of a table's dynamic entries, newest first: the table of a peer that gets the
+/// same insertions as a [`Table`] the splice decodes with, some of them a few octets longer or
+/// shorter (see `headers::Follower`). It evicts as that peer's does, so it tells how many
+/// entries the peer still has.
+pub struct Sizes {
+    dynamic: VecDeque<usize>,
+    size: usize,
+    max: usize,
+}
+
+impl Sizes {
+    pub fn new(max: usize) -> Sizes {
+        Sizes {
+            dynamic: VecDeque::new(),
+            size: 0,
+            max,
+        }
+    }
+
+    /// How many dynamic entries the table has.
+    pub fn entries(&self) -> usize {
+        self.dynamic.len()
+    }
+
+    /// [`Table::insert`], of an entry of `size` octets.
+    pub fn insert(&mut self, size: usize) {
+        if size > self.max {
+            self.dynamic.clear();
+            self.size = 0;
+            return;
+        }
+        while self.size + size > self.max {
+            self.evict();
+        }
+        self.dynamic.push_front(size);
+        self.size += size;
+    }
+
+    /// [`Table::set_max`].
+    pub fn set_max(&mut self, max: usize) {
+        self.max = max;
+        while self.size > self.max {
+            self.evict();
+        }
+    }
+
+    fn evict(&mut self) {
+        if let Some(size) = self.dynamic.pop_back() {
+            self.size -= size;
+        }
+    }
+}
+
 fn entry_size(name: &[u8], value: &[u8]) -> usize {
     name.len() + value.len() + 32
 }
