@@ -224,11 +224,11 @@ fn main() {
     // numbered differently in the two revisions (the v0.3 client sends its own request): a
     // request that passes the check goes on with its keys rewritten in place
     // (`front::identical::RequestCheck::renumber`), and its reply is translated. A v0.3
-    // client's NodeGetId (v1 kept only NodeGetInfo) is translated in full, request and reply,
-    // as one NodeGetInfo call: measured beside a v1 client's NodeGetInfo. Its path is two
-    // octets longer on the plugin's side: the splice rewrites it in the header block and keeps
-    // the plugin's HPACK table apart where it differs (`splice::headers::Follower`), so the
-    // connection's blocks are not re-encoded.
+    // client's NodeGetId (v1 kept only NodeGetInfo) is one NodeGetInfo call, measured beside a
+    // v1 client's NodeGetInfo: neither request has a field, so the client's goes on as it came
+    // and only the reply is translated. Its path is two octets longer on the plugin's side: the
+    // splice rewrites it in the header block and keeps the plugin's HPACK table apart where
+    // it differs (`splice::headers::Follower`), so the connection's blocks are not re-encoded.
     use csi_gateway::dialect::proto::v1;
     // The request every call of a row sends: the same bytes in both revisions.
     let request_file = |name: &str, message: &dyn Fn() -> Vec<u8>| {

@@ -137,7 +137,15 @@ async fn grpcio_call(socket: &Path, path: &str, request: &[u8], authority: Optio
         .arg(path)
         .arg(hex(request));
     cmd.args(authority);
-    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+    grpcio_output(cmd, 60).await
+}
+
+/// The JSON line a grpcio script printed.
+async fn grpcio_output<T: serde::de::DeserializeOwned>(
+    mut cmd: tokio::process::Command,
+    timeout_secs: u64,
+) -> T {
+    let out = tokio::time::timeout(Duration::from_secs(timeout_secs), cmd.output())
         .await
         .expect("the grpcio client timed out")
         .expect("python3 runs (installed by .ci/run)");
@@ -677,18 +685,7 @@ async fn grpcio_calls(
             .iter()
             .map(|(path, request)| format!("{path}={}", hex(request))),
     );
-    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
-        .await
-        .expect("the grpcio client timed out")
-        .expect("python3 runs (installed by .ci/run)");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the grpcio client failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let reply: serde_json::Value =
-        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let reply: serde_json::Value = grpcio_output(cmd, 120).await;
     assert_eq!(reply["ok"], true, "{reply}");
     let replies = reply["replies"].as_array().unwrap();
     replies.iter().map(|r| unhex(r.as_str().unwrap())).collect()
@@ -697,10 +694,10 @@ async fn grpcio_calls(
 /// gRPC C-core adds each `:path` it sends to its HPACK table and refers to it from then on, and
 /// adds a new `grpc-timeout` on nearly every call, so the table turns over. A v0.3 client's
 /// NodeGetId goes to a v1 plugin as NodeGetInfo, a path two octets longer (a v0.1 client's
-/// calls, three octets longer, likewise): the splice keeps
-/// the plugin's table apart from the client's where the two differ, and the plugin reads every
-/// call right — read here off the wire (a tap between gateway and plugin) by an independent
-/// HPACK decoder — while the blocks go on as the client's, small, never re-encoded as literals.
+/// calls, three octets longer, likewise): the splice keeps the plugin's table apart from the
+/// client's where the two differ, and the plugin reads every call right — read here off the
+/// wire (a tap between gateway and plugin) by an independent HPACK decoder — while the blocks
+/// go on as the client's, small, never re-encoded as literals.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c_core_node_get_id_to_a_v1_plugin_keeps_the_plugins_header_table_in_step() {
     use support::h2raw::{Hostile, Tap, HEADERS};

@@ -31,6 +31,8 @@ const DIALECTS: &[(&str, &str, &str)] = &[
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
+    // Listing any file makes cargo watch only those: the build's own modules too.
+    println!("cargo:rerun-if-changed=build");
     let mut sets = std::collections::HashMap::new();
     for (module, file, include) in DIALECTS {
         println!("cargo:rerun-if-changed={file}");

@@ -34,7 +34,8 @@
 //! | v1 | v0.3 | Probe | `/csi.v0.Identity/Probe` |
 //!
 //! A call whose request has no field in either revision ([`request_empty`]: the three
-//! capability calls, both ways) is half of this: its reply is translated in full, but its
+//! capability calls, both ways, and a v0.3 client's NodeGetId, which v1 renamed NodeGetInfo —
+//! `build/identical.rs` pairs it, `RENAMED`) is half of this: its reply is translated in full, but its
 //! request, which can only be the empty one, goes on as it came (`splice::conn`,
 //! `Asked::Relayed`), with the same exception for bytes that are not valid protobuf.
 //!

@@ -459,6 +459,8 @@ fn requests_with_no_field_are_relayed_as_the_translation_would_send_them() {
             "v0.3 -> v1 ControllerGetCapabilities",
             "v0.3 -> v1 GetPluginCapabilities",
             "v0.3 -> v1 NodeGetCapabilities",
+            // v1 renamed it NodeGetInfo (`build/identical.rs`, `RENAMED`).
+            "v0.3 -> v1 NodeGetId",
             "v1 -> v0.3 ControllerGetCapabilities",
             "v1 -> v0.3 GetPluginCapabilities",
             "v1 -> v0.3 NodeGetCapabilities",

@@ -111,18 +111,17 @@ pub fn static_entry(index: usize) -> Option<(&'static [u8], &'static [u8])> {
 }
 
 /// The header table: the static entries, then the dynamic ones, newest first (RFC 7541 §2.3).
+/// Its sizes, and so its evictions, are kept by a [`Sizes`].
 pub struct Table {
     dynamic: VecDeque<(Box<[u8]>, Box<[u8]>)>,
-    size: usize,
-    max: usize,
+    sizes: Sizes,
 }
 
 impl Table {
     pub fn new(max: usize) -> Table {
         Table {
             dynamic: VecDeque::new(),
-            size: 0,
-            max,
+            sizes: Sizes::new(max),
         }
     }
 
@@ -136,42 +135,28 @@ impl Table {
 
     /// Adds an entry, evicting the oldest ones it needs room from (RFC 7541 §4.4).
     pub fn insert(&mut self, name: &[u8], value: &[u8]) {
-        let size = entry_size(name, value);
-        if size > self.max {
-            self.dynamic.clear();
-            self.size = 0;
-            return;
+        let added = self.sizes.insert(entry_size(name, value));
+        self.dynamic.truncate(self.sizes.entries() - added as usize);
+        if added {
+            self.dynamic.push_front((name.into(), value.into()));
         }
-        while self.size + size > self.max {
-            self.evict();
-        }
-        self.dynamic.push_front((name.into(), value.into()));
-        self.size += size;
     }
 
     /// A new maximum size, evicting what no longer fits (RFC 7541 §4.3).
     pub fn set_max(&mut self, max: usize) {
-        self.max = max;
-        while self.size > self.max {
-            self.evict();
-        }
+        self.sizes.set_max(max);
+        self.dynamic.truncate(self.sizes.entries());
     }
 
     pub fn max(&self) -> usize {
-        self.max
-    }
-
-    fn evict(&mut self) {
-        if let Some((n, v)) = self.dynamic.pop_back() {
-            self.size -= entry_size(&n, &v);
-        }
+        self.sizes.max
     }
 }
 
-/// Only the sizes of a table's dynamic entries, newest first: the table of a peer that gets the
-/// same insertions as a [`Table`] the splice decodes with, some of them a few octets longer or
-/// shorter (see `headers::Follower`). It evicts as that peer's does, so it tells how many
-/// entries the peer still has.
+/// Only the sizes of a table's dynamic entries, newest first, and its maximum size: what
+/// decides evictions. A [`Table`] keeps one beside its entries; the splice keeps one alone for
+/// a peer that gets the same insertions as a table it decodes with, some of them a few octets
+/// longer or shorter (see `headers::Follower`), to tell how many entries that peer still has.
 pub struct Sizes {
     dynamic: VecDeque<usize>,
     size: usize,
@@ -192,21 +177,23 @@ impl Sizes {
         self.dynamic.len()
     }
 
-    /// [`Table::insert`], of an entry of `size` octets.
-    pub fn insert(&mut self, size: usize) {
+    /// Adds an entry of `size` octets, evicting the oldest ones it needs room from; one larger
+    /// than the table empties it and is not added (RFC 7541 §4.4). Whether it was added.
+    pub fn insert(&mut self, size: usize) -> bool {
         if size > self.max {
             self.dynamic.clear();
             self.size = 0;
-            return;
+            return false;
         }
         while self.size + size > self.max {
             self.evict();
         }
         self.dynamic.push_front(size);
         self.size += size;
+        true
     }
 
-    /// [`Table::set_max`].
+    /// A new maximum size, evicting what no longer fits (RFC 7541 §4.3).
     pub fn set_max(&mut self, max: usize) {
         self.max = max;
         while self.size > self.max {

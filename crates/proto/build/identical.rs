@@ -55,6 +55,14 @@ const RENUMBERED: &[Renumbered] = &[
     ),
 ];
 
+/// RPCs one revision renamed: (front dialect, front RPC, the upstream's RPC of the same
+/// service). Paired like RPCs of the same name; the schema's `method` is the front's.
+const RENAMED: &[(&str, &str, &str)] = &[
+    // v1.0 kept only NodeGetInfo of v0.3's two node id calls (v0.2's NodeGetId and v0.3's
+    // NodeGetInfo); a v0.3 client's NodeGetId is the v1 plugin's NodeGetInfo.
+    ("V0_3", "NodeGetId", "NodeGetInfo"),
+];
+
 /// Every message and enum of a descriptor set (imports included), by full name with the
 /// leading dot, as field `type_name`s spell them.
 struct Index<'a> {
@@ -260,7 +268,8 @@ fn unary_rpcs(fds: &FileDescriptorSet) -> Vec<(String, String, String, String, S
 }
 
 /// `SCHEMA`: for each (front, upstream) pair among {v0.3 → v1, v1 → v0.3} and each unary RPC
-/// both dialects have (same service, same name), the two paths and the schema verdict.
+/// both dialects have (same service, same name, or as `RENAMED` pairs them), the two paths
+/// and the schema verdict.
 pub fn render(v0_3: &FileDescriptorSet, v1: &FileDescriptorSet) -> String {
     let dialects = [
         ("V0_3", Index::new(v0_3), unary_rpcs(v0_3)),
@@ -279,8 +288,13 @@ pub fn render(v0_3: &FileDescriptorSet, v1: &FileDescriptorSet) -> String {
         let (front_name, front, front_rpcs) = &dialects[f];
         let (upstream_name, upstream, upstream_rpcs) = &dialects[u];
         for (svc, method, front_path, front_req, front_resp) in front_rpcs {
-            let Some((_, _, upstream_path, up_req, up_resp)) =
-                upstream_rpcs.iter().find(|r| &r.0 == svc && &r.1 == method)
+            let upstream_method = RENAMED
+                .iter()
+                .find(|(d, m, _)| d == front_name && *m == method.as_str())
+                .map_or(method.as_str(), |r| r.2);
+            let Some((_, _, upstream_path, up_req, up_resp)) = upstream_rpcs
+                .iter()
+                .find(|r| &r.0 == svc && r.1 == upstream_method)
             else {
                 continue;
             };
