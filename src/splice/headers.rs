@@ -428,8 +428,9 @@ pub fn rewrite_path(block: &[u8], span: Span, path: &str, out: &mut Vec<u8>) -> 
 
 /// `block` for an upstream whose table follows the client's, written to `out` (cleared
 /// first): each patched field replaced by its literal, and the `:path` at `path`'s span by
-/// that path (represented as the client's was, see [`rewrite_path`]) unless it is indexed.
-/// Patches are in the block's order, as [`request`] finds them.
+/// that path (represented as the client's was, see [`rewrite_path`]) unless it refers to an
+/// entry the upstream still has, which holds that path already. Patches are in the block's
+/// order, as [`request`] finds them.
 pub fn rebuild(
     block: &[u8],
     patches: &[(Span, Vec<u8>)],
