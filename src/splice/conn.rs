@@ -1427,7 +1427,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     }
 
     /// Gives a wire-identical call's request the upstream's `:path`. While the upstream's
-    /// decoding context follows the client's, in place ([`headers::rewrite_path`]: every such
+    /// decoding context follows the client's, in place ([`headers::rebuild`]: every such
     /// path is rewritten the same way on this connection, and where the two differ in length
     /// the client's decoder keeps the upstream's table apart, `headers::Follower`); else with
     /// the local `:authority`, re-encoding the connection's request blocks from now on. False

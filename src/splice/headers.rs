@@ -350,7 +350,7 @@ pub struct Request {
     /// Where the `:path` field was in the block, and how many the block had.
     pub path_span: Option<Span>,
     pub paths: usize,
-    /// The `:path` the upstream gets instead, in place ([`rewrite_path`]).
+    /// The `:path` the upstream gets instead, in place ([`rebuild`]).
     pub rewrite: Option<(Span, &'static str)>,
     /// The fields that refer to an entry the upstream's table no longer has ([`Span::lacks`]),
     /// as the literals the upstream gets in their place ([`rebuild`]).
@@ -408,29 +408,14 @@ pub fn localize_authority(fields: &mut Vec<Field>) {
     fields.insert(0, (field.0, field.1, Indexing::Allowed));
 }
 
-/// `block` with its `:path` field (at `span`) replaced by `path`, represented the same way, for
-/// an upstream whose dynamic table follows the client's: a literal stays a literal (one the
-/// upstream adds to its table if the client's decoder added the original), and since `path` is
-/// as long as the value it replaces, both tables keep entries of the same sizes at the same
-/// places. `None` when the field is indexed: it names an entry that such a rewrite added, which
-/// holds the upstream's path already in the upstream's table, so the block goes as it is.
-/// Only for paths that are always rewritten the same way on the connection.
-/// The rewritten block is written to `out` (cleared first: the splice reuses one buffer for
-/// every call rather than allocate one per call); false, and `out` empty, when indexed.
-pub fn rewrite_path(block: &[u8], span: Span, path: &str, out: &mut Vec<u8>) -> bool {
-    if span.rep == Rep::Indexed {
-        out.clear();
-        return false;
-    }
-    rebuild(block, &[], Some((span, path)), out);
-    true
-}
-
 /// `block` for an upstream whose table follows the client's, written to `out` (cleared
-/// first): each patched field replaced by its literal, and the `:path` at `path`'s span by
-/// that path (represented as the client's was, see [`rewrite_path`]) unless it refers to an
-/// entry the upstream still has, which holds that path already. Patches are in the block's
-/// order, as [`request`] finds them.
+/// first: the splice reuses one buffer for every call): each patched field replaced by its
+/// literal, and the `:path` at `path`'s span by that path, represented as the client's was —
+/// a literal stays a literal, one the upstream adds to its table if the client's decoder
+/// added the original. An indexed `:path` names an entry such a rewrite added, which holds
+/// that path already in the upstream's table: it goes as it came unless the upstream no
+/// longer has the entry. Only for paths always rewritten the same way on the connection.
+/// Patches are in the block's order, as [`request`] finds them.
 pub fn rebuild(
     block: &[u8],
     patches: &[(Span, Vec<u8>)],
@@ -498,7 +483,7 @@ fn literal(name: &[u8], value: &[u8], rep: Rep) -> Vec<u8> {
 pub struct PathFields(Vec<(&'static str, Rep, [Vec<u8>; 2])>);
 
 impl PathFields {
-    /// [`rewrite_path`] without rebuilding the block: `frames`, one unpadded HEADERS frame
+    /// [`rebuild`] of a block with no patch, without rebuilding it: `frames`, one unpadded HEADERS frame
     /// whose payload is `block` alone, is written to `out` with the field at `span` replaced by
     /// `path`'s, when the two are as long (a path of as many characters, coded as the client's
     /// was: v0 and v1 paths differ in a digit, which Huffman codes in as many bits). Else
@@ -990,10 +975,9 @@ mod tests {
             assert_eq!(seen.path.as_deref(), Some(from), "block {i}");
             assert_eq!(seen.paths, 1);
             let span = seen.path_span.unwrap();
+            // An indexed path goes as it came.
             let mut sent = Vec::new();
-            if !rewrite_path(block, span, to, &mut sent) {
-                sent = block.clone();
-            }
+            rebuild(block, &[], Some((span, to)), &mut sent);
             // The frame patched where it lies reads the same as the block rebuilt.
             let mut frame = bytes::BytesMut::new();
             super::super::frame::put_headers(&mut frame, 1, block, false, 1 << 14);
@@ -1208,7 +1192,7 @@ mod tests {
     }
 
     /// A frame that is not one unpadded HEADERS frame holding the block, or a client's field
-    /// longer than the upstream's (a literal name), is left to `rewrite_path`.
+    /// longer than the upstream's (a literal name), is left to `rebuild`.
     #[test]
     fn a_path_is_patched_in_place_only_where_it_fits() {
         let (from, to) = ("/csi.v0.Identity/Probe", "/csi.v1.Identity/Probe");
