@@ -110,9 +110,11 @@ async fn a_dead_upstream_fails_over_to_the_next_listed() {
     let appliance = appliance(d, "failover", "b.sock", "");
     let (pki, port) = (&appliance.pki, appliance.port);
     let (ccert, ckey) = pki.issue("client", &Leaf::client(&[CLIENT_DNS], &[]));
-    let dead = free_port();
-    let front = front_section(&d.join("a.sock"), &format!("tcp://127.0.0.1:{dead}"))
-        + &format!("failover = [\"tcp://127.0.0.1:{port}\"]\n");
+    let dead = RefusedPort::new();
+    let front = front_section(
+        &d.join("a.sock"),
+        &format!("tcp://127.0.0.1:{}", dead.port()),
+    ) + &format!("failover = [\"tcp://127.0.0.1:{port}\"]\n");
     let a = gateway(
         "node",
         d,

@@ -63,7 +63,8 @@ async fn bridged_calls_are_spliced_on_both_gateways_and_refusals_stay() {
         "[[appliance.peers]]\ndns = [\"{CLIENT_DNS}\"]\nservices = [\"Identity\", \"Node\"]\n"
     );
     let plugin = format!("unix://{}", d.join("up.sock").display());
-    let (port, term_port, dead) = (free_port(), free_port(), free_port());
+    let dead = RefusedPort::new();
+    let (port, term_port) = (free_port(), free_port());
     let (b_metrics, a_metrics) = (free_port(), free_port());
     let b = gateway_with_metrics(
         "appliance",
@@ -95,7 +96,7 @@ async fn bridged_calls_are_spliced_on_both_gateways_and_refusals_stay() {
     let a = node(
         "node",
         "a.sock",
-        dead,
+        dead.port(),
         port,
         &format!("127.0.0.1:{a_metrics}"),
     );

@@ -135,6 +135,33 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// A loopback port that refuses every connection while this lives: bound, never listening, so
+/// neither another test nor the kernel's choice of an outgoing port can take it meanwhile.
+pub struct RefusedPort(tokio::net::TcpSocket);
+
+impl RefusedPort {
+    pub fn new() -> Self {
+        let socket = tokio::net::TcpSocket::new_v4().expect("a TCP socket");
+        socket
+            .bind(([127, 0, 0, 1], 0).into())
+            .expect("bind a loopback port");
+        Self(socket)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.0
+            .local_addr()
+            .expect("a bound socket has an address")
+            .port()
+    }
+}
+
+impl Default for RefusedPort {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 pub fn wait_socket(path: &Path) {
     let until = Instant::now() + WAIT;
     while std::os::unix::net::UnixStream::connect(path).is_err() {
