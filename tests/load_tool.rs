@@ -437,6 +437,8 @@ async fn compare_reports_paired_round_ratios_after_each_concurrency() {
         let (calls, cpu) = figures(line);
         if line.starts_with("  direct / direct") {
             assert_eq!((calls, cpu), (1.0, 1.0), "{line}");
+            // Every round's ratio is 1: the quartiles too, for calls/s and for CPU.
+            assert_eq!(line.matches("[1.00–1.00]").count(), 2, "{line}");
         } else {
             assert!(line.starts_with("  gateway / direct"), "{line}");
             // The gateway is one more process in the way, and its CPU adds to the plugin's.

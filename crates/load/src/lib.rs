@@ -37,11 +37,11 @@ fn threads_for(connections: usize, cores: usize) -> usize {
     connections.min(cores).max(1)
 }
 
-/// The median over rounds of `a`'s figure divided by `b`'s in the same round (`None` without
-/// a round). Two targets measured in one round share that round's machine: drift between
-/// rounds (another process, frequency, the host) moves both, so their ratio per round is
-/// steadier than the ratio of their separate medians.
-pub fn paired_ratio(a: &[f64], b: &[f64]) -> Option<f64> {
+/// `a`'s figure divided by `b`'s round by round: the median, and the quartiles that show how
+/// far the rounds spread (`None` without a round). Two targets measured in one round share
+/// that round's machine: drift between rounds (another process, frequency, the host) moves
+/// both, so their ratio per round is steadier than the ratio of their separate medians.
+pub fn paired_ratio(a: &[f64], b: &[f64]) -> Option<Spread> {
     let mut ratios: Vec<f64> = a
         .iter()
         .zip(b)
@@ -52,11 +52,26 @@ pub fn paired_ratio(a: &[f64], b: &[f64]) -> Option<f64> {
         return None;
     }
     ratios.sort_by(f64::total_cmp);
-    let mid = ratios.len() / 2;
-    Some(match ratios.len() % 2 {
-        1 => ratios[mid],
-        _ => (ratios[mid - 1] + ratios[mid]) / 2.0,
+    Some(Spread {
+        median: quantile(&ratios, 0.5),
+        low: quantile(&ratios, 0.25),
+        high: quantile(&ratios, 0.75),
     })
+}
+
+/// A ratio over rounds: the median and the first and third quartiles.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spread {
+    pub median: f64,
+    pub low: f64,
+    pub high: f64,
+}
+
+/// The `q` quantile of sorted, non-empty `values`, interpolated between the two nearest.
+fn quantile(values: &[f64], q: f64) -> f64 {
+    let at = q * (values.len() - 1) as f64;
+    let (below, above) = (at.floor() as usize, at.ceil() as usize);
+    values[below] + (values[above] - values[below]) * (at - below as f64)
 }
 
 #[cfg(test)]
@@ -65,19 +80,29 @@ mod tests {
 
     #[test]
     fn a_paired_ratio_is_the_median_of_the_ratios_round_by_round() {
+        let median = |a: &[f64], b: &[f64]| paired_ratio(a, b).map(|s| s.median);
         // Round 2 ran on a slower machine for both: its ratio (0.5) is like the others'.
         assert_eq!(
-            paired_ratio(&[50.0, 25.0, 60.0], &[100.0, 50.0, 100.0]),
+            median(&[50.0, 25.0, 60.0], &[100.0, 50.0, 100.0]),
             Some(0.5)
         );
         // Not the ratio of the medians (50 / 100 = 0.5 here would hide the spread).
-        assert_eq!(
-            paired_ratio(&[90.0, 40.0, 30.0], &[100.0, 50.0, 60.0]),
-            Some(0.8)
-        );
-        assert_eq!(paired_ratio(&[1.0, 3.0], &[1.0, 1.0]), Some(2.0));
+        assert_eq!(median(&[90.0, 40.0, 30.0], &[100.0, 50.0, 60.0]), Some(0.8));
+        assert_eq!(median(&[1.0, 3.0], &[1.0, 1.0]), Some(2.0));
         assert_eq!(paired_ratio(&[1.0], &[0.0]), None);
         assert_eq!(paired_ratio(&[], &[]), None);
+    }
+
+    #[test]
+    fn the_quartiles_show_how_far_the_rounds_spread() {
+        // Ratios 0.6, 0.8, 0.9, 1.0, 1.2 (given out of order).
+        let spread = paired_ratio(&[9.0, 6.0, 12.0, 8.0, 10.0], &[10.0; 5]).unwrap();
+        assert_eq!((spread.low, spread.median, spread.high), (0.8, 0.9, 1.0));
+        // Between two rounds the quartile lies between their ratios.
+        let spread = paired_ratio(&[1.0, 2.0], &[1.0, 1.0]).unwrap();
+        assert_eq!((spread.low, spread.high), (1.25, 1.75));
+        let one = paired_ratio(&[3.0], &[2.0]).unwrap();
+        assert_eq!((one.low, one.median, one.high), (1.5, 1.5, 1.5));
     }
 
     #[test]

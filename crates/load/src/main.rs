@@ -387,7 +387,8 @@ async fn run(targets: Vec<Target>, concurrency: Vec<usize>, plan: Plan) -> anyho
 }
 
 /// `a` against `b`, round by round: calls/s, and the CPU per call of all the processes
-/// watched for each (relays or gateways and the plugin).
+/// watched for each (relays or gateways and the plugin); each the median over rounds with its
+/// quartiles in brackets.
 fn compared(targets: &[Target], results: &[Vec<load::Figures>], a: usize, b: usize) -> String {
     let calls = |i: usize| -> Vec<f64> { results[i].iter().map(|f| f.calls_per_sec).collect() };
     let cpu = |i: usize| -> Vec<f64> {
@@ -399,7 +400,13 @@ fn compared(targets: &[Target], results: &[Vec<load::Figures>], a: usize, b: usi
             })
             .collect()
     };
-    let shown = |r: Option<f64>| r.map_or_else(|| "-".to_string(), |r| format!("{r:.2}"));
+    // The median, then the middle half of the rounds.
+    let shown = |r: Option<load::Spread>| {
+        r.map_or_else(
+            || "-".to_string(),
+            |r| format!("{:.2} [{:.2}–{:.2}]", r.median, r.low, r.high),
+        )
+    };
     format!(
         "  {} / {}, median of {} paired rounds: calls/s {}, CPU per call (watched processes) {}",
         targets[a].name,
