@@ -14,7 +14,7 @@
 //! `cargo build --release --workspace && cargo bench --bench e2e` (the load tool is another
 //! workspace member's binary, taken from `target/release/`; env: E2E_DURATION=3s, E2E_ROUNDS=3,
 //! E2E_CONCURRENCY=1,16,64, E2E_CONCURRENCY_CONNECTIONS=16,64 for the runs over 4 and 2 client
-//! connections).
+//! connections, E2E_WARMUP=500ms before each measured window).
 //! E2E_BEFORE=/path/to/an/older/csi-gateway adds that build as the target `before` (spliced, the
 //! same flags) beside `gateway` in every run, so a change is measured before and after in the
 //! same run, on the same upstream and the same load.
@@ -126,7 +126,7 @@ fn main() {
         "--rounds".into(),
         env("E2E_ROUNDS", "3"),
         "--warmup".into(),
-        "500ms".into(),
+        env("E2E_WARMUP", "500ms"),
     ];
     let target = |name: &str, s: &str| format!("{name}=unix://{}", sock(s).display());
     // CPU µs per call for each process behind a target (`--cpu`): the relay (or gateway) by
