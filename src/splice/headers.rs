@@ -483,11 +483,11 @@ fn literal(name: &[u8], value: &[u8], rep: Rep) -> Vec<u8> {
 pub struct PathFields(Vec<(&'static str, Rep, [Vec<u8>; 2])>);
 
 impl PathFields {
-    /// [`rebuild`] of a block with no patch, without rebuilding it: `frames`, one unpadded HEADERS frame
-    /// whose payload is `block` alone, is written to `out` with the field at `span` replaced by
-    /// `path`'s, when the two are as long (a path of as many characters, coded as the client's
-    /// was: v0 and v1 paths differ in a digit, which Huffman codes in as many bits). Else
-    /// false, and `out` as it was.
+    /// What [`rebuild`] writes for a block with no patch, without rebuilding it: `frames`, one
+    /// unpadded HEADERS frame whose payload is `block` alone, is written to `out` with the
+    /// field at `span` replaced by `path`'s, when the two are as long (a path of as many
+    /// characters, coded as the client's was: v0 and v1 paths differ in a digit, which Huffman
+    /// codes in as many bits). Else false, and `out` as it was.
     pub fn put_rewritten(
         &mut self,
         frames: &[u8],
