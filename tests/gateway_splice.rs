@@ -975,3 +975,65 @@ async fn a_v0_3_node_get_id_is_the_plugins_node_get_info() {
         assert_eq!(gw.log_text().contains(SPLICED), splice);
     }
 }
+
+/// Clients of 2018 (golang.org/x/net's HPACK decoder before 2018-12: kubelet, csi-sanity and
+/// the sidecars of CSI v0.x) close their connection on a dynamic table size update once their
+/// table holds an entry. On one connection that mixes relayed calls (the plugin's blocks as
+/// they came), translated ones whose plugin reply the client never gets as it came (which
+/// parts the client's table from the plugin's) and calls the gateway answers itself, every
+/// header block the client reads passes that decoder's rule: the gateway volunteers no size
+/// update, and every call is answered on the one connection.
+#[tokio::test]
+async fn no_header_block_breaks_a_2018_clients_hpack_decoder() {
+    use support::h2raw::{request_block, Peer, GOAWAY};
+    let backend = Backend::start(Options::new("v0.3")).await;
+    let gw = Gateway::start(&backend.socket, "v0.1", &[]).await;
+    let mut peer = Peer::connect(&gw.socket).await;
+    let unpublish = v1::ControllerUnpublishVolumeRequest {
+        volume_id: "no-such-volume".into(),
+        node_id: "node-1".into(),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    // (path, request, the grpc-status the client gets)
+    let calls: [(&str, Vec<u8>, &str); 6] = [
+        // relayed as it came: the plugin's reply fills the client's table
+        ("/csi.v0.Identity/GetPluginInfo", Vec::new(), "0"),
+        // translated: the plugin's NOT_FOUND is the v1 client's OK, its block kept back
+        ("/csi.v1.Controller/ControllerUnpublishVolume", unpublish, "0"),
+        // answered by the gateway itself
+        ("/grpc.health.v1.Health/Check", Vec::new(), "0"),
+        ("/csi.v1.Identity/NoSuchMethod", Vec::new(), "12"),
+        // relayed once the tables parted (re-encoded), and translated
+        ("/csi.v0.Identity/Probe", Vec::new(), "0"),
+        ("/csi.v1.Node/NodeGetCapabilities", Vec::new(), "0"),
+    ];
+    let mut stream = 1;
+    for round in 0..3 {
+        for (path, request, code) in &calls {
+            peer.call(stream, &request_block(&[], path, &[]), request)
+                .await;
+            let reply = peer.reply(stream).await;
+            assert_eq!(
+                reply.get("grpc-status"),
+                Some(*code),
+                "round {round}, {path}: {reply:?}\n{}",
+                gw.log_text()
+            );
+            stream += 2;
+        }
+    }
+    let check = &peer.hpack_2018;
+    assert!(
+        check.refused.is_empty(),
+        "size updates a 2018 client refuses: {:?}",
+        check.refused
+    );
+    assert!(check.blocks >= 3 * calls.len(), "{} blocks", check.blocks);
+    assert!(!peer.closed && !peer.seen.iter().any(|f| f.kind == GOAWAY));
+    assert!(
+        gw.log_text().contains(SPLICED),
+        "the connection was spliced:\n{}",
+        gw.log_text()
+    );
+}

@@ -2349,6 +2349,8 @@ impl<C: Io, U: Io> Splice<C, U> {
             None => !self.reset_upstream.contains(&id),
         };
         if self.reencode_replies && (translated || relayed) {
+            // Re-encoded: a size update of the plugin's did not go with it.
+            self.upstream_decoder.withheld();
             let mut out = Vec::with_capacity(literals.len() + 4);
             self.upstream_decoder.own_block(&mut out);
             out.extend_from_slice(&literals);
@@ -2368,12 +2370,12 @@ impl<C: Io, U: Io> Splice<C, U> {
         Ok(())
     }
 
-    /// The client's table stops following the upstream's: see `reencode_replies`.
+    /// A reply block that changed the upstream's table was kept from the client: the client's
+    /// table stops following the upstream's (see `reencode_replies`), and a size update the
+    /// client waits for is still owed to it.
     fn part_replies(&mut self) {
-        if !self.reencode_replies {
-            self.reencode_replies = true;
-            self.upstream_decoder.parted();
-        }
+        self.upstream_decoder.withheld();
+        self.reencode_replies = true;
     }
 
     /// A translated call's reply ended (`reply` holds its trailers' status, `frames` the

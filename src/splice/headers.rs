@@ -30,8 +30,14 @@ pub struct Decoder {
     /// The largest table the settings in force allow the encoder (the ceiling for size updates).
     allowed: usize,
     /// The peer's decoder expects the next block to begin with a size update no larger than
-    /// this (RFC 7541 §4.2): its setting was lowered below the table's size.
+    /// this (RFC 7541 §4.2): its setting was lowered below its table's size.
     expected_update: Option<usize>,
+    /// The maximum size of the peer's table, as the size updates that reached it set it. It
+    /// parts from `table`'s when a block with a size update is kept from the peer.
+    peer_max: usize,
+    /// What the block decoded last did to the peer's table, undone by [`Decoder::withheld`]
+    /// when that block does not reach the peer as it came.
+    last: LastBlock,
     /// The last Huffman-coded `:path` and its text: clients send the same path again and again
     /// as a literal.
     last_path: (Vec<u8>, Vec<u8>),
@@ -40,6 +46,15 @@ pub struct Decoder {
     changes: u64,
     /// The table of the peer the blocks go on to, where the splice renames paths.
     follower: Option<Follower>,
+}
+
+/// The size updates of the block decoded last, as the peer would have seen them.
+#[derive(Clone, Copy, Default)]
+struct LastBlock {
+    /// The expected update it carried (`Decoder::expected_update` before it).
+    met: Option<usize>,
+    /// `Decoder::peer_max` before it.
+    peer_max: usize,
 }
 
 /// The dynamic table of the peer a decoder's blocks go on to, where it parts from the
@@ -61,6 +76,8 @@ impl Default for Decoder {
             table: Table::new(4096),
             allowed: 4096,
             expected_update: None,
+            peer_max: 4096,
+            last: LastBlock::default(),
             last_path: (Vec::new(), Vec::new()),
             changes: 0,
             follower: None,
@@ -108,13 +125,13 @@ impl Decoder {
         self.allowed = self.allowed.max(size as usize);
     }
 
-    /// The setting in force once acknowledged. A cut below the table's size must be signalled
-    /// at the start of the next block (RFC 7541 §4.2): by the encoder, or by the gateway's own
-    /// block if that comes first (see [`Decoder::own_block`]).
+    /// The setting in force once acknowledged. A cut below the peer's table size must be
+    /// signalled at the start of the next block the peer gets (RFC 7541 §4.2): by the
+    /// encoder, or by the gateway's own block if that comes first (see [`Decoder::own_block`]).
     pub fn table_size_acknowledged(&mut self, size: u32) {
         let size = size as usize;
         self.allowed = size;
-        if size < self.table.max() {
+        if size < self.peer_max {
             self.expected_update = Some(size);
         }
     }
@@ -125,12 +142,18 @@ impl Decoder {
     }
 
     /// Begins a block of the gateway's own, in the context this decoder follows: with the
-    /// size update the peer's decoder waits for, applied here too so that both tables stay
-    /// alike.
+    /// size update the peer's decoder waits for, and with none otherwise. Clients of 2018
+    /// (golang.org/x/net before 2018-12, vendored by kubelet and the sidecars of that time)
+    /// close the connection on any size update once their table holds an entry, so the
+    /// gateway never volunteers one. The encoder must send the same update at the start of its
+    /// next block (the cut is below its table too), so applying it here keeps both alike.
     pub fn own_block(&mut self, out: &mut Vec<u8>) {
         if let Some(size) = self.expected_update.take() {
             hpack::put_size_update(out, size);
-            self.set_max(size);
+            self.peer_max = size;
+            if size < self.table.max() {
+                self.set_max(size);
+            }
         }
     }
 
@@ -191,11 +214,17 @@ impl Decoder {
         self.changes
     }
 
-    /// The peer whose table followed this one stops following it (a block that changed this
-    /// one never reached it): the next block of the gateway's own opens with a size update to
-    /// this table's size, which covers one the peer did not get. Harmless when it did.
-    pub fn parted(&mut self) {
-        self.expected_update = Some(self.table.max());
+    /// The block decoded last does not reach the peer as it came (dropped, or re-encoded as
+    /// literals): neither do its size updates. A size update the peer waits for is still owed
+    /// (the gateway's next block of its own opens with it), and the peer's table keeps the
+    /// size it had. Nothing else is owed: the blocks such a peer gets from then on refer to no
+    /// dynamic table, so a size the encoder chose for itself does not matter to it.
+    pub fn withheld(&mut self) {
+        let last = std::mem::take(&mut self.last);
+        if let Some(size) = last.met {
+            self.expected_update = Some(size);
+        }
+        self.peer_max = last.peer_max;
     }
 
     /// Walks `block`, updating the table, and lends each field to `field`.
@@ -219,6 +248,10 @@ impl Decoder {
         let mut updates = 0;
         let mut fields = false;
         let mut changed = false;
+        self.last = LastBlock {
+            met: None,
+            peer_max: self.peer_max,
+        };
         while let Some(&octet) = block.first() {
             let start = len - block.len();
             if octet & 0x80 != 0 {
@@ -258,7 +291,10 @@ impl Decoder {
                     return Err(CompressionError("dynamic table size update over the limit"));
                 }
                 self.set_max(size);
-                self.expected_update = None;
+                self.peer_max = size;
+                if let Some(met) = self.expected_update.take() {
+                    self.last.met = Some(met);
+                }
                 changed = true;
                 continue;
             } else {
@@ -904,6 +940,48 @@ mod tests {
         let mut none = Vec::new();
         d.own_block(&mut none);
         assert!(none.is_empty());
+    }
+
+    /// A block kept from the peer (the splice answered its stream, or re-encodes) parts the
+    /// two tables, yet the gateway's next block volunteers no size update: a 2018 client
+    /// closes its connection on one once its table holds an entry.
+    #[test]
+    fn a_withheld_block_costs_no_size_update() {
+        let mut d = Decoder::default();
+        d.decode(&[0x40, 1, b'a', 1, b'b'], |_, _, _| {}).unwrap(); // reached the peer
+        d.decode(&[0x40, 1, b'c', 1, b'd'], |_, _, _| {}).unwrap();
+        d.withheld();
+        let mut block = Vec::new();
+        d.own_block(&mut block);
+        assert!(block.is_empty(), "no size update: {block:?}");
+        // an encoder that shrinks its own table in a withheld block owes the peer nothing
+        d.decode(&[0x3f, 0x45], |_, _, _| {}).unwrap(); // size update to 100
+        d.withheld();
+        d.own_block(&mut block);
+        assert!(block.is_empty(), "no size update: {block:?}");
+    }
+
+    /// A cut the peer asked for and the encoder signalled in a block the peer never got is
+    /// still owed: the gateway's next block of its own opens with it, once.
+    #[test]
+    fn a_cut_signalled_in_a_withheld_block_is_still_owed() {
+        let mut d = Decoder::default();
+        d.decode(&[0x40, 1, b'a', 1, b'b'], |_, _, _| {}).unwrap();
+        d.table_size_acknowledged(100);
+        d.decode(&[0x3f, 0x45, 0x82], |_, _, _| {}).unwrap(); // update to 100, then a field
+        d.withheld();
+        let mut block = Vec::new();
+        d.own_block(&mut block);
+        assert_eq!(block, [0x3f, 0x45], "the owed update to 100");
+        let mut again = Vec::new();
+        d.own_block(&mut again);
+        assert!(again.is_empty());
+        // a cut to a size at or over the peer's table needs no update at all
+        let mut d = Decoder::default();
+        d.allow_table_size(8192);
+        d.table_size_acknowledged(4096);
+        d.own_block(&mut again);
+        assert!(again.is_empty());
     }
 
     #[test]

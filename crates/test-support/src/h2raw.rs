@@ -138,6 +138,119 @@ pub struct Peer {
     pub server_settings: Vec<(u16, u32)>,
     /// The server closed the connection (a read returned its end).
     pub closed: bool,
+    /// Every reply block checked against the rule of 2018's HPACK decoder (see [`Hpack2018`]).
+    pub hpack_2018: Hpack2018,
+}
+
+/// The dynamic table as golang.org/x/net/http2/hpack's decoder before 2018-12 kept it (the one
+/// kubelet, csi-sanity and the sidecars of CSI v0.x vendor): it refused a dynamic table size
+/// update whenever its table held an entry (`dynTab.size > 0`), wherever the update stood, and
+/// the client closed its connection ("transport is closing"). RFC 7541 allows such an update at
+/// the start of any block; a server that serves those clients sends one only when the client's
+/// own SETTINGS_HEADER_TABLE_SIZE requires it. This model counts the table's bytes from the
+/// representations of each block and notes every size update that decoder would refuse.
+#[derive(Debug)]
+pub struct Hpack2018 {
+    /// Entry sizes, newest first.
+    entries: std::collections::VecDeque<usize>,
+    size: usize,
+    max: usize,
+    /// Header blocks checked.
+    pub blocks: usize,
+    /// One line for each size update the old decoder would have refused.
+    pub refused: Vec<String>,
+}
+
+impl Default for Hpack2018 {
+    fn default() -> Self {
+        Hpack2018 {
+            entries: Default::default(),
+            size: 0,
+            max: 4096,
+            blocks: 0,
+            refused: Vec::new(),
+        }
+    }
+}
+
+impl Hpack2018 {
+    /// Walks `block`, whose fields a full decoder gave as `fields` (for the sizes of the
+    /// entries it adds: a Huffman-coded string's length is known only once decoded).
+    pub fn check(&mut self, block: &[u8], fields: &[(Vec<u8>, Vec<u8>)]) {
+        let mut at = 0;
+        let mut field = 0;
+        while at < block.len() {
+            let octet = block[at];
+            if octet & 0x80 != 0 {
+                read_integer(block, &mut at, 7);
+                field += 1;
+            } else if octet & 0x40 != 0 {
+                let index = read_integer(block, &mut at, 6);
+                skip_literal(block, &mut at, index);
+                let (n, v) = &fields[field];
+                self.insert(n.len() + v.len() + 32);
+                field += 1;
+            } else if octet & 0x20 != 0 {
+                let size = read_integer(block, &mut at, 5);
+                if self.size > 0 {
+                    self.refused.push(format!(
+                        "block {}: size update to {size} with {} entries ({} bytes) in the table: {:02x?}",
+                        self.blocks,
+                        self.entries.len(),
+                        self.size,
+                        &block[..block.len().min(16)]
+                    ));
+                }
+                self.max = size;
+                self.evict();
+            } else {
+                let index = read_integer(block, &mut at, 4);
+                skip_literal(block, &mut at, index);
+                field += 1;
+            }
+        }
+        self.blocks += 1;
+    }
+
+    fn insert(&mut self, size: usize) {
+        self.entries.push_front(size);
+        self.size += size;
+        self.evict();
+    }
+
+    fn evict(&mut self) {
+        while self.size > self.max {
+            self.size -= self.entries.pop_back().expect("entries hold the size");
+        }
+    }
+}
+
+fn read_integer(block: &[u8], at: &mut usize, prefix: u8) -> usize {
+    let max = (1usize << prefix) - 1;
+    let mut v = (block[*at] as usize) & max;
+    *at += 1;
+    if v < max {
+        return v;
+    }
+    let mut shift = 0;
+    loop {
+        let b = block[*at];
+        *at += 1;
+        v += ((b & 0x7f) as usize) << shift;
+        shift += 7;
+        if b & 0x80 == 0 {
+            return v;
+        }
+    }
+}
+
+/// Skips a literal's name (when not indexed) and value.
+fn skip_literal(block: &[u8], at: &mut usize, index: usize) {
+    let strings = if index == 0 { 2 } else { 1 };
+    for _ in 0..strings {
+        let len = read_integer(block, at, 7);
+        *at += len;
+    }
 }
 
 /// What a call got: the reply's header fields (headers then trailers), its DATA, and a
@@ -184,6 +297,7 @@ impl Peer {
             seen: Vec::new(),
             server_settings: Vec::new(),
             closed: false,
+            hpack_2018: Hpack2018::default(),
         }
     }
 
@@ -320,6 +434,7 @@ impl Peer {
                         .decoder
                         .decode(&block)
                         .expect("a decodable reply block");
+                    self.hpack_2018.check(&block, &fields);
                     block.clear();
                     if let (Some(reply), true) =
                         (replies.get_mut(&f.stream), open.contains(&f.stream))
