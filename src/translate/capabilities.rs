@@ -127,6 +127,11 @@ pub static NODE_UNKNOWN_WHEN_EMPTY: &[(&str, &str)] = &[
         "v0.2",
         "[UNKNOWN] when no capability v0.2 has is left (STAGE_UNSTAGE_VOLUME is its only one)",
     ),
+    (
+        "v0.3",
+        "[UNKNOWN] when the list is empty: a `csi.v0` client may be of v0.2, whose csi-sanity \
+         rejects an empty list (a nil slice in Go), and v0.3's lists UNKNOWN among its values",
+    ),
 ];
 
 /// Whether clients of `revision` get `[UNKNOWN]` for an empty node capability list.

@@ -144,7 +144,7 @@ pub fn v0_2_refusal(method: &str) -> Option<Status> {
 }
 
 /// [`encode_front`] for a v0.2 client on `path` (a `csi.v0` path): capabilities v0.2 lacks are
-/// dropped, and an empty node capability list is `[UNKNOWN]`
+/// dropped, and an empty node capability list is `[UNKNOWN]` as for any `csi.v0` client
 /// ([`capabilities::NODE_UNKNOWN_WHEN_EMPTY`]).
 pub fn encode_front_v0_2(path: &str, outcome: Result<Response, Status>) -> Result<Vec<u8>, Status> {
     use crate::hub::v1;
@@ -176,22 +176,6 @@ pub fn encode_front_v0_2(path: &str, outcome: Result<Response, Status>) -> Resul
         }
         other => other,
     });
-    if let Ok(Response::NodeGetCapabilities(r)) = &outcome {
-        if r.capabilities.is_empty() && capabilities::node_unknown_when_empty("v0.2") {
-            use crate::dialect::proto::v0_3::{
-                node_service_capability as n, NodeGetCapabilitiesResponse, NodeServiceCapability,
-            };
-            use prost::Message;
-            let unknown = NodeServiceCapability {
-                r#type: Some(n::Type::Rpc(n::Rpc {
-                    r#type: n::rpc::Type::Unknown as i32,
-                })),
-            };
-            return Ok(NodeGetCapabilitiesResponse {
-                capabilities: vec![unknown],
-            }
-            .encode_to_vec());
-        }
-    }
+    // What is left is a v0.3 answer, an empty node list `[UNKNOWN]` for both revisions.
     encode_front(Dialect::V0_3, path, outcome)
 }

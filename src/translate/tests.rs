@@ -468,7 +468,7 @@ fn a_missing_required_field_is_refused_before_any_precondition() {
 }
 
 #[test]
-fn v0_1_and_v0_2_clients_get_unknown_for_no_node_capability() {
+fn v0_x_clients_get_unknown_for_no_node_capability() {
     use crate::dialect::proto::{v0_1 as d1, v0_3 as d3};
     use prost::Message;
     let empty = || Ok(Resp::NodeGetCapabilities(Default::default()));
@@ -478,10 +478,21 @@ fn v0_1_and_v0_2_clients_get_unknown_for_no_node_capability() {
     let bytes = front::encode_front_v0_2("/csi.v0.Node/NodeGetCapabilities", empty()).unwrap();
     let r = d3::NodeGetCapabilitiesResponse::decode(bytes.as_slice()).unwrap();
     assert_eq!(r.capabilities.len(), 1, "{r:?}");
-    // v0.3 clients are told the truth: nothing.
+    // A `csi.v0` client may be of v0.2 whatever the listener assumes: [UNKNOWN], which both
+    // revisions accept, rather than the empty list v0.2 rejects.
     let bytes = encode_front(Dialect::V0_3, "/csi.v0.Node/NodeGetCapabilities", empty()).unwrap();
     let r = d3::NodeGetCapabilitiesResponse::decode(bytes.as_slice()).unwrap();
-    assert!(r.capabilities.is_empty(), "{r:?}");
+    let types: Vec<_> = r.capabilities.iter().map(|c| c.r#type.clone()).collect();
+    use d3::node_service_capability::{rpc, Rpc, Type};
+    let unknown = Type::Rpc(Rpc { r#type: rpc::Type::Unknown as i32 });
+    assert_eq!(types, [Some(unknown)], "{r:?}");
+    // A list that is not empty is left as it is.
+    let stage = Ok(Resp::NodeGetCapabilities(v1::NodeGetCapabilitiesResponse {
+        capabilities: vec![capabilities::v1_node_cap(1)],
+    }));
+    let bytes = encode_front(Dialect::V0_3, "/csi.v0.Node/NodeGetCapabilities", stage).unwrap();
+    let r = d3::NodeGetCapabilitiesResponse::decode(bytes.as_slice()).unwrap();
+    assert_eq!(r.capabilities.len(), 1, "{r:?}");
 }
 
 #[test]

@@ -396,12 +396,21 @@ pub(super) fn node_get_capabilities_response_to_hub(
     to.capabilities = node_caps_to_hub(take(&mut r.capabilities));
     Ok(())
 }
-/// Only the node capabilities a v0.3 client knows cross.
+/// Only the node capabilities a v0.3 client knows cross; none is `[UNKNOWN]`, the answer
+/// v0.2 and v0.3 clients both accept (`capabilities::NODE_UNKNOWN_WHEN_EMPTY`).
 pub(super) fn node_get_capabilities_response_from_hub(
     r: &mut v1::NodeGetCapabilitiesResponse,
     to: &mut d::NodeGetCapabilitiesResponse,
 ) -> Result<(), Status> {
     to.capabilities = node_caps_from_hub(take(&mut r.capabilities));
+    if to.capabilities.is_empty() && capabilities::node_unknown_when_empty("v0.3") {
+        use d::node_service_capability as n;
+        to.capabilities.push(d::NodeServiceCapability {
+            r#type: Some(n::Type::Rpc(n::Rpc {
+                r#type: n::rpc::Type::Unknown as i32,
+            })),
+        });
+    }
     Ok(())
 }
 
