@@ -42,6 +42,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod disk;
 pub mod gateway;
 
 pub mod front;

@@ -7,7 +7,13 @@
 //!   empty file for block access (the parent is the CO's, as v1 says; it is never created);
 //! - after a successful NodeUnpublishVolume it removes the target if it is an empty directory
 //!   or an empty file that is not a mount point (/proc/self/mountinfo) — never anything else;
-//! - a publish the plugin refused removes a target this call created, on the same terms.
+//! - a publish the plugin refused removes a target this call created, on the same terms;
+//! - a NodeUnpublishVolume of a target where nothing is published (no such path, or an empty
+//!   directory or file that is not a mount point) is answered OK without the plugin, as v1
+//!   says, after removing it: a 2018 v0.x driver answers INTERNAL ("no mount point
+//!   specified") for it, and kubelet after a crash and csi-sanity's clean-up both send it.
+//!
+//! All of it runs off the runtime ([`crate::disk`]).
 //!
 //! No record is kept of which targets the gateway made: the removal rule is safe for any path
 //! (nothing mounted, nothing inside), so a gateway restarted between creating a target and the
@@ -20,9 +26,10 @@
 
 use std::fs;
 use std::io::ErrorKind;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::dialect::Dialect;
+use crate::disk::off_runtime;
 use crate::grpc::Status;
 use crate::hub::{v1, Request as Req, Response as Resp};
 use crate::staging::Emulation;
@@ -49,28 +56,70 @@ pub async fn call_upstream(
     let owns = owns_targets(front, plugin);
     match request {
         Req::NodePublishVolume(r) if owns => {
-            let target = r.target_path.clone();
-            let created = create(Path::new(&target), is_block(&r))?;
+            let target = PathBuf::from(&r.target_path);
+            let block = is_block(&r);
+            let made = target.clone();
+            let created = off_runtime(WHAT, move || create(&made, block)).await??;
             let out = call(Req::NodePublishVolume(r)).await;
             if out.is_err() && created {
-                remove_leftover(Path::new(&target));
+                off_runtime(WHAT, move || remove_leftover(&target)).await?;
+            }
+            out
+        }
+        // A request missing what v1 requires goes on, to be refused as everywhere else.
+        Req::NodeUnpublishVolume(r)
+            if owns && !r.volume_id.is_empty() && !r.target_path.is_empty() =>
+        {
+            let target = PathBuf::from(&r.target_path);
+            let seen = target.clone();
+            if let Some(why) = off_runtime(WHAT, move || nothing_published(&seen)).await? {
+                tracing::debug!(target_path = %target.display(), why, "NodeUnpublishVolume answered without the plugin: nothing is published there");
+                off_runtime(WHAT, move || remove_leftover(&target)).await?;
+                return Ok(Resp::NodeUnpublishVolume(Default::default()));
+            }
+            let out = match call(Req::NodeUnpublishVolume(r)).await {
+                Ok(resp) => Ok(resp),
+                Err(s) => remap_off_runtime(front, plugin, &target, s).await,
+            };
+            if out.is_ok() {
+                off_runtime(WHAT, move || remove_leftover(&target)).await?;
             }
             out
         }
         Req::NodeUnpublishVolume(r) => {
-            let target = r.target_path.clone();
-            let out = call(Req::NodeUnpublishVolume(r))
-                .await
-                .or_else(|s| remap(front, plugin, &target, s));
-            if owns && out.is_ok() {
-                remove_leftover(Path::new(&target));
+            let target = PathBuf::from(&r.target_path);
+            match call(Req::NodeUnpublishVolume(r)).await {
+                Ok(resp) => Ok(resp),
+                Err(s) => remap_off_runtime(front, plugin, &target, s).await,
             }
-            out
         }
         other => call(other)
             .await
             .or_else(|s| errors::recode(method, plugin, front, s)),
     }
+}
+
+/// What [`off_runtime`] says of a task of this module that failed.
+const WHAT: &str = "target path";
+
+/// Why nothing can be published at `target`, if so: it does not exist, or it is an empty
+/// directory or empty file and no mount point. Anything else (a mount, a link, content, a
+/// path that cannot be read) is the plugin's to judge.
+fn nothing_published(target: &Path) -> Option<&'static str> {
+    let meta = match fs::symlink_metadata(target) {
+        Err(e) if e.kind() == ErrorKind::NotFound => return Some("the target path does not exist"),
+        Err(_) => return None,
+        Ok(meta) => meta,
+    };
+    if is_mount_point(target) {
+        return None;
+    }
+    if meta.is_dir() {
+        let empty = fs::read_dir(target).is_ok_and(|mut d| d.next().is_none());
+        return empty.then_some("the target path is an empty directory, not a mount point");
+    }
+    let empty_file = meta.is_file() && meta.len() == 0;
+    empty_file.then_some("the target path is an empty file, not a mount point")
 }
 
 fn is_block(r: &v1::NodePublishVolumeRequest) -> bool {
@@ -133,6 +182,17 @@ fn remove_leftover(target: &Path) {
             tracing::debug!(target_path = %target.display(), error = %e, "target path left in place")
         }
     }
+}
+
+/// [`remap`], its mount check off the runtime.
+async fn remap_off_runtime(
+    front: Dialect,
+    upstream: Dialect,
+    target: &Path,
+    s: Status,
+) -> Result<Resp, Status> {
+    let target = target.display().to_string();
+    off_runtime(WHAT, move || remap(front, upstream, &target, s)).await?
 }
 
 /// A NodeUnpublishVolume status through [`errors::CODES`]; a row never applies while the

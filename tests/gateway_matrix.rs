@@ -291,6 +291,72 @@ async fn target_path_is_created_and_removed_between_v1_clients_and_v0x_plugins()
     }
 }
 
+/// v1 says an unpublish of a target where nothing is published succeeds, and kubelet after a
+/// crash and csi-sanity's clean-up send one; a 2018 v0.x driver answers it INTERNAL ("no mount
+/// point specified"). Between a v1 client and a v0.x plugin the gateway answers it without the
+/// plugin where the target does not exist or is an empty directory or file and no mount (and
+/// removes it, as v1 has the plugin do); a target with anything in it still goes to the
+/// plugin. The plugin's side is counted on the wire (`Tap`).
+#[tokio::test]
+async fn unpublishing_where_nothing_is_published_never_reaches_a_v0x_plugin() {
+    use support::h2raw::{Hostile, Tap};
+    for upstream in [Dialect::V0_3, Dialect::V0_1, Dialect::V0_1Oneof] {
+        let backend = Backend::start(Options::new(upstream.name()).arg("--require-staging=false")).await;
+        let tap = Tap::start(&backend.socket, Hostile::Quiet).await;
+        let legacy = match upstream {
+            Dialect::V0_1Oneof => "v0.1-oneof",
+            _ => "v0.1",
+        };
+        let gateway = Gateway::start(&tap.socket, legacy, &[]).await;
+        let f = Front::new(Dialect::V1, gateway.channel().await);
+        let cell = format!("v1 front -> {upstream} plugin");
+        let v = f.create("vol-u", 1 << 20, &HashMap::new()).await.unwrap();
+        let target = backend.path("never-published");
+        let before = tap.requests();
+        f.node_unpublish(&v, &target)
+            .await
+            .unwrap_or_else(|e| panic!("{cell}: no target: {e:?}"));
+        std::fs::create_dir(&target).unwrap();
+        f.node_unpublish(&v, &target)
+            .await
+            .unwrap_or_else(|e| panic!("{cell}: an empty directory: {e:?}"));
+        assert!(!target.exists(), "{cell}: the empty directory stayed");
+        std::fs::write(&target, b"").unwrap();
+        f.node_unpublish(&v, &target)
+            .await
+            .unwrap_or_else(|e| panic!("{cell}: an empty file: {e:?}"));
+        assert!(!target.exists(), "{cell}: the empty file stayed");
+        assert_eq!(
+            tap.requests(),
+            before,
+            "{cell}: an unpublish where nothing is published reached the plugin\n{}",
+            gateway.log_text()
+        );
+        // Something is there: the plugin's to judge, and never removed.
+        std::fs::create_dir(&target).unwrap();
+        std::fs::write(target.join("keep"), b"x").unwrap();
+        f.node_unpublish(&v, &target)
+            .await
+            .unwrap_or_else(|e| panic!("{cell}: a directory with content: {e:?}"));
+        assert!(tap.requests() > before, "{cell}: the plugin was not asked");
+        assert!(target.join("keep").exists(), "{cell}: removed a non-empty target");
+        // A request v1 requires more of is refused as before, not answered OK.
+        let e = f
+            .node_unpublish(&ghost_id(&v, ""), &backend.path("missing"))
+            .await
+            .expect_err(&cell);
+        assert_eq!(e.code, Code::InvalidArgument, "{cell}: {e:?}");
+    }
+}
+
+fn ghost_id(v: &Volume, id: &str) -> Volume {
+    Volume {
+        id: id.into(),
+        context: v.context.clone(),
+        capacity: 0,
+    }
+}
+
 /// A translated NodePublishVolume that lacks a required field is INVALID_ARGUMENT — also when
 /// the plugin requires staging and no staging path came, and when the volume does not exist:
 /// required fields first, as the newer error tables imply.

@@ -149,7 +149,7 @@ impl Emulation {
         self.crash.at("unpublish:unstaged");
         self.records.remove(id).await?;
         // The directory is the gateway's; an error here only leaves an empty directory.
-        let _ = std::fs::remove_dir(&rec.staging_path);
+        remove_dir(&rec.staging_path).await;
         Ok(())
     }
 
@@ -179,9 +179,12 @@ impl Emulation {
         if !rec.staged {
             // The record's path, not `path`: a staging made before a change of
             // `state.staging_dir` stays where it is.
-            std::fs::create_dir_all(&rec.staging_path).map_err(|e| {
-                Status::internal(format!("creating staging path {}: {e}", rec.staging_path))
-            })?;
+            let dir = rec.staging_path.clone();
+            crate::disk::off_runtime("staging path", move || std::fs::create_dir_all(dir))
+                .await?
+                .map_err(|e| {
+                    Status::internal(format!("creating staging path {}: {e}", rec.staging_path))
+                })?;
             let stage = Req::NodeStageVolume(v1::NodeStageVolumeRequest {
                 volume_id: id.clone(),
                 publish_context: req.publish_context.clone(),
@@ -226,7 +229,7 @@ impl Emulation {
             let removed = self.records.remove(id).await;
             if removed.is_ok() {
                 self.records.adjust(-1);
-                let _ = std::fs::remove_dir(&rec.staging_path);
+                remove_dir(&rec.staging_path).await;
             }
             removed
         } else {
@@ -365,6 +368,12 @@ pub async fn call_upstream(
         },
         _ => translate::call_upstream(session, upstream, store, request).await,
     }
+}
+
+/// Removes a staging directory of the gateway's, off the runtime; one left behind is empty.
+async fn remove_dir(path: &str) {
+    let path = path.to_string();
+    let _ = crate::disk::off_runtime("staging path", move || std::fs::remove_dir(path)).await;
 }
 
 #[cfg(test)]
