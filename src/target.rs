@@ -242,6 +242,26 @@ mod tests {
     }
 
     #[test]
+    fn nothing_is_published_at_a_missing_or_empty_unmounted_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path().join("t");
+        assert!(nothing_published(&t).is_some(), "missing");
+        fs::create_dir(&t).unwrap();
+        assert!(nothing_published(&t).is_some(), "empty directory");
+        fs::write(t.join("data"), b"x").unwrap();
+        assert!(nothing_published(&t).is_none(), "a directory with content");
+        let f = dir.path().join("f");
+        fs::write(&f, b"").unwrap();
+        assert!(nothing_published(&f).is_some(), "empty file");
+        fs::write(&f, b"data").unwrap();
+        assert!(nothing_published(&f).is_none(), "a file with data");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&t, &link).unwrap();
+        assert!(nothing_published(&link).is_none(), "a link (a symlink-mode publish)");
+        assert!(nothing_published(Path::new("/proc")).is_none(), "a mount point");
+    }
+
+    #[test]
     fn not_found_on_unpublish_is_ok_only_for_v1_clients_of_older_plugins() {
         let dir = tempfile::tempdir().unwrap();
         let t = dir.path().join("t").display().to_string();
