@@ -9,7 +9,32 @@ use crate::endpoint::Endpoint;
 use crate::grpc::Status;
 use crate::hub::{v1, Request, Response};
 use crate::translate;
+use crate::upstream::conn::ConnectError;
 use crate::upstream::{detect, Connection};
+
+/// Connects to `endpoint` within `timeout`, waiting for a socket that is not there yet (or not
+/// yet accepting) as a gateway starting up waits for its plugin: a check run right after a
+/// start reports the endpoint, not the race.
+async fn connect_within(endpoint: &Endpoint, timeout: Duration) -> Result<Connection, Status> {
+    use std::io::ErrorKind::{ConnectionRefused, NotFound};
+    let until = tokio::time::Instant::now() + timeout;
+    loop {
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        match Connection::connect(endpoint, left).await {
+            Ok(conn) => return Ok(conn),
+            Err(ConnectError::Io { source, .. })
+                if matches!(source.kind(), NotFound | ConnectionRefused)
+                    && left > RETRY_EVERY =>
+            {
+                tokio::time::sleep(RETRY_EVERY).await
+            }
+            Err(e) => return Err(Status::unavailable(e.to_string())),
+        }
+    }
+}
+
+/// How often `check` tries again an endpoint that is not there yet.
+const RETRY_EVERY: Duration = Duration::from_millis(50);
 
 /// Connects to `endpoint`, detects its dialect (or uses `dialect`) and returns a report.
 pub async fn check(
@@ -17,9 +42,7 @@ pub async fn check(
     dialect: Option<crate::dialect::Dialect>,
     timeout: Duration,
 ) -> Result<String, Status> {
-    let conn = Connection::connect(endpoint, timeout)
-        .await
-        .map_err(|e| Status::unavailable(e.to_string()))?;
+    let conn = connect_within(endpoint, timeout).await?;
     let detected = tokio::time::timeout(timeout, detect::detect(&conn, dialect))
         .await
         .map_err(|_| {

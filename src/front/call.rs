@@ -104,7 +104,11 @@ async fn serve(
             return reply(respond, encoded, report);
         }
     }
-    let live = match live_upstream(shared, route, report) {
+    let deadline = request
+        .headers()
+        .get("grpc-timeout")
+        .and_then(|v| crate::grpc::parse_timeout(v.as_bytes()));
+    let live = match live_upstream(shared, route, deadline, report).await {
         Ok(live) => live,
         Err(encoded) => return reply(respond, encoded, report),
     };
@@ -199,7 +203,7 @@ pub async fn answer(
         let s = unknown_method(&report.path);
         return error_reply(None, Origin::Client, s, report);
     };
-    let live = match live_upstream(shared, route, report) {
+    let live = match live_upstream(shared, route, deadline, report).await {
         Ok(live) => live,
         Err(encoded) => return encoded,
     };
@@ -217,14 +221,16 @@ pub async fn answer(
     decoded(shared, &live, &live.conn, route, message, deadline, report).await
 }
 
-/// The live upstream, noted in the report; without one, the call's answer in its front dialect
-/// (UNAVAILABLE naming the upstream).
-fn live_upstream(
+/// The live upstream, noted in the report — waited for within `deadline` while the gateway is
+/// still detecting it at start ([`crate::upstream::Upstream::known`]); without one, the call's
+/// answer in its front dialect (UNAVAILABLE naming the upstream).
+async fn live_upstream(
     shared: &Shared,
     route: Route,
+    deadline: Option<Duration>,
     report: &mut Report,
 ) -> Result<Arc<Live>, Result<Vec<u8>, Status>> {
-    match shared.upstream.live() {
+    match shared.upstream.known(deadline).await {
         Ok(live) => {
             report.upstream_dialect = Some(live.detected.dialect);
             report.driver = Some(live.driver_name.clone());

@@ -161,7 +161,9 @@ enum SpliceUpstream {
 /// Dials the live upstream for a splice: `None` when it is down or cannot be reached now (the
 /// connection is then terminated, on the gateway's own connections).
 async fn splice_upstream(shared: &Shared) -> Option<(Arc<Live>, SpliceUpstream)> {
-    let live = shared.upstream.live().ok()?;
+    // A client that connects while the gateway is still detecting its plugin is spliced once
+    // that is done, not served without it for the connection's life.
+    let live = shared.upstream.known(None).await.ok()?;
     let upstream = match (live.conn.endpoint(), live.conn.tls()) {
         (Endpoint::Unix(path), _) => {
             match tokio::time::timeout(SPLICE_DIAL, UnixStream::connect(path)).await {

@@ -58,6 +58,8 @@ pub struct Upstream {
     endpoint: Endpoint,
     state: watch::Receiver<State>,
     supervisor: tokio::task::AbortHandle,
+    /// How long a call that arrives before the first attempt ended waits for it.
+    connect_timeout: Duration,
 }
 
 impl Upstream {
@@ -65,11 +67,13 @@ impl Upstream {
     pub fn spawn(settings: Settings) -> Arc<Upstream> {
         let (tx, rx) = watch::channel(State::Connecting { last_error: None });
         let endpoint = settings.endpoint.clone();
+        let connect_timeout = settings.connect_timeout;
         let supervisor = tokio::spawn(supervise(settings, tx)).abort_handle();
         Arc::new(Upstream {
             endpoint,
             state: rx,
             supervisor,
+            connect_timeout,
         })
     }
 
@@ -92,6 +96,20 @@ impl Upstream {
                 None => format!("upstream {} is not connected yet", self.endpoint),
             })),
         }
+    }
+
+    /// [`Upstream::live`], once the plugin is known: a call that arrives while the first
+    /// attempt to reach it is still under way (the ~25 ms a start takes to dial and detect it)
+    /// waits for that attempt, at most `deadline` (the call's) and `upstream.connect_timeout`,
+    /// rather than fail. Once an attempt has failed, a call is answered at once.
+    pub async fn known(&self, deadline: Option<Duration>) -> Result<Arc<Live>, Status> {
+        let first = |s: &State| matches!(s, State::Connecting { last_error: None });
+        if first(&self.state.borrow()) {
+            let limit = deadline.map_or(self.connect_timeout, |d| d.min(self.connect_timeout));
+            let mut state = self.state.clone();
+            let _ = tokio::time::timeout(limit, state.wait_for(|s| !first(s))).await;
+        }
+        self.live()
     }
 
     /// Waits up to `timeout` for a live connection.
