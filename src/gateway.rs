@@ -72,6 +72,16 @@ async fn open_store(config: &Config) -> Result<Arc<store::Store>, StartError> {
     Ok(Arc::new(store))
 }
 
+/// The dialects the front serves, as `csi_gateway_info` names them (`v1,v0.3,v0.1-oneof`).
+fn served_dialects(config: &Config) -> String {
+    let v0 = match config.listen.serves_v0_2() {
+        true => "v0.2",
+        false => "v0.3",
+    };
+    let legacy = config.listen.front_dialects()[2];
+    format!("v1,{v0},{}", legacy.name())
+}
+
 /// A running gateway.
 pub struct Running {
     socket: PathBuf,
@@ -132,6 +142,11 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         .as_ref()
         .map(crate::tls::Acceptor::new)
         .transpose()?;
+    metrics::gateway_info(
+        env!("CARGO_PKG_VERSION"),
+        served_dialects(config),
+        endpoint.to_string(),
+    );
     let upstream = Upstream::spawn(upstream::Settings {
         endpoint,
         dialect: config.upstream.dialect,

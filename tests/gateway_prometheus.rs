@@ -184,4 +184,41 @@ async fn prometheus_scrapes_sidecar_compatible_series() {
     prometheus
         .wait_for("csi_gateway_upstream_seconds_count", |r| !r.is_empty())
         .await;
+
+    // The gateway's own services are not CSI operations: a shared Prometheus (or an alert on
+    // the sidecars' histogram) must not count them as the driver's calls.
+    let mut health =
+        tonic_health::pb::health_client::HealthClient::new(gateway.channel().await);
+    for _ in 0..2 {
+        health
+            .check(tonic_health::pb::HealthCheckRequest::default())
+            .await
+            .unwrap();
+    }
+    let checks = r#"csi_gateway_service_calls_total{method_name="/grpc.health.v1.Health/Check",grpc_status_code="OK"}"#;
+    prometheus
+        .wait_for(checks, |r| r.len() == 1 && value(&r[0]) == 2.0)
+        .await;
+    let services = prometheus.query(r#"csi_sidecar_operations_seconds_count{method_name=~"/grpc\\..*"}"#);
+    assert!(services.is_empty(), "services counted as CSI operations: {services:?}");
+    // What dashboards and alerts select gateways by: exported by gateways alone.
+    let info = prometheus
+        .wait_for("csi_gateway_info == 1", |r| r.len() == 1)
+        .await;
+    let labels = &info[0]["metric"];
+    assert_eq!(labels["version"], env!("CARGO_PKG_VERSION"), "{labels}");
+    assert_eq!(labels["dialects"], "v1,v0.3,v0.1", "{labels}");
+    assert_eq!(
+        labels["upstream"],
+        format!("unix://{}", backend.socket.display()),
+        "{labels}"
+    );
+    // The alerts' selection: the sidecar histogram of gateways only.
+    let selected = prometheus.query(
+        "count(csi_sidecar_operations_seconds_count and on(job, instance) csi_gateway_info)",
+    );
+    assert!(
+        selected.len() == 1 && value(&selected[0]) >= 5.0,
+        "{selected:?}"
+    );
 }

@@ -1,7 +1,11 @@
 //! Prometheus metrics. The per-call histogram is exactly the one the Kubernetes CSI sidecars
 //! export (`csi_sidecar_operations_seconds{driver_name, method_name, grpc_status_code}`, same
 //! buckets, Go's code names), so existing dashboards work; the gateway's own series carry the
-//! `csi_gateway_` prefix. Every label value is bounded: method names come from the route table
+//! `csi_gateway_` prefix. The sidecar histogram counts CSI calls only (the gateway's own
+//! reflection and health services have `csi_gateway_service_calls_total`), and
+//! `csi_gateway_info` is exported by gateways alone: a Prometheus that scrapes the real
+//! sidecars too tells the two apart by joining on it (`deploy/prometheus/alerts.yml`). Every
+//! label value is bounded: method names come from the route table
 //! (an unrouted path is `unknown`), dialects and codes from fixed sets.
 
 pub mod health_check;
@@ -34,6 +38,8 @@ pub use csi_gateway_tls::metrics::{
 pub const STORE_OPERATIONS: &str = "csi_gateway_store_operations_total";
 pub const STAGING_REFERENCES: &str = "csi_gateway_staging_references";
 pub const CONNECTIONS: &str = "csi_gateway_connections_total";
+pub const SERVICE_CALLS: &str = "csi_gateway_service_calls_total";
+pub const INFO: &str = "csi_gateway_info";
 
 /// The CSI sidecars' buckets (csi-lib-utils `operationsLatencyBuckets`).
 const SIDECAR_BUCKETS: &[f64] = &[
@@ -116,6 +122,14 @@ fn describe() {
         CONNECTIONS,
         "Client connections accepted, by path (spliced or terminated), client side (unix, tls: the appliance listener) and upstream side (unix, tls, none: down)"
     );
+    describe_counter!(
+        SERVICE_CALLS,
+        "Calls of the gateway's own services (gRPC reflection and health), by method and code"
+    );
+    describe_gauge!(
+        INFO,
+        "1 on every csi-gateway: its version, the dialects it serves and its upstream endpoint (join on job and instance to select gateways)"
+    );
     describe_gauge!(
         STAGING_REFERENCES,
         "Published targets holding an emulated staging, all volumes together"
@@ -181,9 +195,16 @@ pub struct CallMetrics<'a> {
     pub translation: Option<(&'static str, &'static str)>,
     /// Whose failure the call is; `None` if it succeeded.
     pub origin: Option<Origin>,
+    /// A call of the gateway's own services (reflection, health), not a CSI operation.
+    pub service: bool,
 }
 
 pub fn record_call(c: &CallMetrics<'_>) {
+    if c.service {
+        let code = code_name(c.code);
+        return counter!(SERVICE_CALLS, "method_name" => c.method, "grpc_status_code" => code)
+            .increment(1);
+    }
     record_operation(c.driver, c.method, c.code, c.total);
     if let Some(up) = c.upstream {
         record_split(c.method, c.total, up);
@@ -314,6 +335,11 @@ pub fn upstream_dialect(previous: Option<&str>, dialect: &str, driver: &str) {
     }
     gauge!(UPSTREAM_DIALECT, "dialect" => dialect.to_string(), "driver_name" => driver.to_string())
         .set(1.0);
+}
+
+/// The gateway's identity: `csi_gateway_info{version, dialects, upstream} 1`.
+pub fn gateway_info(version: &'static str, dialects: String, upstream: String) {
+    gauge!(INFO, "version" => version, "dialects" => dialects, "upstream" => upstream).set(1.0);
 }
 
 /// One durable store operation and whether it succeeded.

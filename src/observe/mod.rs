@@ -104,6 +104,7 @@ pub fn finish(report: &Report, total: Duration, redactor: &Redactor) {
         upstream: report.upstream,
         translation,
         origin: report.origin(),
+        service: report.service,
     });
     let error = report
         .message
