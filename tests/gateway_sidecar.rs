@@ -371,3 +371,86 @@ async fn an_http1_upstream_is_named_as_one() {
         stderr(&out)
     );
 }
+
+/// The subject of the first certificate in `pem`, as text.
+fn subject(pem: &str) -> String {
+    let (_, der) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();
+    let cert = der.parse_x509().unwrap();
+    cert.subject().to_string()
+}
+
+/// Two `gen-certs` runs make CAs of distinct subjects, so a gateway dialing a peer whose
+/// certificate another CA signed is told so in those words; a TLS dial at a plaintext port is
+/// told the peer does not speak TLS. Both read from the dialing gateway's JSON log, where the
+/// error is Kubernetes' `err` field.
+#[test]
+fn tls_failures_are_told_in_operator_words() {
+    use support::bridge::*;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for name in ["a", "b"] {
+        let out = run(&["gen-certs", d.join(name).to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let ca = |n: &str| std::fs::read_to_string(d.join(n).join("ca.pem")).unwrap();
+    let (a, b) = (subject(&ca("a")), subject(&ca("b")));
+    assert_ne!(a, b, "two development CAs share a subject");
+    assert!(a.starts_with("CN=csi-gateway development CA "), "{a}");
+
+    // The appliance serves with b's certificate; its metrics port is a plaintext HTTP server.
+    let plugin = fixed_upstream(&d.join("up.sock"));
+    let port = free_port();
+    let metrics = free_port();
+    let pki_b = d.join("b");
+    let appliance = gateway_with_metrics(
+        "appliance",
+        d,
+        &(front_section(
+            &d.join("b.sock"),
+            &format!("unix://{}", d.join("up.sock").display()),
+        ) + &appliance_section(
+            port,
+            &pki_b.join("server.pem"),
+            &pki_b.join("server.key"),
+            &pki_b.join("ca.pem"),
+            "",
+        )),
+        &format!("127.0.0.1:{metrics}"),
+    );
+    appliance.wait_log("appliance listening");
+    let pki_a = d.join("a");
+    let tls = upstream_tls_section(
+        &pki_a.join("client.pem"),
+        &pki_a.join("client.key"),
+        &pki_a.join("ca.pem"),
+        "",
+    );
+    for (name, target, words) in [
+        (
+            "wrong-ca",
+            port,
+            "peer certificate is not signed by the configured CA (UnknownIssuer)",
+        ),
+        ("plaintext", metrics, "the peer does not speak TLS"),
+    ] {
+        let node = gateway(
+            name,
+            d,
+            &(front_section(
+                &d.join(format!("{name}.sock")),
+                &format!("tcp://127.0.0.1:{target}"),
+            ) + &tls),
+        );
+        node.wait_log("upstream not reachable");
+        let log = node.log();
+        let line: serde_json::Value = log
+            .lines()
+            .find(|l| l.contains("upstream not reachable"))
+            .map(|l| serde_json::from_str(l).unwrap())
+            .unwrap();
+        let err = line["err"].as_str().unwrap_or_else(|| panic!("{line}"));
+        assert!(err.contains(words), "{name}: {err}");
+        assert!(line.get("v").is_none(), "a warning has no v: {line}");
+    }
+    drop(plugin);
+}
