@@ -1,5 +1,6 @@
 //! Endpoints as operators write them: `unix:///run/csi/csi.sock` (the spec's `CSI_ENDPOINT`
-//! form), a bare absolute path, or `tcp://host:port`.
+//! form), `unix:/run/csi/csi.sock` (gRPC's other spelling of a UNIX address), a bare absolute
+//! path (what the Kubernetes sidecars' `--csi-address` takes), or `tcp://host:port`.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -33,8 +34,12 @@ impl FromStr for Endpoint {
         if s.is_empty() {
             return Err(EndpointError::Empty);
         }
-        if let Some(path) = s.strip_prefix("unix://") {
-            // unix:///abs/path has an empty authority; unix://relative is not a path.
+        // unix:///abs/path has an empty authority, unix:/abs/path none at all (gRPC names
+        // both); unix://relative is not a path.
+        if let Some(path) = s
+            .strip_prefix("unix://")
+            .or_else(|| s.strip_prefix("unix:"))
+        {
             return if path.starts_with('/') {
                 Ok(Endpoint::Unix(PathBuf::from(path)))
             } else {
@@ -79,6 +84,14 @@ mod tests {
         assert_eq!(
             "unix:///run/csi.sock".parse(),
             Ok(Endpoint::Unix("/run/csi.sock".into()))
+        );
+        assert_eq!(
+            "unix:/run/csi.sock".parse(),
+            Ok(Endpoint::Unix("/run/csi.sock".into()))
+        );
+        assert_eq!(
+            "unix:run/csi.sock".parse::<Endpoint>(),
+            Err(EndpointError::RelativeUnixPath("unix:run/csi.sock".into()))
         );
         assert_eq!(
             "/run/csi.sock".parse(),

@@ -181,8 +181,8 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         upstream.clone(),
         config.metrics.probe_timeout,
     )?;
-    let listener = socket::bind(path, config.listen.socket_mode, config.listen.socket_owner)?;
-    tracing::info!(listen = %config.listen.endpoint, dialects = ?router.dialects(), upstream = %upstream.endpoint(), "serving");
+    // The metrics port binds before the front socket, as the appliance's does: if it is
+    // taken, no front socket file is left behind.
     let metrics_listener = match config.metrics.listen {
         Some(addr) => Some(
             TcpListener::bind(addr)
@@ -191,6 +191,8 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         ),
         None => None,
     };
+    let listener = socket::bind(path, config.listen.socket_mode, config.listen.socket_owner)?;
+    tracing::info!(listen = %config.listen.endpoint, dialects = ?router.dialects(), upstream = %upstream.endpoint(), "serving");
     let emulation = Arc::new(emulation);
     tokio::spawn({
         let (emulation, upstream) = (emulation.clone(), upstream.clone());
@@ -220,6 +222,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     if let Some(listener) = metrics_listener {
         let endpoint = Arc::new(metrics::http::Endpoint {
             prometheus,
+            metrics_path: config.metrics.path.clone(),
             upstream: upstream.clone(),
             probe_timeout: config.metrics.probe_timeout,
             store: kv.clone(),

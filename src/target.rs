@@ -163,9 +163,16 @@ fn create(target: &Path, block: bool) -> Result<bool, Status> {
 
 /// Removes the target if it is an empty directory or empty file and not a mount point.
 fn remove_leftover(target: &Path) {
-    if is_mount_point(target) {
-        tracing::warn!(target_path = %target.display(), "target path is still a mount point: left in place");
-        return;
+    match is_mount_point(target) {
+        Ok(false) => {}
+        Ok(true) => {
+            tracing::warn!(target_path = %target.display(), "target path is still a mount point: left in place");
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(target_path = %target.display(), error = %e, "cannot tell whether the target path is a mount point: left in place");
+            return;
+        }
     }
     let removed = match fs::symlink_metadata(target) {
         Ok(m) if m.is_dir() => fs::remove_dir(target),
@@ -200,7 +207,8 @@ async fn remap_off_runtime(
 fn remap(front: Dialect, upstream: Dialect, target: &str, s: Status) -> Result<Resp, Status> {
     let method = crate::hub::Method::NodeUnpublishVolume;
     if errors::code_row(method, upstream, front, s.code()).is_none()
-        || is_mount_point(Path::new(target))
+        // Unknown (mountinfo unreadable) counts as mounted: the plugin's answer stands.
+        || is_mount_point(Path::new(target)).unwrap_or(true)
     {
         return Err(s);
     }
@@ -275,7 +283,10 @@ mod tests {
         let e = remap(Dialect::V0_3, Dialect::V0_1, &t, nf()).unwrap_err();
         assert_eq!(e.code(), tonic::Code::NotFound);
         // A target that is still a mount point keeps NOT_FOUND: the CO must not forget it.
-        assert!(is_mount_point(Path::new("/proc")), "/proc is a mount point");
+        assert!(
+            is_mount_point(Path::new("/proc")).unwrap(),
+            "/proc is a mount point"
+        );
         let e = remap(Dialect::V1, Dialect::V0_3, "/proc", nf()).unwrap_err();
         assert_eq!(e.code(), tonic::Code::NotFound);
         let e = remap(Dialect::V1, Dialect::V0_3, &t, Status::internal("x")).unwrap_err();

@@ -90,6 +90,21 @@ appliance_log=$(docker-compose logs --no-color appliance)
 grep -q 'bridge peer connected.*identity=node.csi-gateway.local' <<<"$appliance_log" ||
   fail "the appliance logged no mTLS peer with the node's identity"
 
+step "the README's exec line, as written, without a terminal"
+# The line the README gives operators (its `docker-compose exec -T`), run with no terminal at
+# all: a new session (setsid, so no controlling terminal) and stdin from /dev/null, as CI and
+# scripts run it. Without -T, docker-compose would fail here ("the input device is not a TTY").
+readme_exec=$(grep -m1 '^docker-compose exec ' README.md | sed 's/ *#.*//')
+grep -q -- ' exec -T ' <<<"$readme_exec" || fail "the README's exec line lacks -T: $readme_exec"
+out=$(setsid bash -c "$readme_exec" </dev/null 2>&1) || fail "the README's exec line failed without a terminal: $out"
+grep -q '^dialect: *v1' <<<"$out" || fail "the README's exec line did not answer as CSI v1: $out"
+
+step "the image's binaries carry no symbol table"
+for bin in csi-gateway csi-reference-backend; do
+  ! readelf -S "target/docker/gateway/files/$bin" | grep -q '\.symtab' || fail "$bin in the image is not stripped"
+done
+docker image inspect -f 'csi-gateway:dev is {{.Size}} bytes' csi-gateway:dev
+
 step "Prometheus scraped both gateways"
 query() {
   curl -fsS --max-time 5 "http://127.0.0.1:$PROMETHEUS_PORT/api/v1/query" --data-urlencode "query=$1"

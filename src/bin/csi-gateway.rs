@@ -1,6 +1,11 @@
 //! The `csi-gateway` command: `run` (the default) serves every CSI dialect on one socket;
 //! `check` identifies any CSI endpoint; `health` is the container health check; `dialects` lists
 //! what this build knows.
+//!
+//! `run` also takes the Kubernetes CSI sidecars' flags (`--csi-address`, `--v`,
+//! `--http-endpoint`, `--metrics-path`, `--logging-format`) with their meaning, so a manifest
+//! written for a sidecar starts the gateway unchanged; `--help` lists them under a heading of
+//! their own.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -136,11 +141,44 @@ struct RunArgs {
     /// Bound of every durable state operation, e.g. 5s.
     #[arg(long, value_parser = humantime::parse_duration)]
     state_timeout: Option<std::time::Duration>,
+    #[command(flatten)]
+    sidecar: SidecarArgs,
     /// TEST HOOK, hidden: SIGKILL the gateway at this named staging-emulation step. Accepted
     /// only by a build with the `test-hooks` cargo feature (the test suite's); any other build
     /// refuses it as a configuration error, so a production gateway cannot be made to crash.
     #[arg(long, hide = true)]
     test_crash_at: Option<String>,
+}
+
+/// The Kubernetes CSI sidecars' names for settings the gateway has names of its own for, with
+/// the sidecars' meaning. Each conflicts with the gateway's name for the same setting, so
+/// nothing is set twice.
+#[derive(Args, Clone, Default)]
+#[command(next_help_heading = "Kubernetes CSI sidecar compatibility")]
+struct SidecarArgs {
+    /// The front socket, a path or unix:// URL (= --listen).
+    #[arg(long, value_name = "PATH", conflicts_with = "listen")]
+    csi_address: Option<String>,
+    /// klog verbosity (= --log-level): 0-3 info, 4 debug (Probe calls, bodies with secrets
+    /// stripped), 5 trace of the gateway's own logs, 6 and above trace of everything.
+    #[arg(
+        short = 'v',
+        long = "v",
+        value_name = "N",
+        conflicts_with = "log_level"
+    )]
+    verbosity: Option<u8>,
+    /// Metrics and health endpoint, host:port or :port for every interface
+    /// (= --metrics-listen).
+    #[arg(long, value_name = "ADDR", conflicts_with = "metrics_listen")]
+    http_endpoint: Option<String>,
+    /// Path of the Prometheus metrics on that endpoint (default /metrics; metrics.path).
+    #[arg(long, value_name = "PATH")]
+    metrics_path: Option<String>,
+    /// text or json; json is Kubernetes' structured shape: {"ts","caller","msg","v",...}
+    /// (= --log-format).
+    #[arg(long, value_name = "FORMAT", conflicts_with = "log_format")]
+    logging_format: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -179,16 +217,22 @@ fn main() -> ExitCode {
 }
 
 fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let sidecar = args.sidecar;
     let overrides = Overrides {
-        listen: args.listen,
+        listen: args.listen.or(sidecar.csi_address),
         upstream: args.upstream,
         upstream_dialect: args.upstream_dialect,
         legacy_dialect: args.legacy_dialect,
         v0_dialect: args.v0_dialect,
         splice: args.splice,
-        log_format: args.log_format,
-        log_level: args.log_level,
-        metrics_listen: args.metrics_listen,
+        log_format: args.log_format.or(sidecar.logging_format),
+        log_level: args.log_level.or_else(|| {
+            sidecar
+                .verbosity
+                .map(|v| config::klog_filter(v).to_string())
+        }),
+        metrics_listen: args.metrics_listen.or(sidecar.http_endpoint),
+        metrics_path: sidecar.metrics_path,
         state_dir: args.state_dir,
         state: StateOverrides {
             backend: args.state_backend,
@@ -353,7 +397,9 @@ fn init_logging(json: bool, level: &str) -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal());
     if json {
-        builder.json().init();
+        builder
+            .event_format(csi_gateway::observe::klog_json::KlogJson)
+            .init();
     } else {
         builder.init();
     }

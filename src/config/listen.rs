@@ -12,7 +12,9 @@ use crate::endpoint::Endpoint;
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListenFile {
-    pub endpoint: String,
+    /// Optional in the file when `--listen`, `--csi-address` or `CSI_ENDPOINT` gives it.
+    #[serde(default)]
+    pub endpoint: Option<String>,
     /// Octal, e.g. "0660".
     pub mode: Option<String>,
     pub owner_uid: Option<u32>,
@@ -31,6 +33,24 @@ pub struct ListenFile {
     /// What one client connection may make the gateway do (`[listen.limits]`).
     #[serde(default)]
     pub limits: crate::front::Limits,
+}
+
+/// A file without `[listen]` reads as an empty one: every field at its default, the endpoint
+/// left to the command line or `CSI_ENDPOINT`.
+impl Default for ListenFile {
+    fn default() -> Self {
+        ListenFile {
+            endpoint: None,
+            mode: None,
+            owner_uid: None,
+            owner_gid: None,
+            legacy_dialect: Choice::default(),
+            v0_dialect: Choice::default(),
+            grace_period: default_grace(),
+            splice: default_splice(),
+            limits: crate::front::Limits::default(),
+        }
+    }
 }
 
 /// The draft and v0.1.0 share the gRPC package `csi`: one listener serves one of them.
@@ -105,7 +125,8 @@ impl ListenFile {
     /// Checks every field, recording each problem; `None` if there was any.
     pub fn check(self, p: &mut Problems) -> Option<Listen> {
         let endpoint = p
-            .take("listen.endpoint", self.endpoint.parse::<Endpoint>())
+            .take("listen.endpoint", required(self.endpoint, LISTEN_UNSET))
+            .and_then(|e| p.take("listen.endpoint", e.parse::<Endpoint>()))
             .filter(|e| {
                 p.check(matches!(e, Endpoint::Unix(_)), "listen.endpoint", || {
                     "the front listens on a UNIX socket (unix:///path)".into()
@@ -139,6 +160,15 @@ impl ListenFile {
             limits: self.limits,
         })
     }
+}
+
+/// What `listen.endpoint` says when neither the file nor the command line set it.
+const LISTEN_UNSET: &str = "not set: give it in [listen] endpoint, with --listen (or \
+     --csi-address), or in CSI_ENDPOINT";
+
+/// A setting that may be left out of the file but must come from somewhere.
+pub(super) fn required<T>(value: Option<T>, unset: &str) -> Result<T, String> {
+    value.ok_or_else(|| unset.to_string())
 }
 
 fn socket_mode(m: &str) -> Result<u32, String> {

@@ -53,6 +53,23 @@ pub struct Log {
     pub redact_keys: Vec<String>,
 }
 
+/// The log filter a klog verbosity (`--v=N`, the Kubernetes sidecars' flag) stands for:
+///
+/// | `--v` | filter | what it adds |
+/// | --- | --- | --- |
+/// | 0–3 | `info` | the gateway's default: one line per call, start-up, reconnects |
+/// | 4 | `info,csi_gateway=debug` | Probe calls, request and reply bodies (secrets stripped) |
+/// | 5 | `info,csi_gateway=trace` | everything the gateway itself logs |
+/// | 6+ | `trace` | its libraries too (HTTP/2, gRPC) |
+pub fn klog_filter(v: u8) -> &'static str {
+    match v {
+        0..=3 => "info",
+        4 => "info,csi_gateway=debug",
+        5 => "info,csi_gateway=trace",
+        _ => "trace",
+    }
+}
+
 impl LogFile {
     pub fn check(self, p: &mut Problems) -> Option<Log> {
         Some(Log {
@@ -60,5 +77,25 @@ impl LogFile {
             level: self.level,
             redact_keys: self.redact_keys,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn klog_verbosity_maps_onto_filters() {
+        let filters: Vec<&str> = [0, 2, 3, 4, 5, 6, 9].map(super::klog_filter).into();
+        assert_eq!(
+            filters,
+            [
+                "info",
+                "info",
+                "info",
+                "info,csi_gateway=debug",
+                "info,csi_gateway=trace",
+                "trace",
+                "trace"
+            ]
+        );
     }
 }

@@ -24,7 +24,7 @@ use serde::Deserialize;
 
 pub use choice::Choice;
 pub use listen::{LegacyDialect, Listen, ListenFile, V0Dialect};
-pub use log::{Log, LogFile, LogFormat};
+pub use log::{klog_filter, Log, LogFile, LogFormat};
 pub use metrics::{Metrics, MetricsFile};
 pub use problems::{Problem, Problems};
 pub use runtime::{Runtime, RuntimeFile, Scheduling};
@@ -86,7 +86,12 @@ impl ConfigError {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct File {
+    /// `[listen]`, `[upstream]` and `[state]` may be left out when the command line (or
+    /// `CSI_ENDPOINT`) gives what they must hold; what is still missing is then reported under
+    /// its field, not as serde's "missing field" at line 1.
+    #[serde(default)]
     pub listen: ListenFile,
+    #[serde(default)]
     pub upstream: UpstreamFile,
     #[serde(default)]
     pub embedded: EmbeddedFile,
@@ -96,6 +101,7 @@ pub struct File {
     pub appliance: Option<ApplianceFile>,
     #[serde(default)]
     pub metrics: MetricsFile,
+    #[serde(default)]
     pub state: StateFile,
     #[serde(default)]
     pub runtime: RuntimeFile,
@@ -119,6 +125,8 @@ pub struct Overrides {
     pub log_format: Option<String>,
     pub log_level: Option<String>,
     pub metrics_listen: Option<String>,
+    /// `metrics.path`.
+    pub metrics_path: Option<String>,
     pub state_dir: Option<PathBuf>,
     pub state: StateOverrides,
     /// TEST HOOK (hidden flag): the gateway kills itself with SIGKILL at this named step of
@@ -172,15 +180,15 @@ impl File {
         o: Overrides,
     ) -> Result<Config, ConfigError> {
         if let Some(e) = csi_endpoint.filter(|e| !e.is_empty()) {
-            self.listen.endpoint = e;
+            self.listen.endpoint = Some(e);
         }
         fn set<T>(slot: &mut T, v: Option<String>, into: impl FnOnce(String) -> T) {
             if let Some(v) = v {
                 *slot = into(v);
             }
         }
-        set(&mut self.listen.endpoint, o.listen, |v| v);
-        set(&mut self.upstream.endpoint, o.upstream, |v| v);
+        set(&mut self.listen.endpoint, o.listen, Some);
+        set(&mut self.upstream.endpoint, o.upstream, Some);
         set(
             &mut self.upstream.dialect,
             o.upstream_dialect,
@@ -198,8 +206,9 @@ impl File {
         set(&mut self.log.format, o.log_format, Choice::parse);
         set(&mut self.log.level, o.log_level, |v| v);
         set(&mut self.metrics.listen, o.metrics_listen, |v| v);
+        set(&mut self.metrics.path, o.metrics_path, |v| v);
         if let Some(dir) = o.state_dir {
-            self.state.dir = dir;
+            self.state.dir = Some(dir);
         }
         self.state.apply(o.state);
         self.validate(o.test_crash_at)

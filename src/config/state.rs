@@ -15,8 +15,10 @@ use crate::tls::{ClientSettings, Keepalive, Material, MinVersion};
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StateFile {
-    /// Directory of the embedded database; never the front socket's directory.
-    pub dir: PathBuf,
+    /// Directory of the embedded database; never the front socket's directory. Optional in the
+    /// file when `--state-dir` gives it.
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
     #[serde(default)]
     pub backend: Choice<Backend>,
     /// `http://host:port` (plaintext gRPC) or `https://host:port` (TLS, needs `etcd_tls`) of
@@ -41,6 +43,25 @@ pub struct StateFile {
     pub staging_dir: Option<PathBuf>,
     #[serde(default)]
     pub handle_encoding: Choice<HandleEncoding>,
+}
+
+/// A file without `[state]` reads as an empty one: the directory left to `--state-dir`.
+impl Default for StateFile {
+    fn default() -> Self {
+        StateFile {
+            dir: None,
+            backend: Choice::default(),
+            etcd_endpoints: Vec::new(),
+            etcd_tls: None,
+            etcd_username: None,
+            etcd_password_file: None,
+            timeout: default_timeout(),
+            node_id: None,
+            etcd_prefix: default_etcd_prefix(),
+            staging_dir: None,
+            handle_encoding: Choice::default(),
+        }
+    }
 }
 
 /// `state.backend`.
@@ -191,15 +212,26 @@ impl StateFile {
             Some(Backend::Etcd) => self.check_etcd(p).map(StoreBackend::Etcd),
             None => None,
         };
-        let staging_dir = self
-            .staging_dir
-            .clone()
-            .unwrap_or_else(|| self.dir.join("staging"));
-        let staging_ok = p.check(staging_dir.is_absolute(), "state.staging_dir", || {
-            format!(
-                "{}: must be an absolute path (plugins receive it as staging_target_path)",
-                staging_dir.display()
-            )
+        let dir = p.take(
+            "state.dir",
+            super::listen::required(
+                self.dir.clone(),
+                "not set: give it in [state] dir or with --state-dir",
+            ),
+        );
+        // Without a directory the default staging path is unknown; its own problem is above.
+        let staging_dir = match (&self.staging_dir, &dir) {
+            (Some(s), _) => Some(s.clone()),
+            (None, Some(d)) => Some(d.join("staging")),
+            (None, None) => None,
+        };
+        let staging_ok = staging_dir.as_ref().is_some_and(|staging_dir| {
+            p.check(staging_dir.is_absolute(), "state.staging_dir", || {
+                format!(
+                    "{}: must be an absolute path (plugins receive it as staging_target_path)",
+                    staging_dir.display()
+                )
+            })
         });
         let inline_handles = p
             .choice("state.handle_encoding", self.handle_encoding.clone())
@@ -207,9 +239,9 @@ impl StateFile {
         let timeout = p.positive("state.timeout", self.timeout);
         let node_id = check_node_id(self.node_id.clone(), p);
         Some(State {
-            dir: self.dir.clone(),
+            dir: dir?,
             backend: backend?,
-            staging_dir: staging_ok.then_some(staging_dir)?,
+            staging_dir: staging_dir.filter(|_| staging_ok)?,
             inline_handles: inline_handles?,
             timeout: timeout?,
             node_id: node_id?,
@@ -333,7 +365,7 @@ mod tests {
 
     fn file(backend: &str, endpoints: &[&str]) -> StateFile {
         StateFile {
-            dir: "/var/lib/gw".into(),
+            dir: Some("/var/lib/gw".into()),
             backend: Choice::parse(backend),
             etcd_endpoints: endpoints.iter().map(|s| s.to_string()).collect(),
             etcd_prefix: default_etcd_prefix(),

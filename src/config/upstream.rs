@@ -16,7 +16,9 @@ use crate::endpoint::Endpoint;
 #[serde(deny_unknown_fields)]
 pub struct UpstreamFile {
     /// `unix:///path`, `tcp://host:port`, or `embedded` for the built-in reference backend.
-    pub endpoint: String,
+    /// Optional in the file when `--upstream` gives it.
+    #[serde(default)]
+    pub endpoint: Option<String>,
     #[serde(default)]
     pub dialect: Choice<UpstreamDialect>,
     #[serde(default = "default_connect_timeout", with = "humantime_serde")]
@@ -114,6 +116,21 @@ impl Default for EmbeddedFile {
     }
 }
 
+/// A file without `[upstream]` reads as an empty one: the endpoint left to `--upstream`.
+impl Default for UpstreamFile {
+    fn default() -> Self {
+        UpstreamFile {
+            endpoint: None,
+            dialect: Choice::default(),
+            connect_timeout: default_connect_timeout(),
+            backoff_initial: default_backoff_initial(),
+            backoff_max: default_backoff_max(),
+            failover: Vec::new(),
+            tls: None,
+        }
+    }
+}
+
 fn default_connect_timeout() -> Duration {
     Duration::from_secs(5)
 }
@@ -164,16 +181,26 @@ impl UpstreamFile {
         let dialect = p
             .choice("upstream.dialect", self.dialect)
             .map(UpstreamDialect::named);
-        let target = if self.endpoint == "embedded" {
-            p.choice("embedded.dialect", embedded.dialect)
-                .map(|d| UpstreamTarget::Embedded {
-                    dialect: d.into(),
-                    socket: embedded.socket,
-                    data_dir: embedded.data_dir,
-                })
-        } else {
-            p.take("upstream.endpoint", self.endpoint.parse::<Endpoint>())
-                .map(UpstreamTarget::Endpoint)
+        let endpoint = p.take(
+            "upstream.endpoint",
+            super::listen::required(
+                self.endpoint,
+                "not set: give it in [upstream] endpoint or with --upstream",
+            ),
+        );
+        let target = match endpoint.as_deref() {
+            None => None,
+            Some("embedded") => {
+                p.choice("embedded.dialect", embedded.dialect)
+                    .map(|d| UpstreamTarget::Embedded {
+                        dialect: d.into(),
+                        socket: embedded.socket,
+                        data_dir: embedded.data_dir,
+                    })
+            }
+            Some(e) => p
+                .take("upstream.endpoint", parse_endpoint(e))
+                .map(UpstreamTarget::Endpoint),
         };
         // Every endpoint is parsed and each bad one recorded: collecting straight into an
         // `Option` would stop at the first.
@@ -212,6 +239,23 @@ impl UpstreamFile {
 
 /// `[upstream.tls]` goes with tcp:// upstreams, and only with them. `Some(None)`: no TLS,
 /// rightly.
+/// An endpoint, or what is wrong with it; a slip on the keyword `embedded` (`embeded`,
+/// `Embedded`) is named as one rather than read as a relative path.
+fn parse_endpoint(e: &str) -> Result<Endpoint, String> {
+    e.parse::<Endpoint>().map_err(|error| {
+        let word = e.trim().to_ascii_lowercase();
+        let slip =
+            !word.contains(['/', ':']) && strsim::damerau_levenshtein(&word, "embedded") <= 2;
+        if slip {
+            format!(
+                "{e:?} is not an endpoint: did you mean embedded (the built-in reference backend)?"
+            )
+        } else {
+            error.to_string()
+        }
+    })
+}
+
 fn check_tls(
     tls: Option<UpstreamTlsFile>,
     target: Option<&UpstreamTarget>,

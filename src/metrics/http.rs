@@ -1,4 +1,4 @@
-//! The operations endpoint: `/metrics` for Prometheus, `/healthz` for the Kubernetes
+//! The operations endpoint: `/metrics` (or `metrics.path`) for Prometheus, `/healthz` for the Kubernetes
 //! livenessprobe (200 `ok` when the upstream answers Probe ready in time, 500 with the reason
 //! otherwise — over the gateway's existing upstream connection, never a new dial per probe), and
 //! `/readyz` (200 once the upstream is connected and its dialect known). Both also fail while
@@ -23,6 +23,8 @@ use crate::upstream::Upstream;
 
 pub struct Endpoint {
     pub prometheus: PrometheusHandle,
+    /// Where Prometheus scrapes: `metrics.path`.
+    pub metrics_path: String,
     pub upstream: Arc<Upstream>,
     pub probe_timeout: Duration,
     pub store: Arc<crate::store::Store>,
@@ -55,7 +57,7 @@ pub async fn serve(
 
 async fn route(endpoint: &Endpoint, req: Request<Incoming>) -> Response<Full<Bytes>> {
     match req.uri().path() {
-        "/metrics" => text(StatusCode::OK, endpoint.prometheus.render()),
+        path if path == endpoint.metrics_path => text(StatusCode::OK, endpoint.prometheus.render()),
         "/healthz" => match healthy(endpoint).await {
             Ok(()) => text(StatusCode::OK, "ok".into()),
             Err(reason) => text(StatusCode::INTERNAL_SERVER_ERROR, reason),
@@ -67,7 +69,10 @@ async fn route(endpoint: &Endpoint, req: Request<Incoming>) -> Response<Full<Byt
         },
         _ => text(
             StatusCode::NOT_FOUND,
-            "not found: try /metrics, /healthz or /readyz".into(),
+            format!(
+                "not found: try {}, /healthz or /readyz",
+                endpoint.metrics_path
+            ),
         ),
     }
 }

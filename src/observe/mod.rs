@@ -2,6 +2,7 @@
 //! for a failure, its origin; Probe quieter), the bodies at debug level with every secret stripped, and the metrics. All of
 //! it is produced here, from one report per call, so no other code logs request contents.
 
+pub mod klog_json;
 pub mod redact;
 pub mod volume_id;
 

@@ -8,8 +8,16 @@
 //! Bodies are decoded through reflection and rendered as JSON with those values replaced.
 //!
 //! Error messages are free text, and plugins echo their input in them: [`Redactor::scrub`]
-//! replaces, inside a message, every secret value the call's request carried (the same values
-//! [`Redactor::json`] strips), before the message reaches any log line or a translated reply.
+//! replaces, inside a message, every secret value the call's request carried, before the
+//! message reaches any log line or a translated reply. Free text has no fields, so there a value
+//! is found by its text, and two kinds are told apart:
+//! - secrets (the fields the dialects mark, `Credentials`, `log.redact_keys`) go wherever they
+//!   appear, however short;
+//! - values that are only possibly sensitive (VolumeHandle metadata, and every volume context in
+//!   front of a draft plugin) go when they are at least [`SENSITIVE_MIN_LEN`] bytes long. A
+//!   shorter one (`kind: mount`, `fs: ext4`) is as likely the text of a path or a word as an
+//!   echo, and cutting it mangled unrelated text (`target/***stripped***`); it says next to
+//!   nothing on its own. Rendered bodies strip both kinds by field, whatever their length.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
@@ -21,6 +29,9 @@ use crate::dialect::Dialect;
 
 /// What replaces a secret value.
 pub const STRIPPED: &str = "***stripped***";
+
+/// The shortest possibly sensitive (not secret) value scrubbed from free text.
+pub const SENSITIVE_MIN_LEN: usize = 8;
 
 /// Renders message bodies with secrets stripped.
 #[derive(Clone, Debug, Default)]
@@ -53,8 +64,9 @@ impl Redactor {
         json.to_string()
     }
 
-    /// Every secret value in `bytes` (the protobuf message `message` of `dialect`): what
-    /// [`Redactor::json`] would strip, as the strings to remove from free text.
+    /// The values in `bytes` (the protobuf message `message` of `dialect`) to remove from free
+    /// text: every secret, and every possibly sensitive value of [`SENSITIVE_MIN_LEN`] bytes or
+    /// more (see the module's documentation).
     pub fn secret_values(
         &self,
         dialect: Dialect,
@@ -62,14 +74,35 @@ impl Redactor {
         bytes: &[u8],
         draft_metadata: bool,
     ) -> Vec<String> {
-        let Ok((desc, mut json)) = render(dialect, message, bytes) else {
+        let Ok((desc, original)) = render(dialect, message, bytes) else {
             return Vec::new();
         };
-        let original = json.clone();
-        self.strip(&Secrets::of(dialect, draft_metadata), &desc, &mut json);
         let mut out = Vec::new();
-        stripped_values(&original, &json, &mut out);
+        let mut secret = original.clone();
+        self.strip(&Secrets::only_secret(dialect), &desc, &mut secret);
+        stripped_values(&original, &secret, &mut out);
+        let mut all = secret.clone();
+        self.strip(&Secrets::of(dialect, draft_metadata), &desc, &mut all);
+        let mut sensitive = Vec::new();
+        stripped_values(&secret, &all, &mut sensitive);
+        // A map stripped whole in the second pass holds the first pass's placeholders too.
+        out.extend(
+            sensitive
+                .into_iter()
+                .filter(|v| v.len() >= SENSITIVE_MIN_LEN && v != STRIPPED),
+        );
         out
+    }
+
+    /// `message` without the possibly sensitive `values` of [`SENSITIVE_MIN_LEN`] bytes or
+    /// more: for text that can echo a draft plugin's metadata but no secret.
+    pub fn scrub_sensitive(message: &str, values: &[String]) -> String {
+        let long: Vec<String> = values
+            .iter()
+            .filter(|v| v.len() >= SENSITIVE_MIN_LEN)
+            .cloned()
+            .collect();
+        Redactor::scrub(message, &long)
     }
 
     /// `message` with every one of `secrets` replaced by [`STRIPPED`], longest first (so a
@@ -90,7 +123,8 @@ impl Redactor {
             let Some(value) = object.get_mut(field.name()) else {
                 continue;
             };
-            if secrets.fields.contains(field.full_name())
+            let sensitive = SENSITIVE.contains(&field.full_name());
+            if (secrets.fields.contains(field.full_name()) && (secrets.sensitive || !sensitive))
                 || (secrets.contexts && field.is_map() && CONTEXTS.contains(&field.name()))
             {
                 *value = Value::String(STRIPPED.into());
@@ -128,18 +162,35 @@ impl Redactor {
 /// metadata once translated.
 const CONTEXTS: [&str; 3] = ["volume_context", "attributes", "volume_attributes"];
 
-/// What counts as secret in one rendering.
+/// Fields the draft calls possibly sensitive: stripped from bodies like secrets, but not
+/// secrets (see the module's documentation for free text).
+const SENSITIVE: [&str; 1] = ["csi.VolumeHandle.metadata"];
+
+/// What is stripped in one rendering.
 struct Secrets {
     fields: &'static HashSet<String>,
+    /// The [`SENSITIVE`] fields (listed among the secret ones).
+    sensitive: bool,
     /// Every [`CONTEXTS`] map, in front of a draft plugin.
     contexts: bool,
 }
 
 impl Secrets {
+    /// Secrets and possibly sensitive values: what a rendered body loses.
     fn of(dialect: Dialect, draft_metadata: bool) -> Secrets {
         Secrets {
             fields: secret_fields(dialect),
+            sensitive: true,
             contexts: draft_metadata,
+        }
+    }
+
+    /// Secrets alone.
+    fn only_secret(dialect: Dialect) -> Secrets {
+        Secrets {
+            fields: secret_fields(dialect),
+            sensitive: false,
+            contexts: false,
         }
     }
 }
@@ -223,9 +274,11 @@ fn find_secret_fields(dialect: Dialect) -> HashSet<String> {
                     .is_some_and(|ext| field.options().get_extension(ext).as_bool() == Some(true)),
                 Dialect::V0_3 => field.name().ends_with("_secrets"),
                 Dialect::V0_1 => field.name() == "user_credentials",
+                // VolumeHandle metadata is listed too (the fast path keeps every call carrying
+                // it translated, so scrubbed), though only possibly sensitive: [`SENSITIVE`].
                 Dialect::V0_1Oneof => {
                     matches!(field.kind(), Kind::Message(m) if m.full_name() == "csi.Credentials")
-                        || (message.full_name() == "csi.VolumeHandle" && field.name() == "metadata")
+                        || SENSITIVE.contains(&field.full_name())
                 }
             };
             if secret {
@@ -350,14 +403,63 @@ mod tests {
             !out.contains("CANARY") && out.contains("1Gi") && out.contains("vol-1"),
             "{out}"
         );
-        // In front of a draft plugin the whole context is its metadata.
-        let values = r.secret_values(Dialect::V1, name, &bytes, true);
-        assert!(values.contains(&"1Gi".to_string()), "{values:?}");
+        // In front of a draft plugin the whole context is its metadata: stripped from the body
+        // by field, and from free text when long enough to be more than a common word.
+        let mut draft = req.clone();
+        draft
+            .volume_context
+            .insert("path".into(), "volumes/vol-1-0a9f".into());
+        let bytes = draft.encode_to_vec();
+        let mut values = r.secret_values(Dialect::V1, name, &bytes, true);
+        values.sort();
+        assert_eq!(values, ["CANARY-1", "CANARY-2", "volumes/vol-1-0a9f"]);
         let json = r.json(Dialect::V1, name, &bytes, true);
         assert!(!json.contains("1Gi") && json.contains("vol-1"), "{json}");
         // A secret that contains another goes whole.
         let out = Redactor::scrub("x=abcdef", &["abc".into(), "abcdef".into()]);
         assert_eq!(out, format!("x={STRIPPED}"));
+    }
+
+    /// Short metadata values (`kind: mount`) are not cut out of unrelated text; long ones and
+    /// every secret still are, however short the secret.
+    #[test]
+    fn short_metadata_values_do_not_mangle_text() {
+        let draft = v0_1_oneof::NodePublishVolumeRequest {
+            volume_handle: Some(v0_1_oneof::VolumeHandle {
+                id: "vol-3".into(),
+                metadata: [
+                    ("kind".to_string(), "mount".to_string()),
+                    ("path".into(), "volumes/vol-3-77c1".into()),
+                ]
+                .into(),
+            }),
+            target_path: "/var/lib/kubelet/pods/p/target/mount".into(),
+            user_credentials: Some(v0_1_oneof::Credentials {
+                data: [("pin".to_string(), "42".to_string())].into(),
+            }),
+            ..Default::default()
+        };
+        let bytes = draft.encode_to_vec();
+        let name = "csi.NodePublishVolumeRequest";
+        let r = Redactor::default();
+        let values = r.secret_values(Dialect::V0_1Oneof, name, &bytes, false);
+        let message = "cannot publish volumes/vol-3-77c1 (pin 42) at /pods/p/target/mount";
+        assert_eq!(
+            Redactor::scrub(message, &values),
+            format!("cannot publish {STRIPPED} (pin {STRIPPED}) at /pods/p/target/mount")
+        );
+        let sent = ["mount".to_string(), "volumes/vol-3-77c1".to_string()];
+        assert_eq!(
+            Redactor::scrub_sensitive("no volumes/vol-3-77c1 at target/mount", &sent),
+            format!("no {STRIPPED} at target/mount")
+        );
+        let json = r.json(Dialect::V0_1Oneof, name, &bytes, false);
+        assert!(
+            !json.contains("\"mount\"")
+                && !json.contains("\"42\"")
+                && json.contains("target/mount"),
+            "{json}"
+        );
     }
 
     #[test]

@@ -6,6 +6,9 @@
 //!   written it, so a crash while creating never leaves a 0-byte `state.redb` behind;
 //! - an existing file that is empty, truncated or fails redb's page checksums is refused with
 //!   the file and the damage named (redb panics on some truncations; that is caught);
+//! - a file another gateway holds open (redb's `flock`) is refused as in use, naming that
+//!   gateway's pid when `/proc/locks` shows it: the file is fine, and moving it away would
+//!   lose every handle the other gateway holds;
 //! - the directory is made 0700 and the file 0600: the store holds draft plugins' metadata.
 //!
 //! Every operation runs on tokio's blocking pool, so a slow disk stalls no runtime thread.
@@ -133,6 +136,7 @@ fn open_existing(path: &Path) -> Result<Database, StoreError> {
     std::panic::set_hook(hook);
     match opened {
         Ok(Ok(db)) => Ok(db),
+        Ok(Err(redb::DatabaseError::DatabaseAlreadyOpen)) => Err(in_use(path)),
         Ok(Err(e)) => Err(damaged(path, describe(&e))),
         Err(panic) => {
             let what = panic
@@ -146,6 +150,35 @@ fn open_existing(path: &Path) -> Result<Database, StoreError> {
             ))
         }
     }
+}
+
+/// The file is locked by another process: not damage, and never to be moved away.
+fn in_use(path: &Path) -> StoreError {
+    let holder = lock_holder(path).map_or(String::new(), |pid| format!(" (pid {pid})"));
+    StoreError::Open {
+        path: path.display().to_string(),
+        message: format!(
+            "the file is in use by another gateway{holder}; stop that gateway, or give this \
+             one a state directory of its own (state.dir, --state-dir)"
+        ),
+    }
+}
+
+/// The pid holding a lock on `path`, from `/proc/locks` (Linux; `None` where it cannot tell).
+/// Its lines read `1: FLOCK  ADVISORY  WRITE 4242 08:01:1234 0 EOF`: the pid, then the
+/// device (major:minor, hex) and inode of the locked file. Only the inode is compared: under
+/// overlayfs (a container's) `stat` reports another device than the lock's.
+fn lock_holder(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt as _;
+    let inode = fs::metadata(path).ok()?.ino().to_string();
+    let locks = fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (kind, pid, file) = (fields.get(1)?, fields.get(4)?, fields.get(5)?);
+        (*kind == "FLOCK" && file.rsplit(':').next() == Some(inode.as_str()))
+            .then(|| pid.parse().ok())
+            .flatten()
+    })
 }
 
 fn describe(e: &redb::DatabaseError) -> String {

@@ -191,16 +191,39 @@ impl Connection {
     }
 
     fn unavailable(&self, e: &h2::Error) -> Status {
+        if not_http2(e) {
+            return self.not_http2();
+        }
         Status::unavailable(format!("upstream {} is unavailable: {e}", self.endpoint))
     }
 
     fn broken(&self, e: &h2::Error) -> Status {
+        if not_http2(e) {
+            return self.not_http2();
+        }
         let s = body::h2_status(e, "waiting for the upstream reply");
         Status::new(
             s.code(),
             format!("upstream {}: {}", self.endpoint, s.message()),
         )
     }
+}
+
+impl Connection {
+    fn not_http2(&self) -> Status {
+        Status::unavailable(format!(
+            "upstream {}: not an HTTP/2 (gRPC) server: its first reply does not parse as \
+             HTTP/2 frames (an HTTP/1 server answers \"HTTP/1.1 ...\")",
+            self.endpoint
+        ))
+    }
+}
+
+/// An HTTP/1 server answers the HTTP/2 preface with `HTTP/1.1 400 …`, whose first bytes read
+/// as the header of a ~4.7 MB frame: h2 ends the connection itself with FRAME_SIZE_ERROR
+/// before any frame of the peer's was understood.
+fn not_http2(e: &h2::Error) -> bool {
+    e.reason() == Some(h2::Reason::FRAME_SIZE_ERROR) && e.is_go_away() && !e.is_remote()
 }
 
 /// The HTTP/2 client handshake on `io`, and the driver future (with keepalive pings if asked).

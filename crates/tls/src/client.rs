@@ -82,7 +82,7 @@ impl Dialer {
             let tls = connector
                 .connect(name, super::tcp::Tcp(tcp))
                 .await
-                .map_err(|e| format!("TLS handshake failed: {e}"))?;
+                .map_err(|e| handshake_failure(&e))?;
             match tls.get_ref().1.alpn_protocol() {
                 None | Some(b"h2") => Ok(tls),
                 Some(p) => Err(format!(
@@ -94,6 +94,30 @@ impl Dialer {
         tokio::time::timeout(timeout, dial)
             .await
             .map_err(|_| format!("TCP connect and TLS handshake took over {timeout:?}"))?
+    }
+}
+
+/// A failed handshake in the words an operator acts on: whose CA is wrong, or that the peer
+/// is no TLS server at all; anything else as rustls says it.
+fn handshake_failure(e: &std::io::Error) -> String {
+    use rustls::{AlertDescription as Alert, CertificateError as Cert, Error};
+    let tls = e.get_ref().and_then(|inner| inner.downcast_ref::<Error>());
+    match tls {
+        Some(Error::InvalidCertificate(c @ (Cert::UnknownIssuer | Cert::BadSignature))) => {
+            format!("peer certificate is not signed by the configured CA ({c:?})")
+        }
+        // The server checked this gateway's certificate and refused it.
+        Some(Error::AlertReceived(
+            a @ (Alert::UnknownCA | Alert::BadCertificate | Alert::DecryptError),
+        )) => format!(
+            "the peer refused this gateway's certificate: not signed by a CA it trusts \
+             (alert {a:?})"
+        ),
+        Some(Error::InvalidMessage(m)) => {
+            format!("the peer does not speak TLS (a plaintext port?): {m:?}")
+        }
+        Some(other) => format!("TLS handshake failed: {other}"),
+        None => format!("TLS handshake failed: {e}"),
     }
 }
 

@@ -74,6 +74,10 @@ pub struct DevCa {
 
 impl DevCa {
     pub fn new(name: &str) -> Result<DevCa, rcgen::Error> {
+        DevCa::with_key(name, KeyPair::generate()?)
+    }
+
+    fn with_key(name: &str, key: KeyPair) -> Result<DevCa, rcgen::Error> {
         let mut params = CertificateParams::new(Vec::<String>::new())?;
         params.distinguished_name.push(DnType::CommonName, name);
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -81,7 +85,6 @@ impl DevCa {
         let now = OffsetDateTime::now_utc();
         params.not_before = now - Duration::minutes(5);
         params.not_after = now + Duration::days(3650);
-        let key = KeyPair::generate()?;
         let cert = params.self_signed(&key)?;
         let key_pem = key.serialize_pem();
         Ok(DevCa {
@@ -89,6 +92,20 @@ impl DevCa {
             key_pem,
             issuer: Issuer::new(params, key),
         })
+    }
+
+    /// A CA whose subject is `name` and a tag of its own key (`… CA 3f9a01c2`): two CAs never
+    /// share a subject, so a certificate checked against the wrong one fails as "unknown
+    /// issuer" (not signed by the configured CA) rather than as a bad signature under a CA of
+    /// the same name.
+    pub fn new_unique(name: &str) -> Result<DevCa, rcgen::Error> {
+        let key = KeyPair::generate()?;
+        // An uncompressed EC point: a format byte, then coordinates as random as the key.
+        let tag: String = key.public_key_raw()[1..5]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        DevCa::with_key(&format!("{name} {tag}"), key)
     }
 
     /// Issues a leaf certificate with a fresh key.
@@ -125,7 +142,7 @@ impl DevCa {
 /// `ca.key`, to issue more later with other tools).
 pub fn write_dev_pki(dir: &Path, server: &Leaf, client: &Leaf) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let ca = DevCa::new("csi-gateway development CA")?;
+    let ca = DevCa::new_unique("csi-gateway development CA")?;
     write_atomic(&dir.join("ca.pem"), ca.cert_pem.as_bytes(), 0o644)?;
     write_atomic(&dir.join("ca.key"), ca.key_pem.as_bytes(), 0o600)?;
     for (name, leaf) in [("server", server), ("client", client)] {

@@ -143,6 +143,11 @@ fn refused(addr: SocketAddr, e: &std::io::Error) {
                 "unknown_issuer",
                 "the client certificate is not signed by a trusted CA (unknown issuer)".to_string(),
             ),
+            // A CA of the same name as a trusted one, but another key.
+            CertificateError::BadSignature => (
+                "unknown_issuer",
+                "the client certificate is not signed by a trusted CA (bad signature)".to_string(),
+            ),
             CertificateError::ExpiredContext { not_after, .. } => (
                 "expired",
                 format!(

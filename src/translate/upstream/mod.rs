@@ -274,9 +274,9 @@ async fn call_draft(
     let sent: Vec<String> = metadata.values().cloned().collect();
     // Nothing a client sent is ever stored: the store holds only what the plugin answered.
     let (path, body) = v0_1_oneof::upstream_request(request.clone(), ver, metadata)?;
-    // The plugin's errors may echo the metadata it was sent: never passed on.
+    // The plugin's errors may echo the metadata it was sent: not passed on (observe::redact).
     let hide = |s: Status| {
-        let message = crate::observe::Redactor::scrub(s.message(), &sent);
+        let message = crate::observe::Redactor::scrub_sensitive(s.message(), &sent);
         Status::new(s.code(), message)
     };
     let bytes = upstream.unary(path, body).await.map_err(hide)?;
