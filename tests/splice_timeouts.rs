@@ -136,6 +136,72 @@ async fn a_relayed_call_past_its_deadline_is_answered_and_reset_on_the_plugin() 
         "{}",
         gw.log_text()
     );
+    // Logged as the gateway's failure, as on the terminating path.
+    let logged = |l: &str| l.contains("Probe") && l.contains("origin=\"gateway\"");
+    assert!(gw.log_text().lines().any(logged), "{}", gw.log_text());
+}
+
+/// A draft (`v0.1-oneof`) client's relayed call past its deadline gets what a draft client
+/// gets for every failure of the gateway's, on every path: an OK reply carrying a retryable
+/// `GeneralError` that names the plugin, sent by the splice itself; the plugin's late reply,
+/// dropped, does not reach it, and the next call gets the plugin's.
+#[tokio::test]
+async fn a_draft_call_past_its_deadline_is_the_draft_error() {
+    use csi_gateway::dialect::proto::v0_1_oneof as draft;
+    let backend = Backend::start(Options::new("v0.1-oneof")).await;
+    let tap = Tap::start(&backend.socket, Hostile::LateReplies).await;
+    let gw = Gateway::start(&tap.socket, "v0.1-oneof", &[]).await;
+    let mut peer = Peer::connect(&gw.socket).await;
+    let request = draft::GetPluginInfoRequest {
+        version: Some(draft::Version {
+            major: 0,
+            minor: 1,
+            patch: 0,
+        }),
+    }
+    .encode_to_vec();
+    let path = "/csi.Identity/GetPluginInfo";
+    let sent = Instant::now();
+    peer.call(
+        1,
+        &request_block(&[], path, &[("grpc-timeout", "1S")]),
+        &request,
+    )
+    .await;
+    let reply = peer.reply(1).await;
+    let took = sent.elapsed();
+    assert_eq!(reply.get("grpc-status"), Some("0"), "{reply:?}");
+    assert!(
+        took >= Duration::from_millis(950) && took < LATE,
+        "answered after {took:?}: {reply:?}"
+    );
+    let message = draft::GetPluginInfoResponse::decode(&reply.data[5..]).unwrap();
+    let Some(draft::get_plugin_info_response::Reply::Error(e)) = message.reply else {
+        panic!("not the draft error: {message:?}");
+    };
+    let Some(draft::error::Value::GeneralError(g)) = e.value else {
+        panic!("{e:?}");
+    };
+    assert!(!g.caller_must_not_retry, "{g:?}");
+    assert!(
+        g.error_description
+            .starts_with("deadline of 1s exceeded waiting for upstream unix://"),
+        "{g:?}"
+    );
+    reset_on_the_plugin(&tap, 1).await;
+    peer.call(3, &request_block(&[], path, &[]), &request).await;
+    let second = peer.reply(3).await;
+    assert_eq!(second.get("grpc-status"), Some("0"), "{second:?}");
+    let message = draft::GetPluginInfoResponse::decode(&second.data[5..]).unwrap();
+    assert!(
+        matches!(
+            message.reply,
+            Some(draft::get_plugin_info_response::Reply::Result(_))
+        ),
+        "{message:?}"
+    );
+    let on_first = peer.seen.iter().filter(|f| f.stream == 1).count();
+    assert_eq!(on_first, 3, "HEADERS, DATA, trailers: {:?}", peer.seen);
 }
 
 /// A v1 client's ControllerUnpublishVolume to a v0.3 plugin is translated on the splice's
