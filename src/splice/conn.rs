@@ -22,8 +22,16 @@
 //! and a side's SETTINGS is acknowledged once the other side acknowledged the values taken
 //! from it, so that neither peer relies on a value the other does not apply yet. Extension
 //! frames are dropped, as RFC 9113 §5.5 lets a hop do.
+//!
+//! The upstream is never waited on past a bound. A call on it with a `grpc-timeout` whose reply
+//! has not ended by then gets DEADLINE_EXCEEDED from the gateway, as on the terminating path,
+//! and its stream is reset there (RST_STREAM CANCEL); the connection's deadlines share one
+//! timer (`deadlines`). The upstream's SETTINGS must come within `upstream.connect_timeout` of
+//! the client's preface, and its first frame must be SETTINGS: else (a plugin stopped, or not
+//! speaking HTTP/2) the upstream connection is given up as if it had closed, and the gateway's
+//! own SETTINGS open the client's side, whose calls it then answers itself.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -198,6 +206,12 @@ pub struct Splice<C, U> {
     /// When the next keepalive PING goes, or — while one is out — by when its ACK must come.
     ping_at: Option<Instant>,
     ping_out: bool,
+    /// The deadlines (`grpc-timeout`) of the calls on the upstream, soonest first, with their
+    /// streams: the connection's one timer is set to the first (`Timeout::Call`).
+    deadlines: BTreeSet<(Instant, u32)>,
+    /// When the client's preface went on to the upstream: the upstream's SETTINGS must follow
+    /// within `Live::connect_timeout` (`Timeout::UpstreamHandshake`).
+    upstream_asked: Option<Instant>,
 }
 
 struct Block {
@@ -219,8 +233,17 @@ struct Stream {
     /// The upstream's reply headers went to the client.
     reply_started: bool,
     reply_done: bool,
+    /// The client's `grpc-timeout`, for a call on the upstream (see `deadlines`).
+    timeout: Option<Duration>,
     _in_flight: InFlight,
     side: Side,
+}
+
+impl Stream {
+    /// When a call on the upstream is answered DEADLINE_EXCEEDED if its reply has not ended.
+    fn deadline(&self) -> Option<Instant> {
+        self.started.checked_add(self.timeout?)
+    }
 }
 
 enum Side {
@@ -385,6 +408,10 @@ enum Timeout {
     HeaderBlock,
     Idle,
     Keepalive,
+    /// The upstream's SETTINGS did not come in time.
+    UpstreamHandshake,
+    /// A call on the upstream reached its deadline.
+    Call,
 }
 
 /// The payload of the splice's keepalive PINGs: its ACK is told from others' by it.
@@ -472,6 +499,8 @@ impl<C: Io, U: Io> Splice<C, U> {
             keepalive: None,
             ping_at: None,
             ping_out: false,
+            deadlines: BTreeSet::new(),
+            upstream_asked: None,
         }
     }
 
@@ -702,6 +731,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.to_upstream.extend_from_slice(frame::PREFACE);
             self.from_client.advance(frame::PREFACE.len());
             self.preface = true;
+            self.upstream_asked = Some(self.now);
         }
         // The buffer is taken out while its frames are handled in place, then put back.
         let mut buf = std::mem::take(&mut self.from_client);
@@ -1374,6 +1404,9 @@ impl<C: Io, U: Io> Splice<C, U> {
             })
         };
         let starts_local = end_stream && matches!(side, Side::Local(_));
+        // The splice's own calls keep their deadlines themselves (`call::answer`,
+        // `local_stream`); the upstream's are kept here.
+        let timeout = request.timeout.filter(|_| side.on_upstream());
         if relayed {
             self.forward_request_block(id, end_stream, bytes, frames, request, false);
         } else {
@@ -1389,10 +1422,14 @@ impl<C: Io, U: Io> Splice<C, U> {
                 request_done: end_stream,
                 reply_started: false,
                 reply_done: false,
+                timeout,
                 _in_flight: InFlight::start(),
                 side,
             },
         );
+        if let Some(at) = self.streams[&id].deadline() {
+            self.deadlines.insert((at, id));
+        }
         if starts_local {
             self.start_local(id);
         }
@@ -1857,10 +1894,21 @@ impl<C: Io, U: Io> Splice<C, U> {
             .ping_at
             .filter(|_| !self.upstream_gone)
             .map(|at| (at, Timeout::Keepalive));
-        match (self.client_deadline(), keepalive) {
-            (Some(c), Some(k)) => Some(if k.0 < c.0 { k } else { c }),
-            (c, k) => c.or(k),
-        }
+        let handshake = self
+            .upstream_asked
+            .filter(|_| !self.server_preface && !self.upstream_gone)
+            .and_then(|asked| asked.checked_add(self.live.connect_timeout))
+            .map(|at| (at, Timeout::UpstreamHandshake));
+        // Not inside the upstream's header block, where nothing of the splice's own may go to
+        // the client: a call that expires then is answered once the block ends.
+        let call = match self.reply_block {
+            None => self.deadlines.first().map(|&(at, _)| (at, Timeout::Call)),
+            Some(_) => None,
+        };
+        [self.client_deadline(), keepalive, handshake, call]
+            .into_iter()
+            .flatten()
+            .min_by_key(|&(at, _)| at)
     }
 
     /// The next timeout of the client's side.
@@ -1903,7 +1951,87 @@ impl<C: Io, U: Io> Splice<C, U> {
                 self.keepalive_due();
                 None
             }
+            Timeout::UpstreamHandshake => {
+                let why = format!(
+                    "no HTTP/2 SETTINGS within {:?} (upstream.connect_timeout)",
+                    self.live.connect_timeout
+                );
+                self.upstream_lost(&why);
+                None
+            }
+            Timeout::Call => {
+                self.calls_expired();
+                None
+            }
         }
+    }
+
+    /// The calls whose deadlines passed (the first one's at least, which the timer fired for):
+    /// each gets DEADLINE_EXCEEDED from the gateway in the plugin's place. Before the
+    /// upstream's SETTINGS nothing can reach the client but after a server preface of the
+    /// gateway's own: the upstream connection is given up then, as when it closes.
+    fn calls_expired(&mut self) {
+        let now = Instant::now();
+        let due = self.deadlines.first().map_or(now, |&(at, _)| at.max(now));
+        let mut expired = Vec::new();
+        while let Some(&(at, id)) = self.deadlines.first() {
+            if at > due {
+                break;
+            }
+            self.deadlines.pop_first();
+            let waiting = self
+                .streams
+                .get(&id)
+                .is_some_and(|s| s.side.on_upstream() && !s.reply_done);
+            if waiting {
+                expired.push(id);
+            }
+        }
+        if expired.is_empty() {
+            return;
+        }
+        for &id in &expired {
+            self.deadline_exceeded(id);
+        }
+        if !self.server_preface {
+            self.upstream_lost("no HTTP/2 SETTINGS before a call's deadline");
+        }
+    }
+
+    /// A call on the upstream whose deadline passed before its reply ended: answered
+    /// DEADLINE_EXCEEDED by the gateway, as the terminating path answers it
+    /// (`front::call::with_deadline`), and its stream reset on the upstream (RST_STREAM
+    /// CANCEL), whose frames on it from then on are dropped (`reset_upstream`).
+    fn deadline_exceeded(&mut self, id: u32) {
+        let Some(stream) = self.streams.get(&id) else {
+            return;
+        };
+        let timeout = stream.timeout.unwrap_or_default();
+        let s = Status::deadline_exceeded(format!(
+            "deadline of {timeout:?} exceeded waiting for upstream {}",
+            self.live.conn.endpoint()
+        ));
+        tracing::debug!(
+            stream = id,
+            ?timeout,
+            "call past its deadline; answered by the gateway"
+        );
+        if matches!(stream.side, Side::Translated(_)) {
+            let head_sent = stream.reply_started;
+            self.release_translated(id);
+            let Some(stream) = self.streams.get_mut(&id) else {
+                return;
+            };
+            let answer = match stream.report.as_mut() {
+                Some(report) => reply::error_reply(report.route, Origin::Gateway, s, report),
+                None => Err(s),
+            };
+            return self.reply_translated(id, answer, head_sent);
+        }
+        // From now on the upstream's stream frames are sorted (`passes_on`).
+        self.own_streams = true;
+        self.reset_on_upstream(id);
+        self.answer_instead(id, &s);
     }
 
     /// A keepalive PING is due, or the last one's ACK is overdue.
@@ -1999,6 +2127,16 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         if self.from_upstream.len() >= frame::HEAD_LEN {
             let head = Head::parse(&self.from_upstream);
+            // Refused before it is buffered: a peer that is not HTTP/2 (an HTTP/1 answer, read
+            // as a frame head, announces megabytes) is given up on at once, not waited for.
+            if !self.server_preface && (head.kind != Kind::Settings || head.has(frame::ACK)) {
+                return Err(Broken::Upstream(
+                    "the upstream did not start with SETTINGS".into(),
+                ));
+            }
+            if head.len > self.upstream_frame_limit {
+                return Err(Broken::Upstream("frame larger than allowed".into()));
+            }
             self.from_upstream.reserve(frame::HEAD_LEN + head.len);
         }
         Ok(())
@@ -2483,22 +2621,26 @@ impl<C: Io, U: Io> Splice<C, U> {
     }
 
     /// The upstream connection is gone: relayed streams get UNAVAILABLE naming it, the client
-    /// is told to go away, and local calls may still finish.
+    /// is told to go away, and local calls may still finish. If the upstream's SETTINGS never
+    /// came, the gateway's own open the client's side first (`own_preface`).
     fn upstream_lost(&mut self, why: &str) {
         if self.upstream_gone {
             return;
         }
         self.upstream_gone = true;
         self.held = false;
-        if self.reply_block.is_some() || !self.server_preface {
-            // Cut off inside a header block (or before it began): the client's connection
-            // cannot carry another frame; closing it fails its calls.
+        if self.reply_block.is_some() {
+            // Cut off inside a header block: the client's connection cannot carry another
+            // frame; closing it fails its calls.
             tracing::warn!(
                 reason = why,
                 "upstream connection lost; closing the client connection"
             );
             self.dead = true;
             return;
+        }
+        if !self.server_preface {
+            self.own_preface();
         }
         let upstream = self.live.conn.endpoint().to_string();
         tracing::warn!(upstream = %upstream, reason = why, "upstream connection lost under a spliced client connection");
@@ -2510,42 +2652,10 @@ impl<C: Io, U: Io> Splice<C, U> {
             .collect();
         let s = Status::unavailable(format!("upstream {upstream}: {why}"));
         for id in relayed {
-            let Some(stream) = self.streams.get_mut(&id) else {
-                continue;
-            };
-            stream.request_done = true;
-            // Before its reply began, the call is answered in its front dialect, as on every
-            // path (for the draft, an OK reply carrying a retryable error), and sent within
-            // the client's windows like the splice's own replies. After, trailers end it.
-            let encoded = match (stream.reply_started, stream.report.as_mut()) {
-                (false, Some(report)) => {
-                    reply::error_reply(report.route, Origin::Gateway, s.clone(), report)
-                }
-                (_, report) => {
-                    if let Some(report) = report {
-                        report.fail(Origin::Gateway, &s);
-                    }
-                    Err(s.clone())
-                }
-            };
-            if let (false, Ok(message)) = (stream.reply_started, &encoded) {
-                stream.side = Side::Local(Local {
-                    window: self.client_initial_window,
-                    reply: Some(reply_frames(Ok(message.clone()), true)),
-                    ..Local::default()
-                });
-                self.replying.push_back(id);
-                continue;
+            if let Some(stream) = self.streams.get_mut(&id) {
+                stream.request_done = true;
+                self.answer_instead(id, &s);
             }
-            let status = encoded.err().unwrap_or_else(|| s.clone());
-            let mut block = Vec::with_capacity(128);
-            self.upstream_decoder.own_block(&mut block);
-            if !stream.reply_started {
-                headers::reply_head(&mut block);
-            }
-            headers::status_fields(&mut block, &status);
-            frame::put_headers(&mut self.to_client, id, &block, true, self.client_max_frame);
-            self.reply_ended(id, Some(status.code()));
         }
         // This connection now answers every call itself, on the gateway's own upstream
         // connection; a new one would be spliced again. The client's settings waiting for the
@@ -2555,6 +2665,62 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.apply_upstream_ack(table);
         }
         self.hint_go_away();
+    }
+
+    /// The gateway's SETTINGS as the client's server preface, the upstream's having never
+    /// come (it is gone, or was given up on): what the splice held for the client follows.
+    fn own_preface(&mut self) {
+        let settings = self.own_settings();
+        frame::put_settings(&mut self.to_client, &settings);
+        // The client's ACK of it is nobody else's.
+        self.settings_to_client.push_back(None);
+        self.server_preface = true;
+        self.release_own();
+    }
+
+    /// Ends a call on the upstream with the gateway's `s` in place of the plugin's reply.
+    /// Before its reply began, the call is answered in its front dialect, as on every path
+    /// (for the draft, an OK reply carrying a retryable error), and sent within the client's
+    /// windows like the splice's own replies. After, trailers end it. A client still sending
+    /// its request is told to stop (RST_STREAM NO_ERROR, RFC 9113 §8.1).
+    fn answer_instead(&mut self, id: u32, s: &Status) {
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return;
+        };
+        let encoded = match (stream.reply_started, stream.report.as_mut()) {
+            (false, Some(report)) => {
+                reply::error_reply(report.route, Origin::Gateway, s.clone(), report)
+            }
+            (_, report) => {
+                if let Some(report) = report {
+                    report.fail(Origin::Gateway, s);
+                }
+                Err(s.clone())
+            }
+        };
+        if let (false, Ok(message)) = (stream.reply_started, &encoded) {
+            stream.side = Side::Local(Local {
+                window: self.client_initial_window,
+                reply: Some(reply_frames(Ok(message.clone()), true)),
+                ..Local::default()
+            });
+            self.replying.push_back(id);
+            return;
+        }
+        let status = encoded.err().unwrap_or_else(|| s.clone());
+        let mut block = Vec::with_capacity(128);
+        self.upstream_decoder.own_block(&mut block);
+        if !stream.reply_started {
+            headers::reply_head(&mut block);
+        }
+        headers::status_fields(&mut block, &status);
+        let still_sending = !std::mem::replace(&mut stream.request_done, true);
+        let max_frame = self.client_max_frame;
+        frame::put_headers(self.own_out(), id, &block, true, max_frame);
+        if still_sending {
+            frame::put_rst_stream(self.own_out(), id, reason::NO_ERROR);
+        }
+        self.reply_ended(id, Some(status.code()));
     }
 
     /// Tells the client to open no more streams here; those already open finish.
@@ -2600,6 +2766,9 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     fn remove(&mut self, id: u32) {
         if let Some(mut stream) = self.streams.remove(&id) {
+            if let Some(at) = stream.deadline() {
+                self.deadlines.remove(&(at, id));
+            }
             if matches!(stream.side, Side::Service) {
                 self.services.remove(id);
             }

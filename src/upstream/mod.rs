@@ -45,6 +45,9 @@ pub struct Live {
     pub detected: Detected,
     /// The plugin's name from GetPluginInfo (the metrics' `driver_name`).
     pub driver_name: Arc<str>,
+    /// `upstream.connect_timeout`: how long a connection to the plugin may take to open, its
+    /// HTTP/2 handshake included (a splice's own connection too, `splice::conn`).
+    pub connect_timeout: Duration,
 }
 
 #[derive(Clone)]
@@ -228,6 +231,7 @@ async fn establish(settings: &Settings, endpoint: &Endpoint) -> Result<Live, Str
         session: Arc::new(session),
         detected,
         driver_name: driver_name.into(),
+        connect_timeout: settings.connect_timeout,
     })
 }
 

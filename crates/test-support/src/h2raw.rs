@@ -488,7 +488,21 @@ pub enum Hostile {
     DelaySettingsAck,
     /// Nothing: the tap only copies and records.
     Quiet,
+    /// Every connection but the first (the gateway's own, on which it detects the dialect) is
+    /// accepted and never answered, as a stopped plugin's are.
+    Silent,
+    /// Every connection but the first gets an HTTP/1.1 answer: a socket that is not HTTP/2.
+    NotHttp2,
+    /// On every connection but the first, the plugin's frames from the first reply HEADERS on
+    /// reach the gateway [`LATE`] late, in order: replies that come after a call's deadline.
+    LateReplies,
 }
+
+/// How late the plugin's replies are with [`Hostile::LateReplies`].
+pub const LATE: Duration = Duration::from_secs(2);
+
+/// What a [`Hostile::NotHttp2`] plugin answers.
+pub const NOT_HTTP2: &[u8] = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
 
 pub struct Tap {
     pub socket: std::path::PathBuf,
@@ -509,6 +523,11 @@ impl Tap {
         let accept = tokio::spawn(async move {
             let mut n = 0;
             while let Ok((gw, _)) = listener.accept().await {
+                if n > 0 && matches!(hostile, Hostile::Silent | Hostile::NotHttp2) {
+                    tokio::spawn(unanswered(gw, hostile));
+                    n += 1;
+                    continue;
+                }
                 let Ok(up) = UnixStream::connect(&upstream).await else {
                     continue;
                 };
@@ -541,6 +560,16 @@ impl Tap {
     }
 }
 
+/// A connection the plugin never serves: [`Hostile::NotHttp2`]'s answer, or nothing; what the
+/// gateway sends is read and dropped until it closes.
+async fn unanswered(mut gw: UnixStream, hostile: Hostile) {
+    if matches!(hostile, Hostile::NotHttp2) && gw.write_all(NOT_HTTP2).await.is_err() {
+        return;
+    }
+    let mut sink = [0u8; 16 * 1024];
+    while let Ok(1..) = gw.read(&mut sink).await {}
+}
+
 async fn tap_connection(
     conn: usize,
     gw: UnixStream,
@@ -553,6 +582,7 @@ async fn tap_connection(
     let gw_write = std::sync::Arc::new(tokio::sync::Mutex::new(gw_write));
     // The plugin's frames go back whole, so that a GOAWAY of the tap's never splits one.
     let back = gw_write.clone();
+    let mut late = matches!(hostile, Hostile::LateReplies) && conn > 0;
     let replies = tokio::spawn(async move {
         let mut buf = Vec::new();
         let mut chunk = [0u8; 16 * 1024];
@@ -567,6 +597,11 @@ async fn tap_connection(
             let whole = whole_frames(&buf, 0);
             if matches!(hostile, Hostile::DelaySettingsAck) && has_settings_ack(&buf[..whole]) {
                 tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            }
+            if late && has_headers(&buf[..whole]) {
+                // What the plugin sends meanwhile waits in the socket, read after.
+                tokio::time::sleep(LATE).await;
+                late = false;
             }
             if matches!(hostile, Hostile::SplitReplyBlocks) {
                 if split_blocks(&buf[..whole], &back).await.is_err() {
@@ -620,7 +655,7 @@ async fn tap_connection(
                     f.kind == HEADERS
                         && f.payload.windows(21).any(|w| w == b"GetPluginCapabilities")
                 }
-                Hostile::SplitReplyBlocks | Hostile::DelaySettingsAck | Hostile::Quiet => false,
+                _ => false,
             };
             let last = log
                 .lock()
@@ -709,10 +744,20 @@ fn whole_frames(buf: &[u8], start: usize) -> usize {
 
 /// Whether the whole frames in `bytes` include a SETTINGS ACK.
 fn has_settings_ack(bytes: &[u8]) -> bool {
+    has_frame(bytes, |kind, flags| kind == SETTINGS && flags & ACK != 0)
+}
+
+/// Whether the whole frames in `bytes` include a HEADERS.
+fn has_headers(bytes: &[u8]) -> bool {
+    has_frame(bytes, |kind, _| kind == HEADERS)
+}
+
+/// Whether the whole frames in `bytes` include one whose type and flags `wanted` picks.
+fn has_frame(bytes: &[u8], wanted: impl Fn(u8, u8) -> bool) -> bool {
     let mut at = 0;
     while at + 9 <= bytes.len() {
         let len = u32::from_be_bytes([0, bytes[at], bytes[at + 1], bytes[at + 2]]) as usize;
-        if bytes[at + 3] == SETTINGS && bytes[at + 4] & ACK != 0 {
+        if wanted(bytes[at + 3], bytes[at + 4]) {
             return true;
         }
         at += 9 + len;

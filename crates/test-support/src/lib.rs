@@ -273,6 +273,22 @@ impl Backend {
         self.wait_exit()
     }
 
+    /// SIGSTOP: the plugin stops where it is, its sockets open: the kernel still accepts
+    /// connections to it, and nothing answers them until [`Backend::resume`].
+    pub fn pause(&self) {
+        self.signal(rustix::process::Signal::STOP);
+    }
+
+    /// SIGCONT after [`Backend::pause`].
+    pub fn resume(&self) {
+        self.signal(rustix::process::Signal::CONT);
+    }
+
+    fn signal(&self, signal: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(self.pid() as i32).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
+    }
+
     /// SIGKILL: a crash at whatever point the plugin is.
     pub fn kill(&mut self) {
         let child = self.child.as_mut().expect("running");
