@@ -37,7 +37,8 @@ pub async fn call_upstream(
     request: Req,
 ) -> Result<Resp, CallError> {
     if let Some(refusal) = unstaged_publish(session, &request) {
-        return Err(refusal.into());
+        // A client whose revision has staging skipped it: its request is at fault.
+        return Err(CallError::client(refusal));
     }
     match session.dialect {
         Dialect::V1 => {

@@ -580,8 +580,12 @@ fn pre_staging_front_cannot_publish_while_staging_is_required() {
         panic!()
     };
     r.staging_target_path.clear();
-    let err = call(&s, &up, None, publish).unwrap_err();
-    assert_eq!(err.code(), Code::FailedPrecondition);
+    let err = run(call_upstream(&s, &up, None, publish)).unwrap_err();
+    assert_eq!(
+        (err.code(), err.origin),
+        (Code::FailedPrecondition, Origin::Client),
+        "the client skipped the staging its revision has"
+    );
     assert!(err.message().contains("staging"), "{}", err.message());
     assert!(up.paths().is_empty());
     // A client that staged goes through.
