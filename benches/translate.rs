@@ -10,16 +10,14 @@
 //! `cargo bench --bench translate` (criterion; filter with e.g. `-- front/v0.1-oneof`).
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::hint::black_box;
 use std::path::PathBuf;
-use std::pin::Pin;
 
 use base64::Engine as _;
 use criterion::{criterion_group, criterion_main, Criterion};
 use csi_gateway::dialect::Dialect;
 use csi_gateway::hub;
-use csi_gateway::translate::{self, FrontCall, RawUpstream, UpstreamSession, Version};
+use csi_gateway::translate::{self, CallError, FrontCall, RawUpstream, UpstreamSession, Version};
 use tonic::Status;
 
 /// The largest encoded sample of each message type of `dialect`.
@@ -66,16 +64,12 @@ impl Canned {
 }
 
 impl RawUpstream for Canned {
-    fn unary<'a>(
-        &'a self,
-        path: &'static str,
-        _body: Vec<u8>,
-    ) -> Pin<Box<dyn Future<Output = Result<Vec<u8>, Status>> + Send + 'a>> {
+    fn unary<'a>(&'a self, path: &'static str, _body: Vec<u8>) -> translate::UnaryFuture<'a> {
         let reply = self
             .replies
             .get(path)
             .cloned()
-            .ok_or_else(|| Status::unimplemented(path));
+            .ok_or_else(|| CallError::upstream(Status::unimplemented(path)));
         Box::pin(async move { reply })
     }
 }

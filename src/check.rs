@@ -54,7 +54,10 @@ pub async fn check(
     let call = |req: Request| {
         let (session, conn) = (&session, &conn);
         async move {
-            tokio::time::timeout(timeout, translate::call_upstream(session, conn, None, req)).await
+            let call = translate::call_upstream(session, conn, None, req);
+            tokio::time::timeout(timeout, call)
+                .await
+                .map(|r| r.map_err(Status::from))
         }
     };
     let mut out = String::new();

@@ -111,6 +111,7 @@ impl Scenario {
         let call = translate::call_upstream(&self.session, &self.conn, Some(&self.store), request);
         tokio::time::timeout(self.timeout, call)
             .await
+            .map(|r| r.map_err(Status::from))
             .unwrap_or_else(|_| {
                 Err(Status::deadline_exceeded(format!(
                     "no answer within {:?}",
@@ -527,7 +528,7 @@ async fn draft_second_delete(
     let call = s.conn.unary("/csi.Controller/DeleteVolume", &body);
     let reply = match tokio::time::timeout(s.timeout, call).await {
         Err(_) => return Verdict::Fail(format!("no answer within {:?}", s.timeout)),
-        Ok(Err(st)) => return Verdict::Fail(status_text(&st)),
+        Ok(Err(e)) => return Verdict::Fail(status_text(&e.status)),
         Ok(Ok(bytes)) => match draft::DeleteVolumeResponse::decode(bytes.as_ref()) {
             Ok(r) => r,
             Err(e) => return Verdict::Fail(format!("undecodable reply: {e}")),

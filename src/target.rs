@@ -33,7 +33,7 @@ use crate::disk::off_runtime;
 use crate::grpc::Status;
 use crate::hub::{v1, Request as Req, Response as Resp};
 use crate::staging::Emulation;
-use crate::translate::{errors, HandleStore, RawUpstream, UpstreamSession};
+use crate::translate::{errors, CallError, HandleStore, RawUpstream, UpstreamSession};
 use csi_gateway_backend::engine::mounter::is_mount_point;
 
 /// Whether the gateway owns the target path between a `front` client and an `upstream` plugin.
@@ -50,7 +50,7 @@ pub async fn call_upstream(
     upstream: &dyn RawUpstream,
     store: Option<&dyn HandleStore>,
     request: Req,
-) -> Result<Resp, Status> {
+) -> Result<Resp, CallError> {
     let call = |req| crate::staging::call_upstream(emulation, front, session, upstream, store, req);
     let (method, plugin) = (request.method(), session.dialect);
     let owns = owns_targets(front, plugin);
@@ -95,7 +95,7 @@ pub async fn call_upstream(
         }
         other => call(other)
             .await
-            .or_else(|s| errors::recode(method, plugin, front, s)),
+            .or_else(|e| errors::recode_call(method, plugin, front, e)),
     }
 }
 
@@ -197,28 +197,29 @@ async fn remap_off_runtime(
     front: Dialect,
     upstream: Dialect,
     target: &Path,
-    s: Status,
-) -> Result<Resp, Status> {
+    e: CallError,
+) -> Result<Resp, CallError> {
     let target = target.display().to_string();
-    off_runtime(WHAT, move || remap(front, upstream, &target, s)).await?
+    off_runtime(WHAT, move || remap(front, upstream, &target, e)).await?
 }
 
-/// A NodeUnpublishVolume status through [`errors::CODES`]; a row never applies while the
+/// A NodeUnpublishVolume failure through [`errors::CODES`]; a row never applies while the
 /// target is still mounted (the CO must not forget a mount that exists).
-fn remap(front: Dialect, upstream: Dialect, target: &str, s: Status) -> Result<Resp, Status> {
+fn remap(front: Dialect, upstream: Dialect, target: &str, e: CallError) -> Result<Resp, CallError> {
     let method = crate::hub::Method::NodeUnpublishVolume;
-    if errors::code_row(method, upstream, front, s.code()).is_none()
+    if errors::code_row(method, upstream, front, e.code()).is_none()
         // Unknown (mountinfo unreadable) counts as mounted: the plugin's answer stands.
         || is_mount_point(Path::new(target)).unwrap_or(true)
     {
-        return Err(s);
+        return Err(e);
     }
-    errors::recode(method, upstream, front, s)
+    errors::recode_call(method, upstream, front, e)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::Origin;
 
     #[test]
     fn creates_a_dir_or_file_and_removes_only_empty_unmounted_ones() {
@@ -274,7 +275,7 @@ mod tests {
     fn not_found_on_unpublish_is_ok_only_for_v1_clients_of_older_plugins() {
         let dir = tempfile::tempdir().unwrap();
         let t = dir.path().join("t").display().to_string();
-        let nf = || Status::not_found("volume gone");
+        let nf = || CallError::upstream(Status::not_found("volume gone"));
         for up in [Dialect::V0_3, Dialect::V0_1, Dialect::V0_1Oneof] {
             assert!(remap(Dialect::V1, up, &t, nf()).is_ok(), "{up}");
             assert!(owns_targets(Dialect::V1, up));
@@ -283,6 +284,7 @@ mod tests {
         assert!(!owns_targets(Dialect::V0_3, Dialect::V0_1));
         let e = remap(Dialect::V0_3, Dialect::V0_1, &t, nf()).unwrap_err();
         assert_eq!(e.code(), tonic::Code::NotFound);
+        assert_eq!(e.origin, Origin::Upstream, "passed on, still the plugin's");
         // A target that is still a mount point keeps NOT_FOUND: the CO must not forget it.
         assert!(
             is_mount_point(Path::new("/proc")).unwrap(),
@@ -290,7 +292,10 @@ mod tests {
         );
         let e = remap(Dialect::V1, Dialect::V0_3, "/proc", nf()).unwrap_err();
         assert_eq!(e.code(), tonic::Code::NotFound);
-        let e = remap(Dialect::V1, Dialect::V0_3, &t, Status::internal("x")).unwrap_err();
-        assert_eq!(e.code(), tonic::Code::Internal);
+        let e = remap(Dialect::V1, Dialect::V0_3, &t, Status::internal("x").into()).unwrap_err();
+        assert_eq!(
+            (e.code(), e.origin),
+            (tonic::Code::Internal, Origin::Gateway)
+        );
     }
 }

@@ -45,6 +45,7 @@ async fn connect(sock: &Path) -> Connection {
 async fn unary(conn: &Connection, path: &str) -> Result<bytes::Bytes, Status> {
     tokio::time::timeout(Duration::from_secs(10), conn.unary(path, &[]))
         .await
+        .map(|r| r.map_err(Status::from))
         .unwrap_or_else(|_| Err(Status::deadline_exceeded("test call timed out")))
 }
 

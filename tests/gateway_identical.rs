@@ -535,7 +535,9 @@ async fn a_v0_3_clients_checked_calls_get_their_replies_translated() {
         assert!(node_staged.is_err(), "{node_staged:?}");
         let text = support::scrape(metrics);
         for (method, outcome) in [
-            ("/csi.v0.Node/NodePublishVolume", "upstream"),
+            // Refused by the gateway before the plugin: a publish without the staging the
+            // plugin requires, which the v0.3 client skipped.
+            ("/csi.v0.Node/NodePublishVolume", "client"),
             ("/csi.v0.Controller/CreateVolume", "ok"),
             ("/csi.v0.Controller/CreateVolume", "client"),
             ("/csi.v0.Controller/CreateSnapshot", "ok"),

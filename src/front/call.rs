@@ -16,11 +16,11 @@ use crate::grpc::{self, body, frame, status, Code, Status, CONTENT_TYPE};
 use crate::metrics::{InFlight, Origin};
 use crate::observe::{self, Report};
 use crate::tls::Authorization;
-use crate::translate::{self, FrontCall};
+use crate::translate::{self, CallError, FrontCall};
 use crate::upstream::{Connection, Live};
 
 use super::relay::{relay, reply_status};
-use super::reply::{error_reply, header_list_too_large, upstream_origin};
+use super::reply::{error_reply, header_list_too_large};
 use super::router::Route;
 use super::{checked, protect, services, Shared};
 
@@ -134,10 +134,13 @@ async fn serve(
                 report.response = relayed.reply;
                 if let Some(s) = relayed.broken {
                     report.fail(Origin::Gateway, &s);
-                } else if rewrite.is_some() && relayed.code != Code::Ok {
-                    // The plugin's status, as its translation reports it.
-                    let s = Status::new(relayed.code, relayed.message.unwrap_or_default());
-                    report.fail(upstream_origin(&s), &s);
+                } else if relayed.code != Code::Ok {
+                    // The plugin's status, relayed as it came; a translated call's message
+                    // is noted too, as its translation reports it.
+                    report.origin = Some(Origin::Upstream);
+                    if rewrite.is_some() {
+                        report.message = Some(relayed.message.unwrap_or_default());
+                    }
                 }
             }
             Err(s) => {
@@ -311,22 +314,24 @@ async fn passed_on(
         Ok(b) => Ok(b.to_vec()),
         // The upstream's own error status reaches the client as it sent it, as on a relayed
         // call; the gateway's failure to carry the call is answered as everywhere.
-        Err(s) => match upstream_origin(&s) {
-            Origin::Upstream => {
-                report.fail(Origin::Upstream, &s);
-                Err(s)
-            }
-            origin => error_reply(Some(route), origin, s, report),
-        },
+        Err(CallError {
+            origin: Origin::Upstream,
+            status,
+        }) => {
+            report.fail(Origin::Upstream, &status);
+            Err(status)
+        }
+        Err(e) => error_reply(Some(route), e.origin, e.status, report),
     }
 }
 
-/// `call` within `deadline`, if there is one: past it, DEADLINE_EXCEEDED naming the upstream.
+/// `call` within `deadline`, if there is one: past it, DEADLINE_EXCEEDED naming the upstream,
+/// the gateway's.
 async fn with_deadline<T>(
     deadline: Option<Duration>,
     conn: &Connection,
-    call: impl std::future::Future<Output = Result<T, Status>>,
-) -> Result<T, Status> {
+    call: impl std::future::Future<Output = Result<T, CallError>>,
+) -> Result<T, CallError> {
     let Some(d) = deadline else {
         return call.await;
     };
@@ -334,7 +339,8 @@ async fn with_deadline<T>(
         Err(Status::deadline_exceeded(format!(
             "deadline of {d:?} exceeded waiting for upstream {}",
             conn.endpoint()
-        )))
+        ))
+        .into())
     })
 }
 
@@ -378,25 +384,23 @@ async fn translated(
     front_reply(shared, route, outcome, report)
 }
 
-/// A translated call's hub outcome as its front's reply.
+/// A translated call's hub outcome as its front's reply; a failure is noted as whoever's it is.
 fn front_reply(
     shared: &Shared,
     route: Route,
-    outcome: Result<crate::hub::Response, Status>,
+    outcome: Result<crate::hub::Response, CallError>,
     report: &mut Report,
 ) -> Result<Vec<u8>, Status> {
-    // Plugins echo their input in error messages: the client and the log get them without
-    // the request's secrets.
-    let outcome = outcome.map_err(|s| {
-        Status::new(
-            s.code(),
-            observe::scrub(report, &shared.redactor, s.message()),
-        )
-    });
     match outcome {
         Ok(response) => encode_reply(route, Ok(response))
             .or_else(|s| error_reply(Some(route), Origin::Gateway, s, report)),
-        Err(s) => error_reply(Some(route), upstream_origin(&s), s, report),
+        Err(e) => {
+            // Plugins echo their input in error messages: the client and the log get them
+            // without the request's secrets.
+            let message = observe::scrub(report, &shared.redactor, e.status.message());
+            let s = Status::new(e.code(), message);
+            error_reply(Some(route), e.origin, s, report)
+        }
     }
 }
 
@@ -447,13 +451,14 @@ pub fn inline_request(
     }
 }
 
-/// The reply to an [`Inline::Call`], from the plugin's reply message or its error status.
+/// The reply to an [`Inline::Call`], from the plugin's reply message or the call's failure
+/// (its error status, marked as the plugin's, or the splice's own).
 pub fn inline_reply(
     shared: &Shared,
     live: &Live,
     route: Route,
     request: &crate::hub::Request,
-    reply: Result<&[u8], Status>,
+    reply: Result<&[u8], CallError>,
     report: &mut Report,
 ) -> Result<Vec<u8>, Status> {
     let outcome = translate::upstream::single_reply(&live.session, route.dialect, request, reply);

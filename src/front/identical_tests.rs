@@ -6,7 +6,7 @@ use tonic::{Code, Status};
 use super::*;
 use crate::dialect::proto::{v0_3, v1};
 use crate::hub::Response as Resp;
-use crate::translate::{self, FrontCall};
+use crate::translate::{self, CallError, FrontCall};
 
 fn schema(front: Dialect, upstream: Dialect, method: &str) -> &'static Schema {
     SCHEMA
@@ -889,7 +889,8 @@ fn a_request_goes_on_as_it_came_only_when_the_translation_would_copy_it() {
                                 s.front,
                                 &hub,
                                 Ok(reply),
-                            );
+                            )
+                            .map_err(Status::from);
                             assert_eq!(
                                 translate::encode_front(s.front, s.front_path, ok).unwrap(),
                                 canonical(s.front, info.response, reply),
@@ -907,10 +908,12 @@ fn a_request_goes_on_as_it_came_only_when_the_translation_would_copy_it() {
                         .chain(CODES_ALL.iter().map(|&code| Err(Status::new(code, "no"))));
                     for reply in plugin {
                         let answer = |request: &crate::hub::Request| {
-                            let reply = reply.as_ref().map(|b| &b[..]).map_err(Clone::clone);
+                            let reply = reply.as_ref().map(|b| &b[..]);
+                            let reply = reply.map_err(|s| CallError::upstream(s.clone()));
                             let outcome = translate::upstream::single_reply(
                                 &session, s.front, request, reply,
-                            );
+                            )
+                            .map_err(Status::from);
                             translate::encode_front(s.front, s.front_path, outcome)
                                 .map_err(|e| (e.code(), e.message().to_string()))
                         };

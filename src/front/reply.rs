@@ -1,7 +1,9 @@
 //! The one place a failed call becomes its reply, whichever path served it (terminated, spliced,
 //! answered by the splice itself, relayed or translated), so that a client reads the same reply
 //! for the same failure on every path. Each failure is tagged with its origin — the client, the
-//! gateway or the upstream — which the call's log line and the metrics' `outcome` label show.
+//! gateway or the upstream — where it is made, never guessed from its code: a failed upstream
+//! call says whose it is ([`crate::translate::CallError`]). The call's log line and the
+//! metrics' `outcome` label show it.
 //!
 //! Per front dialect: v1, v0.3 and v0.1 answer an error with its gRPC status; the draft
 //! (`v0.1-oneof`) answers it inside an OK reply, in the `Error` branch the RPC's table gives
@@ -9,7 +11,7 @@
 //! error on a relayed call is never re-encoded: the call is not decoded, so its reply reaches
 //! the client as the upstream sent it.
 
-use crate::grpc::{Code, Status};
+use crate::grpc::Status;
 use crate::metrics::Origin;
 use crate::observe::Report;
 use crate::translate;
@@ -43,27 +45,12 @@ pub fn header_list_too_large(limit: u32) -> Status {
     ))
 }
 
-/// Whose failure an error from calling the upstream is. The upstream connection reports a
-/// broken or unreachable upstream, or a deadline that ran out waiting for it, as UNAVAILABLE,
-/// DEADLINE_EXCEEDED or CANCELLED: the gateway's failure to carry the call. Any other code is
-/// the upstream's answer.
-pub fn upstream_origin(status: &Status) -> Origin {
-    upstream_code_origin(status.code())
-}
-
-/// [`upstream_origin`] of a status with this code.
-pub fn upstream_code_origin(code: Code) -> Origin {
-    match code {
-        Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled => Origin::Gateway,
-        _ => Origin::Upstream,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::dialect::proto::v0_1_oneof as draft;
     use crate::dialect::Dialect;
+    use crate::grpc::Code;
     use prost::Message;
 
     fn route(dialect: Dialect, path: &str) -> Option<Route> {
@@ -131,12 +118,14 @@ mod tests {
     }
 
     #[test]
-    fn a_relayed_error_without_a_noted_origin_is_the_upstreams() {
+    fn a_failure_is_whoever_noted_it_never_its_codes() {
         let mut report = Report::new("/csi.v1.Identity/Probe".into());
         assert_eq!(report.origin(), None);
-        report.code = Code::NotFound;
+        // UNAVAILABLE answered by the plugin itself is its own, NOT_FOUND made by the
+        // gateway its own: the code says nothing of who.
+        report.fail(Origin::Upstream, &Status::unavailable("plugin busy"));
         assert_eq!(report.origin(), Some(Origin::Upstream));
-        assert_eq!(upstream_origin(&Status::unavailable("x")), Origin::Gateway);
-        assert_eq!(upstream_origin(&Status::not_found("x")), Origin::Upstream);
+        report.fail(Origin::Gateway, &Status::not_found("no such record"));
+        assert_eq!(report.origin(), Some(Origin::Gateway));
     }
 }

@@ -64,12 +64,13 @@ impl Report {
         self.origin = Some(origin);
     }
 
-    /// Whose failure the call is: as noted, else the upstream's when its reply carried an error
-    /// (a relayed call's status is the upstream's own); `None` for a success.
+    /// Whose failure the call is, as noted where the failure was made (a relayed call's
+    /// status, where it is read, as the plugin's); `None` for a success. A failure noted
+    /// without one — none should be — is the gateway's: no party's status it passed on.
     pub fn origin(&self) -> Option<Origin> {
         match self.code {
             Code::Ok => None,
-            _ => Some(self.origin.unwrap_or(Origin::Upstream)),
+            _ => Some(self.origin.unwrap_or(Origin::Gateway)),
         }
     }
 }

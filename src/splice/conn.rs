@@ -51,6 +51,7 @@ use crate::grpc::{frame as grpc_frame, Code, Status, MAX_MESSAGE_BYTES};
 use crate::metrics::{InFlight, Origin};
 use crate::observe::{self, Report};
 use crate::tls::{Authorization, Keepalive};
+use crate::translate::CallError;
 use crate::upstream::Live;
 
 use crate::front::limits::{self, Limits, Rate};
@@ -308,7 +309,7 @@ struct Translated {
     window: i64,
     /// The plugin ended its reply before the request was sent (it refused the call on its
     /// head alone): its status.
-    early: Option<Status>,
+    early: Option<CallError>,
     /// For a call wire-identical but for what its request may hold, the check its request
     /// must pass to go on as it came (`Splice::check_request`).
     check: Option<&'static crate::front::identical::RequestCheck>,
@@ -555,7 +556,9 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
         })
         .await;
-        self.finish_all(Code::Cancelled, "connection closed");
+        // The client's: it hung up, broke the protocol or timed out (a lost upstream ends its
+        // streams in `upstream_lost`).
+        self.finish_all(Code::Cancelled, Origin::Client, "connection closed");
         self.report_ended();
         // What a TLS side still holds (its last records) goes out before the connection is
         // dropped; a UNIX socket holds nothing.
@@ -867,12 +870,14 @@ impl<C: Io, U: Io> Splice<C, U> {
                 {
                     Some(true) => {
                         self.to_upstream.extend_from_slice(whole);
-                        self.end_stream(head.stream, Code::Cancelled, cancelled_by_client(code));
+                        let why = cancelled_by_client(code);
+                        self.end_stream(head.stream, Code::Cancelled, Origin::Client, why);
                     }
                     // A local call the client gave up on ends here (its upstream call is
                     // dropped with the stream); its reply is not sent.
                     Some(false) => {
-                        self.end_stream(head.stream, Code::Cancelled, cancelled_by_client(code))
+                        let why = cancelled_by_client(code);
+                        self.end_stream(head.stream, Code::Cancelled, Origin::Client, why)
                     }
                     None => {}
                 }
@@ -1011,7 +1016,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                     reason::FLOW_CONTROL_ERROR
                 };
                 frame::put_rst_stream(self.own_out(), stream, code);
-                self.end_stream(stream, Code::Internal, Some("bad WINDOW_UPDATE".into()));
+                self.end_stream(stream, Code::Internal, Origin::Client, bad_window_update());
             }
             return Ok(());
         }
@@ -1026,7 +1031,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 };
                 if let Some(code) = bad {
                     frame::put_rst_stream(self.own_out(), stream, code);
-                    self.end_stream(stream, Code::Internal, Some("bad WINDOW_UPDATE".into()));
+                    self.end_stream(stream, Code::Internal, Origin::Client, bad_window_update());
                 }
             }
             None => {} // a stream that has ended: nothing is sent on it any more
@@ -1109,6 +1114,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 self.end_stream(
                     head.stream,
                     Code::Internal,
+                    Origin::Client,
                     Some("DATA after END_STREAM".into()),
                 );
             }
@@ -1759,8 +1765,10 @@ impl<C: Io, U: Io> Splice<C, U> {
     fn answered(&mut self, (id, started, mut report, outcome): LocalOutcome) {
         let Some(stream) = self.streams.get_mut(&id) else {
             // The client reset the stream meanwhile: the call is reported, not answered.
-            report.code = Code::Cancelled;
-            report.message = Some("the client reset the stream".into());
+            report.fail(
+                Origin::Client,
+                &Status::cancelled("the client reset the stream"),
+            );
             return observe::finish(&report, started.elapsed(), &self.shared.redactor);
         };
         let Side::Local(local) = &mut stream.side else {
@@ -1828,11 +1836,8 @@ impl<C: Io, U: Io> Splice<C, U> {
                 // Answered before the client finished (a refused oversized request).
                 frame::put_rst_stream(self.own_out(), id, reason::NO_ERROR);
             }
-            let code = self.streams[&id]
-                .report
-                .as_ref()
-                .map_or(Code::Ok, |r| r.code);
-            self.end_stream(id, code, None);
+            // Its outcome is in its report already.
+            self.remove(id);
         }
     }
 
@@ -2248,7 +2253,8 @@ impl<C: Io, U: Io> Splice<C, U> {
                         self.end_stream(
                             head.stream,
                             Code::Unavailable,
-                            Some("reset by the upstream".into()),
+                            Origin::Gateway,
+                            reset_by_upstream(),
                         );
                     }
                 }
@@ -2260,7 +2266,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                     reason::CANCEL => Code::Cancelled,
                     _ => Code::Internal,
                 };
-                self.end_stream(head.stream, code, Some("reset by the upstream".into()));
+                self.end_stream(head.stream, code, Origin::Gateway, reset_by_upstream());
             }
             Kind::GoAway => self.upstream_going_away(payload),
             Kind::PushPromise => {
@@ -2358,6 +2364,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.end_stream(
                 id,
                 Code::Unavailable,
+                Origin::Gateway,
                 Some("refused: the upstream went away before it took the call".into()),
             );
         }
@@ -2386,9 +2393,12 @@ impl<C: Io, U: Io> Splice<C, U> {
                 if code != Code::Ok && report.translated {
                     // A wire-identical call's failure, as its translation reports it.
                     report.message = Some(reply.message.unwrap_or_default());
-                    report.origin = Some(crate::front::reply::upstream_code_origin(code));
                 } else if code != Code::Ok {
                     report.message = reply.message;
+                }
+                if code != Code::Ok {
+                    // The plugin's status, relayed as it came.
+                    report.origin = Some(Origin::Upstream);
                 }
             }
         }
@@ -2530,6 +2540,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let (Side::Translated(t), Some(report)) = (&mut stream.side, stream.report.as_mut()) else {
             return;
         };
+        // The plugin's reply, and what is wrong with it, are its own.
         let plugin_status = match reply.code {
             Some(Code::Ok) if t.reply_too_large => Err(Status::resource_exhausted(format!(
                 "the plugin's reply is larger than {MAX_MESSAGE_BYTES} bytes"
@@ -2539,7 +2550,8 @@ impl<C: Io, U: Io> Splice<C, U> {
             None => Err(Status::unknown(
                 "upstream reply ended without a gRPC status",
             )),
-        };
+        }
+        .map_err(CallError::upstream);
         // Left in place, where it marks the request as sent.
         let request = match &t.asked {
             Asked::Hub(request) => &**request,
@@ -2548,7 +2560,8 @@ impl<C: Io, U: Io> Splice<C, U> {
             Asked::Not => {
                 // Before its request went: answered once the request is whole (`send_translated`).
                 t.early = Some(plugin_status.err().unwrap_or_else(|| {
-                    Status::internal("the plugin answered before the request was sent")
+                    let s = Status::internal("the plugin answered before the request was sent");
+                    CallError::upstream(s)
                 }));
                 if changed {
                     self.part_replies();
@@ -2559,7 +2572,8 @@ impl<C: Io, U: Io> Splice<C, U> {
         // Not split into upstream time and overhead, as for a relayed call: the splice waits
         // on nothing for it.
         report.code = Code::Ok;
-        let plugin = plugin_status.and_then(|()| grpc_frame::decode_unary(&t.reply));
+        let plugin = plugin_status
+            .and_then(|()| grpc_frame::decode_unary(&t.reply).map_err(CallError::upstream));
         let answer = match plugin {
             // A checked call's reply is wire-identical unless a rule reads it
             // (`front::identical::checked`): else only an error needs the translation, to
@@ -2609,8 +2623,11 @@ impl<C: Io, U: Io> Splice<C, U> {
         };
         stream.reply_done = true;
         if let (None, Some(report)) = (code, stream.report.as_mut()) {
-            report.code = Code::Unknown;
-            report.message = Some("upstream reply ended without a gRPC status".into());
+            // The plugin's reply, relayed as it came, without the status it owes.
+            report.fail(
+                Origin::Upstream,
+                &Status::unknown("upstream reply ended without a gRPC status"),
+            );
         }
         if stream.request_done {
             self.remove(id);
@@ -2637,7 +2654,8 @@ impl<C: Io, U: Io> Splice<C, U> {
                 "upstream connection lost; closing the client connection"
             );
             self.dead = true;
-            return;
+            let why = format!("upstream {}: {why}", self.live.conn.endpoint());
+            return self.finish_all(Code::Unavailable, Origin::Gateway, &why);
         }
         if !self.server_preface {
             self.own_preface();
@@ -2754,9 +2772,12 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     // ---- stream bookkeeping ----
 
-    fn end_stream(&mut self, id: u32, code: Code, message: Option<String>) {
+    /// Ends a stream the splice answers no more: its call failed with `code`, `origin`'s
+    /// failure.
+    fn end_stream(&mut self, id: u32, code: Code, origin: Origin, message: Option<String>) {
         if let Some(report) = self.streams.get_mut(&id).and_then(|s| s.report.as_mut()) {
             report.code = code;
+            report.origin = Some(origin);
             if message.is_some() {
                 report.message = message;
             }
@@ -2815,10 +2836,10 @@ impl<C: Io, U: Io> Splice<C, U> {
     }
 
     /// Reports every stream still open when the connection ends.
-    fn finish_all(&mut self, code: Code, why: &str) {
+    fn finish_all(&mut self, code: Code, origin: Origin, why: &str) {
         let ids: Vec<u32> = self.streams.keys().copied().collect();
         for id in ids {
-            self.end_stream(id, code, Some(why.to_string()));
+            self.end_stream(id, code, origin, Some(why.to_string()));
         }
     }
 }
@@ -2838,6 +2859,15 @@ fn malformed() -> Broken {
 
 fn upstream_malformed(e: frame::Malformed) -> Broken {
     Broken::Upstream(e.to_string())
+}
+
+/// The plugin reset a stream: no status of its own, a call the gateway could not carry.
+fn reset_by_upstream() -> Option<String> {
+    Some("reset by the upstream".into())
+}
+
+fn bad_window_update() -> Option<String> {
+    Some("bad WINDOW_UPDATE".into())
 }
 
 fn cancelled_by_client(code: u32) -> Option<String> {

@@ -44,7 +44,7 @@ use crate::dialect::Dialect;
 use crate::grpc::Status;
 use crate::hub::{v1, Request as Req, Response as Resp};
 use crate::store::{Store, StoreError};
-use crate::translate::{self, HandleStore, RawUpstream, UpstreamSession};
+use crate::translate::{self, CallError, HandleStore, RawUpstream, UpstreamSession};
 
 pub use crash::CrashPoint;
 pub use record::{staging_path, Record};
@@ -125,7 +125,7 @@ impl Emulation {
                     tracing::info!(volume_id = %id, "staging sweep: finished an interrupted unstage")
                 }
                 Err(e) => {
-                    tracing::warn!(volume_id = %id, error = %e.message(), "staging sweep: unstage failed; the next unpublish retries it")
+                    tracing::warn!(volume_id = %id, error = %e.status.message(), "staging sweep: unstage failed; the next unpublish retries it")
                 }
             }
         }
@@ -139,7 +139,7 @@ impl Emulation {
         store: Option<&dyn HandleStore>,
         id: &str,
         rec: &Record,
-    ) -> Result<(), Status> {
+    ) -> Result<(), CallError> {
         let unstage = Req::NodeUnstageVolume(v1::NodeUnstageVolumeRequest {
             volume_id: id.to_string(),
             staging_target_path: rec.staging_path.clone(),
@@ -159,9 +159,10 @@ impl Emulation {
         upstream: &dyn RawUpstream,
         store: Option<&dyn HandleStore>,
         mut req: v1::NodePublishVolumeRequest,
-    ) -> Result<Resp, Status> {
-        let path = staging_path(&self.dir, &req.volume_id)?;
-        required(&req)?;
+    ) -> Result<Resp, CallError> {
+        // The client's request at fault, found before anything is recorded.
+        let path = staging_path(&self.dir, &req.volume_id).map_err(CallError::client)?;
+        required(&req).map_err(CallError::client)?;
         let _serial = self.lock(&req.volume_id).await;
         let id = req.volume_id.clone();
         let loaded = self.records.load(&id).await?;
@@ -193,11 +194,11 @@ impl Emulation {
                 secrets: req.secrets.clone(),
                 volume_context: req.volume_context.clone(),
             });
-            if let Err(s) = translate::call_upstream(session, upstream, store, stage).await {
-                if added && refused(&s) {
+            if let Err(e) = translate::call_upstream(session, upstream, store, stage).await {
+                if added && refused(&e) {
                     self.take_back(&id, rec, &target, created).await;
                 }
-                return Err(s);
+                return Err(e);
             }
             tracing::info!(volume_id = %id, staging_path = %rec.staging_path, "emulated NodeStageVolume");
             self.crash.at("publish:staged");
@@ -211,12 +212,12 @@ impl Emulation {
                 self.crash.at("publish:published");
                 Ok(resp)
             }
-            Err(s) => {
-                if added && refused(&s) {
+            Err(e) => {
+                if added && refused(&e) {
                     self.withdraw(session, upstream, store, &id, rec, &target)
                         .await;
                 }
-                Err(s)
+                Err(e)
             }
         }
     }
@@ -255,12 +256,16 @@ impl Emulation {
         if rec.targets.is_empty() {
             rec.staged = false;
         }
-        let mut outcome = self.records.save(id, &rec, -1).await;
+        let mut outcome = self
+            .records
+            .save(id, &rec, -1)
+            .await
+            .map_err(CallError::from);
         if outcome.is_ok() && rec.targets.is_empty() {
             outcome = self.unstage(session, upstream, store, id, &rec).await;
         }
         if let Err(e) = outcome {
-            tracing::warn!(volume_id = %id, error = %e.message(), "staging emulation: undoing a refused publish; the next unpublish or the start-up sweep finishes it");
+            tracing::warn!(volume_id = %id, error = %e.status.message(), "staging emulation: undoing a refused publish; the next unpublish or the start-up sweep finishes it");
         }
     }
 
@@ -270,7 +275,7 @@ impl Emulation {
         upstream: &dyn RawUpstream,
         store: Option<&dyn HandleStore>,
         req: v1::NodeUnpublishVolumeRequest,
-    ) -> Result<Resp, Status> {
+    ) -> Result<Resp, CallError> {
         let _serial = self.lock(&req.volume_id).await;
         let id = req.volume_id.clone();
         let target = req.target_path.clone();
@@ -321,10 +326,10 @@ fn required(req: &v1::NodePublishVolumeRequest) -> Result<(), Status> {
 /// Whether the plugin's answer says it did nothing, so what this call recorded can be taken
 /// back. Timeouts, UNAVAILABLE, ABORTED, INTERNAL and the like leave the outcome open: the
 /// record stays for the client's retry or unpublish.
-fn refused(s: &Status) -> bool {
+fn refused(e: &CallError) -> bool {
     use tonic::Code::*;
     matches!(
-        s.code(),
+        e.code(),
         InvalidArgument
             | NotFound
             | AlreadyExists
@@ -359,7 +364,7 @@ pub async fn call_upstream(
     upstream: &dyn RawUpstream,
     store: Option<&dyn HandleStore>,
     request: Req,
-) -> Result<Resp, Status> {
+) -> Result<Resp, CallError> {
     match emulation {
         Some(e) if emulated(front, session, &request) => match request {
             Req::NodePublishVolume(r) => e.publish(session, upstream, store, r).await,

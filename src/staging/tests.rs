@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::*;
+use crate::metrics::Origin;
 use crate::store::embedded::Embedded;
 use crate::store::Store;
 use crate::translate::UnaryFuture;
@@ -30,7 +31,7 @@ impl RawUpstream for Plugin {
             .unwrap_or(tonic::Code::Unavailable);
         Box::pin(async move {
             if fail {
-                Err(Status::new(code, "plugin says no"))
+                Err(CallError::upstream(Status::new(code, "plugin says no")))
             } else {
                 Ok(Vec::new())
             }
@@ -90,7 +91,7 @@ fn unpublish(target: &str) -> Req {
 }
 
 impl Fixture {
-    async fn call(&self, front: Dialect, req: Req) -> Result<Resp, Status> {
+    async fn call(&self, front: Dialect, req: Req) -> Result<Resp, CallError> {
         call_upstream(
             Some(&self.emulation),
             front,
@@ -159,6 +160,26 @@ async fn a_failed_stage_keeps_the_target_so_a_retry_or_unpublish_converges() {
         ["NodeUnpublishVolume", "NodeUnstageVolume"]
     );
     assert_eq!(f.record().await, None);
+}
+
+/// A publish missing what CSI requires is the client's to fix, found before the plugin is
+/// called; the plugin's refusal of the stage stays its own.
+#[tokio::test]
+async fn failures_say_whose_they_are() {
+    let f = fixture().await;
+    let e = f.call(Dialect::V0_1, publish("")).await.unwrap_err();
+    assert_eq!(
+        (e.code(), e.origin),
+        (tonic::Code::InvalidArgument, Origin::Client)
+    );
+    assert!(f.plugin.take().is_empty());
+    *f.plugin.fail.lock().unwrap() = Some("NodeStageVolume");
+    *f.plugin.code.lock().unwrap() = Some(tonic::Code::NotFound);
+    let e = f.call(Dialect::V0_1, publish("/t/1")).await.unwrap_err();
+    assert_eq!(
+        (e.code(), e.origin),
+        (tonic::Code::NotFound, Origin::Upstream)
+    );
 }
 
 /// The records a crash can leave, and what the client's retry then does.

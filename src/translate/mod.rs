@@ -43,6 +43,7 @@ use std::sync::atomic::AtomicBool;
 use tonic::{Code, Status};
 
 use crate::dialect::Dialect;
+use crate::metrics::Origin;
 
 pub use front::{decode_front, encode_front};
 pub use upstream::call_upstream;
@@ -61,10 +62,72 @@ pub enum FrontCall {
     Local(Vec<u8>),
 }
 
-/// A boxed future returned by [`RawUpstream::unary`].
-pub type UnaryFuture<'a> = Pin<Box<dyn Future<Output = Result<Vec<u8>, Status>> + Send + 'a>>;
+/// A call that failed, and whose failure it is, set where the status is made: only a status
+/// the plugin answered is [`Origin::Upstream`] — the one in its reply's `grpc-status`
+/// ([`crate::upstream::Connection::unary`], the splice's translated streams) or in a draft
+/// plugin's `Error` branch — and it stays the plugin's when the gateway re-codes it for the
+/// client's revision ([`errors::recode`]) or scrubs its message. A status the gateway makes
+/// converts as [`Origin::Gateway`] (`From<Status>`, so `?` on the gateway's own refusals,
+/// store failures and undecodable replies needs no mark); the few that are the client's
+/// request at fault say so ([`CallError::client`]).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{status}")]
+pub struct CallError {
+    pub origin: Origin,
+    pub status: Status,
+}
 
-/// One raw unary call to the upstream plugin (implemented by the transport over HTTP/2).
+impl CallError {
+    /// The plugin's own answer.
+    pub fn upstream(status: Status) -> CallError {
+        CallError {
+            origin: Origin::Upstream,
+            status,
+        }
+    }
+
+    /// A failure of the client's request, found by the gateway before the plugin saw it.
+    pub fn client(status: Status) -> CallError {
+        CallError {
+            origin: Origin::Client,
+            status,
+        }
+    }
+
+    pub fn code(&self) -> Code {
+        self.status.code()
+    }
+
+    pub fn message(&self) -> &str {
+        self.status.message()
+    }
+
+    /// The same failure, whoever's it is, with its status replaced (re-coded or scrubbed).
+    pub fn with_status(self, status: Status) -> CallError {
+        CallError { status, ..self }
+    }
+}
+
+impl From<Status> for CallError {
+    fn from(status: Status) -> CallError {
+        CallError {
+            origin: Origin::Gateway,
+            status,
+        }
+    }
+}
+
+impl From<CallError> for Status {
+    fn from(e: CallError) -> Status {
+        e.status
+    }
+}
+
+/// A boxed future returned by [`RawUpstream::unary`].
+pub type UnaryFuture<'a> = Pin<Box<dyn Future<Output = Result<Vec<u8>, CallError>> + Send + 'a>>;
+
+/// One raw unary call to the upstream plugin (implemented by the transport over HTTP/2): the
+/// reply, or the plugin's error status marked as its own ([`CallError`]).
 pub trait RawUpstream: Send + Sync {
     fn unary<'a>(&'a self, path: &'static str, body: Vec<u8>) -> UnaryFuture<'a>;
 }
@@ -296,12 +359,13 @@ pub(crate) fn front_msg<M: prost::Message + Default>(body: &[u8], what: &str) ->
     M::decode(body).map_err(|e| bad_request(what, e))
 }
 
-/// Decodes an upstream plugin's reply body (`INTERNAL` when it does not decode).
+/// Decodes an upstream plugin's reply body (`INTERNAL` when it does not decode: a reply the
+/// plugin sent that is no answer is its failure, as a reply that fails validation is).
 pub(crate) fn upstream_msg<M: prost::Message + Default>(
     body: &[u8],
     what: &str,
-) -> Result<M, Status> {
-    M::decode(body).map_err(|e| decode_error(what, e))
+) -> Result<M, CallError> {
+    M::decode(body).map_err(|e| CallError::upstream(decode_error(what, e)))
 }
 
 /// The hub response for a front reply must be of the front RPC's hub method.

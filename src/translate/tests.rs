@@ -39,9 +39,9 @@ pub(crate) fn up_req(dialect: Dialect, req: Req) -> Result<(&'static str, Vec<u8
 
 pub(crate) fn up_reply(dialect: Dialect, req: &Req, bytes: &[u8]) -> Result<Resp, Status> {
     match dialect {
-        Dialect::V0_3 => v0_3::upstream_reply(req, bytes),
-        Dialect::V0_1 => v0_1::upstream_reply(req, bytes),
-        Dialect::V0_1Oneof => v0_1_oneof::upstream_reply(req, bytes),
+        Dialect::V0_3 => Ok(v0_3::upstream_reply(req, bytes)?),
+        Dialect::V0_1 => Ok(v0_1::upstream_reply(req, bytes)?),
+        Dialect::V0_1Oneof => Ok(v0_1_oneof::upstream_reply(req, bytes)?),
         Dialect::V1 => Ok(Resp::decode(req.method(), bytes).unwrap()),
     }
 }

@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use crate::endpoint::Endpoint;
 use crate::grpc::{body, frame, status, Code, Status, CONTENT_TYPE};
 use crate::tls::{Dialer, Keepalive};
+use crate::translate::{CallError, UnaryFuture};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
@@ -160,8 +161,11 @@ impl Connection {
             .map_err(|e| self.unavailable(&e))
     }
 
-    /// One unary call: `message` is the protobuf request, the result the protobuf reply.
-    pub async fn unary(&self, path: &str, message: &[u8]) -> Result<Bytes, Status> {
+    /// One unary call: `message` is the protobuf request, the result the protobuf reply. The
+    /// plugin's reply is its own ([`CallError::upstream`]): the `grpc-status` it answered,
+    /// or a reply that is not a gRPC answer (not HTTP 200, no status, a malformed message).
+    /// Failing to carry the call (the connection, a stream reset) is the gateway's.
+    pub async fn unary(&self, path: &str, message: &[u8]) -> Result<Bytes, CallError> {
         let request = grpc_request(path)?;
         let (response, mut stream) = self.open(request, false).await?;
         stream
@@ -170,13 +174,13 @@ impl Connection {
         let response = response.await.map_err(|e| self.broken(&e))?;
         let (parts, mut body) = response.into_parts();
         if let Some(s) = status::from_headers(&parts.headers).filter(|s| s.code() != Code::Ok) {
-            return Err(s); // trailers-only error
+            return Err(CallError::upstream(s)); // trailers-only error
         }
         if parts.status != http::StatusCode::OK {
-            return Err(Status::unknown(format!(
+            return Err(CallError::upstream(Status::unknown(format!(
                 "upstream {} answered HTTP {}",
                 self.endpoint, parts.status
-            )));
+            ))));
         }
         let data = body::read_to_end(&mut body).await?;
         let trailers = body.trailers().await.map_err(|e| self.broken(&e))?;
@@ -185,9 +189,11 @@ impl Connection {
             .and_then(status::from_headers)
             .unwrap_or_else(status::missing_status);
         if status.code() != Code::Ok {
-            return Err(status);
+            return Err(CallError::upstream(status));
         }
-        frame::decode_unary(&data).map(Bytes::copy_from_slice)
+        frame::decode_unary(&data)
+            .map(Bytes::copy_from_slice)
+            .map_err(CallError::upstream)
     }
 
     fn unavailable(&self, e: &h2::Error) -> Status {
@@ -319,12 +325,7 @@ fn upstream_uri(path: &str) -> Result<Uri, Status> {
 }
 
 impl crate::translate::RawUpstream for Connection {
-    fn unary<'a>(
-        &'a self,
-        path: &'static str,
-        body: Vec<u8>,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<u8>, Status>> + Send + 'a>>
-    {
+    fn unary<'a>(&'a self, path: &'static str, body: Vec<u8>) -> UnaryFuture<'a> {
         Box::pin(async move {
             Connection::unary(self, path, &body)
                 .await

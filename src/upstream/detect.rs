@@ -58,14 +58,14 @@ async fn probe_dialect(conn: &Connection) -> Result<Dialect, Status> {
         return Ok(Dialect::V0_3);
     }
     let (path, request) = translate::supported_versions_request(Dialect::V0_1);
-    let reply = conn.unary(path, &request).await.map_err(|s| {
-        if s.code() == Code::Unimplemented {
+    let reply = conn.unary(path, &request).await.map_err(|e| {
+        if e.code() == Code::Unimplemented {
             Status::unavailable(format!(
                 "upstream {} answers none of the CSI packages csi.v1, csi.v0, csi",
                 conn.endpoint()
             ))
         } else {
-            s
+            e.status
         }
     })?;
     Ok(dialect_of_versions_reply(&reply))
@@ -97,7 +97,7 @@ async fn lacks(conn: &Connection, path: &str) -> Result<bool, Status> {
     match conn.unary(path, &[]).await {
         Ok(_) => Ok(false),
         Err(s) if s.code() == Code::Unimplemented => Ok(true),
-        Err(s) if s.code() == Code::Unavailable => Err(s),
+        Err(e) if e.code() == Code::Unavailable => Err(e.status),
         Err(_) => Ok(false),
     }
 }

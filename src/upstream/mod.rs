@@ -143,7 +143,7 @@ impl Upstream {
                 "upstream {} Probe failed: {:?}: {}",
                 live.conn.endpoint(),
                 s.code(),
-                s.message()
+                s.status.message()
             )),
             // An absent `ready` means ready (v1 spec).
             Ok(Ok(hub::Response::Probe(p))) if p.ready == Some(false) => {

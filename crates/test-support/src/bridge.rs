@@ -213,7 +213,7 @@ pub async fn call(sock: &Path, path: &str) -> Result<Bytes, Status> {
         let conn = Connection::connect(&Endpoint::Unix(sock.into()), Duration::from_secs(5))
             .await
             .map_err(|e| Status::unavailable(e.to_string()))?;
-        conn.unary(path, &[]).await
+        conn.unary(path, &[]).await.map_err(Status::from)
     };
     tokio::time::timeout(Duration::from_secs(10), attempt)
         .await

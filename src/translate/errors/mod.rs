@@ -14,6 +14,7 @@
 
 use tonic::{Code, Status};
 
+use super::CallError;
 use crate::dialect::proto::v0_1_oneof::{error, Error};
 use crate::dialect::Dialect;
 use crate::hub::{v1, Method, Request as Req, Response as Resp};
@@ -756,6 +757,17 @@ pub fn recode(
         }
         Some(code) => Err(Status::new(code, s.message().to_string())),
     }
+}
+
+/// [`recode`] of a failed call: a re-coded status is still the failure of whoever made it.
+pub fn recode_call(
+    method: Method,
+    upstream: Dialect,
+    front: Dialect,
+    e: CallError,
+) -> Result<Resp, CallError> {
+    let origin = e.origin;
+    recode(method, upstream, front, e.status).map_err(|status| CallError { origin, status })
 }
 
 /// The OK reply of an RPC whose reply is empty, for [`CODES`] rows that turn an error into OK.

@@ -22,7 +22,7 @@ use std::sync::atomic::Ordering;
 use tonic::{Code, Status};
 
 use super::capabilities;
-use super::{v0_1, v0_1_oneof, v0_3, HandleStore, RawUpstream, UpstreamSession};
+use super::{v0_1, v0_1_oneof, v0_3, CallError, HandleStore, RawUpstream, UpstreamSession};
 use crate::dialect::Dialect;
 use crate::hub::{v1, Method, Request as Req, Response as Resp};
 
@@ -35,15 +35,16 @@ pub async fn call_upstream(
     upstream: &dyn RawUpstream,
     store: Option<&dyn HandleStore>,
     request: Req,
-) -> Result<Resp, Status> {
+) -> Result<Resp, CallError> {
     if let Some(refusal) = unstaged_publish(session, &request) {
-        return Err(refusal);
+        // A client whose revision has staging skipped it: its request is at fault.
+        return Err(CallError::client(refusal));
     }
     match session.dialect {
         Dialect::V1 => {
             let method = request.method();
             let bytes = upstream.unary(method.path(), request.encode()).await?;
-            Resp::decode(method, &bytes).map_err(|e| super::decode_error(method.name(), e))
+            v1_reply(method, &bytes)
         }
         Dialect::V0_3 => call_v0_3(session, upstream, request).await,
         Dialect::V0_1 => call_v0_1(session, upstream, request).await,
@@ -72,7 +73,7 @@ async fn call_v0_3(
     session: &UpstreamSession,
     upstream: &dyn RawUpstream,
     request: Req,
-) -> Result<Resp, Status> {
+) -> Result<Resp, CallError> {
     if let Req::NodeGetInfo(_) = request {
         if !session.node_get_id_fallback.load(Ordering::Relaxed) {
             let (path, body) = v0_3::upstream_request(request.clone())?;
@@ -93,12 +94,18 @@ async fn call_v0_3(
     v0_3::upstream_reply(&request, &bytes)
 }
 
+/// A v1 plugin's reply to `method`; one that does not decode is the plugin's failure.
+fn v1_reply(method: Method, bytes: &[u8]) -> Result<Resp, CallError> {
+    Resp::decode(method, bytes)
+        .map_err(|e| CallError::upstream(super::decode_error(method.name(), e)))
+}
+
 /// The reply, or `None` when the plugin does not implement the call (UNIMPLEMENTED).
 async fn answers(
     upstream: &dyn RawUpstream,
     path: &'static str,
     body: Vec<u8>,
-) -> Result<Option<Vec<u8>>, Status> {
+) -> Result<Option<Vec<u8>>, CallError> {
     match upstream.unary(path, body).await {
         Ok(bytes) => Ok(Some(bytes)),
         Err(s) if s.code() == Code::Unimplemented => Ok(None),
@@ -123,7 +130,7 @@ async fn call_v0_1(
     session: &UpstreamSession,
     upstream: &dyn RawUpstream,
     request: Req,
-) -> Result<Resp, Status> {
+) -> Result<Resp, CallError> {
     let ver = session.version;
     match request {
         // v0.1: ControllerProbe + NodeProbe. Either service may be absent on this machine
@@ -240,7 +247,7 @@ async fn call_draft(
     upstream: &dyn RawUpstream,
     store: Option<&dyn HandleStore>,
     request: Req,
-) -> Result<Resp, Status> {
+) -> Result<Resp, CallError> {
     let ver = session.version;
     if let Req::GetPluginCapabilities(_) = request {
         let controller = match session.controller_service {
@@ -275,9 +282,10 @@ async fn call_draft(
     // Nothing a client sent is ever stored: the store holds only what the plugin answered.
     let (path, body) = v0_1_oneof::upstream_request(request.clone(), ver, metadata)?;
     // The plugin's errors may echo the metadata it was sent: not passed on (observe::redact).
-    let hide = |s: Status| {
-        let message = crate::observe::Redactor::scrub_sensitive(s.message(), &sent);
-        Status::new(s.code(), message)
+    let hide = |e: CallError| {
+        let message = crate::observe::Redactor::scrub_sensitive(e.status.message(), &sent);
+        let status = Status::new(e.code(), message);
+        e.with_status(status)
     };
     let bytes = upstream.unary(path, body).await.map_err(hide)?;
     let mut resp = v0_1_oneof::upstream_reply(&request, &bytes).map_err(hide)?;
@@ -388,16 +396,14 @@ pub fn single_reply(
     session: &UpstreamSession,
     front: Dialect,
     request: &Req,
-    reply: Result<&[u8], Status>,
-) -> Result<Resp, Status> {
+    reply: Result<&[u8], CallError>,
+) -> Result<Resp, CallError> {
     let method = request.method();
     let reply = reply.and_then(|bytes| match session.dialect {
-        Dialect::V1 => {
-            Resp::decode(method, bytes).map_err(|e| super::decode_error(method.name(), e))
-        }
+        Dialect::V1 => v1_reply(method, bytes),
         _ => v0_3::upstream_reply(request, bytes),
     });
-    reply.or_else(|s| super::errors::recode(method, session.dialect, front, s))
+    reply.or_else(|e| super::errors::recode_call(method, session.dialect, front, e))
 }
 
 #[cfg(test)]

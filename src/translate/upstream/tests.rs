@@ -7,9 +7,11 @@ use prost::Message;
 
 use super::*;
 use crate::dialect::proto::{v0_1 as p01, v0_1_oneof as po, v0_3 as p03};
+use crate::metrics::Origin;
 use crate::translate::errors::{specific_error, DraftRpc};
 use crate::translate::fixtures::{self, m};
 use crate::translate::version::Version;
+use crate::translate::CallError;
 
 type Answer = Box<dyn Fn(&str, &[u8]) -> Result<Vec<u8>, Status> + Send + Sync>;
 
@@ -42,7 +44,8 @@ impl Fake {
 
 impl RawUpstream for Fake {
     fn unary<'a>(&'a self, path: &'static str, body: Vec<u8>) -> super::super::UnaryFuture<'a> {
-        let out = (self.answer)(path, &body);
+        // What the fake plugin answers is its own.
+        let out = (self.answer)(path, &body).map_err(CallError::upstream);
         self.calls.lock().unwrap().push((path.to_string(), body));
         Box::pin(async move { out })
     }
@@ -52,6 +55,8 @@ impl RawUpstream for Fake {
 struct Store {
     map: Mutex<HashMap<String, HashMap<String, String>>>,
     fail_put: bool,
+    /// Reads fail as a damaged stored value does (DATA_LOSS).
+    fail_get: bool,
 }
 impl Store {
     fn entry(&self, id: &str) -> Option<HashMap<String, String>> {
@@ -79,7 +84,12 @@ impl HandleStore for Store {
         &'a self,
         id: &'a str,
     ) -> crate::translate::StoreFuture<'a, Option<HashMap<String, String>>> {
-        Box::pin(async move { Ok(self.entry(id)) })
+        Box::pin(async move {
+            if self.fail_get {
+                return Err(Status::data_loss("stored value damaged"));
+            }
+            Ok(self.entry(id))
+        })
     }
     fn remove<'a>(&'a self, id: &'a str) -> crate::translate::StoreFuture<'a, ()> {
         Box::pin(async move {
@@ -107,7 +117,7 @@ fn call(
     store: Option<&dyn HandleStore>,
     req: Req,
 ) -> Result<Resp, Status> {
-    run(call_upstream(s, up, store, req))
+    run(call_upstream(s, up, store, req)).map_err(Status::from)
 }
 
 #[test]
@@ -570,8 +580,12 @@ fn pre_staging_front_cannot_publish_while_staging_is_required() {
         panic!()
     };
     r.staging_target_path.clear();
-    let err = call(&s, &up, None, publish).unwrap_err();
-    assert_eq!(err.code(), Code::FailedPrecondition);
+    let err = run(call_upstream(&s, &up, None, publish)).unwrap_err();
+    assert_eq!(
+        (err.code(), err.origin),
+        (Code::FailedPrecondition, Origin::Client),
+        "the client skipped the staging its revision has"
+    );
     assert!(err.message().contains("staging"), "{}", err.message());
     assert!(up.paths().is_empty());
     // A client that staged goes through.
@@ -637,7 +651,7 @@ fn single_calls_are_what_call_upstream_does() {
             for code in [Code::NotFound, Code::Unavailable, Code::AlreadyExists] {
                 let s_err = Status::new(code, "plugin says no");
                 let whole = super::super::errors::recode(method, dialect, front, s_err.clone());
-                let got = single_reply(&s, front, &req, Err(s_err));
+                let got = single_reply(&s, front, &req, Err(CallError::upstream(s_err)));
                 assert_eq!(
                     got.map_err(|e| (e.code(), e.message().to_string())),
                     whole.map_err(|e| (e.code(), e.message().to_string())),
@@ -675,4 +689,69 @@ fn single_calls_are_what_call_upstream_does() {
         // Their node id calls stay the gateway's.
         assert_eq!(single_call_path(d, Dialect::V1, Method::NodeGetInfo), None);
     }
+}
+
+/// Whose failure a call is comes from where it was made, never from its code: the plugin's
+/// statuses (even UNAVAILABLE), its draft `Error` and its undecodable reply are the upstream's;
+/// a refusal of what the plugin's revision cannot honour and a failing store (even NOT_FOUND
+/// or DATA_LOSS) are the gateway's, and the plugin is not called for them.
+#[test]
+fn each_failure_says_whose_it_is() {
+    let origin = |r: Result<Resp, CallError>| {
+        let e = r.unwrap_err();
+        (e.code(), e.origin)
+    };
+    let v1 = session(Dialect::V1);
+    let info = || Req::NodeGetInfo(Default::default());
+    for code in [Code::NotFound, Code::Unavailable, Code::DeadlineExceeded] {
+        let up = Fake::new(move |_, _| Err(Status::new(code, "plugin says no")));
+        let got = run(call_upstream(&v1, &up, None, info()));
+        assert_eq!(origin(got), (code, Origin::Upstream));
+    }
+    let up = Fake::new(|_, _| Ok(vec![0xff]));
+    let got = run(call_upstream(&v1, &up, None, info()));
+    assert_eq!(origin(got), (Code::Internal, Origin::Upstream));
+
+    let draft = session(Dialect::V0_1Oneof);
+    let bad = v0_1_oneof::error_reply(&po::Error {
+        value: Some(specific_error(DraftRpc::ProbeNode, 2, "no iscsiadm".into())),
+    });
+    let up = Fake::new(move |_, _| Ok(bad.clone()));
+    let got = run(call_upstream(
+        &draft,
+        &up,
+        None,
+        Req::Probe(Default::default()),
+    ));
+    assert_eq!(origin(got), (Code::FailedPrecondition, Origin::Upstream));
+
+    // SINGLE_NODE_MULTI_WRITER (v1.5) to a v0.3 plugin: refused by the gateway.
+    let up = Fake::new(|_, _| Ok(Vec::new()));
+    let create = Req::CreateVolume(v1::CreateVolumeRequest {
+        name: "v".into(),
+        volume_capabilities: vec![v1::VolumeCapability {
+            access_type: None,
+            access_mode: Some(v1::volume_capability::AccessMode { mode: 7 }),
+        }],
+        ..Default::default()
+    });
+    let got = run(call_upstream(&session(Dialect::V0_3), &up, None, create));
+    assert_eq!(origin(got), (Code::InvalidArgument, Origin::Gateway));
+    assert!(up.paths().is_empty(), "{:?}", up.paths());
+
+    let damaged = Store {
+        fail_get: true,
+        ..Default::default()
+    };
+    let del = fixtures::request(Method::DeleteVolume);
+    let got = run(call_upstream(&draft, &up, Some(&damaged), del));
+    assert_eq!(origin(got), (Code::DataLoss, Origin::Gateway));
+    assert!(up.paths().is_empty(), "{:?}", up.paths());
+    let up = Fake::new(|_, _| Ok(created()));
+    let failing = Store {
+        fail_put: true,
+        ..Default::default()
+    };
+    let got = run(call_upstream(&draft, &up, Some(&failing), create_req()));
+    assert_eq!(origin(got), (Code::Unavailable, Origin::Gateway));
 }

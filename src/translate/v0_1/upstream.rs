@@ -8,7 +8,7 @@ use crate::dialect::proto::v0_1 as d;
 use crate::hub::{v1, Method, Request as Req, Response as Resp};
 use crate::translate::v0_3::validate_reply;
 use crate::translate::version::Version;
-use crate::translate::{missing_rpc, upstream_msg};
+use crate::translate::{missing_rpc, upstream_msg, CallError};
 
 macro_rules! path {
     ($svc:literal, $m:literal) => {
@@ -112,7 +112,7 @@ pub(crate) fn upstream_request(
 }
 
 /// A v0.1 upstream's reply to `req` → the hub reply.
-pub(crate) fn upstream_reply(req: &Req, body: &[u8]) -> Result<Resp, Status> {
+pub(crate) fn upstream_reply(req: &Req, body: &[u8]) -> Result<Resp, CallError> {
     let what = req.method().name();
     /// The plugin's reply decoded and converted (`generated.rs`) into the hub reply `$v`.
     macro_rules! hub {
@@ -152,7 +152,7 @@ pub(crate) fn upstream_reply(req: &Req, body: &[u8]) -> Result<Resp, Status> {
         }
         M::NodePublishVolume => Resp::NodePublishVolume(v1::NodePublishVolumeResponse {}),
         M::NodeUnpublishVolume => Resp::NodeUnpublishVolume(v1::NodeUnpublishVolumeResponse {}),
-        other => return Err(missing_rpc(other.name(), D)),
+        other => return Err(missing_rpc(other.name(), D).into()),
     })
 }
 

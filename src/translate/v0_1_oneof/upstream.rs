@@ -11,7 +11,7 @@ use crate::hub::{v1, Method, Request as Req, Response as Resp};
 use crate::translate::errors::{self, DraftRpc};
 use crate::translate::v0_3::validate_reply;
 use crate::translate::version::Version;
-use crate::translate::{missing_rpc, upstream_msg};
+use crate::translate::{missing_rpc, upstream_msg, CallError};
 
 macro_rules! path {
     ($svc:literal, $m:literal) => {
@@ -140,18 +140,21 @@ pub(crate) fn upstream_request(
 }
 
 /// Decodes a draft reply `$t` (module `$m`) into an [`Outcome`]; a draft error that is not
-/// success since v0.1.0 returns its status.
+/// success since v0.1.0 returns its status, the plugin's own answer.
 macro_rules! outcome {
     (@with $body:expr, $m:ident, $t:ident, $to_status:expr) => {{
         let r: d::$t = upstream_msg($body, stringify!($t))?;
         match r.reply {
             Some(d::$m::Reply::Result(x)) => Outcome::Result(x),
-            Some(d::$m::Reply::Error(e)) => Outcome::Success(($to_status)(e)?),
+            Some(d::$m::Reply::Error(e)) => {
+                Outcome::Success(($to_status)(e).map_err(CallError::upstream)?)
+            }
             None => {
                 return Err(Status::unknown(format!(
                     "the plugin's {} has neither result nor error",
                     stringify!($t)
-                )))
+                ))
+                .into())
             }
         }
     }};
@@ -164,8 +167,9 @@ macro_rules! outcome {
     };
 }
 
-/// A draft upstream's reply to `req` → the hub outcome.
-pub(crate) fn upstream_reply(req: &Req, body: &[u8]) -> Result<Resp, Status> {
+/// A draft upstream's reply to `req` → the hub outcome: an error in the reply is the plugin's
+/// ([`CallError::upstream`]); a reply that does not decode or convert, the gateway's.
+pub(crate) fn upstream_reply(req: &Req, body: &[u8]) -> Result<Resp, CallError> {
     use DraftRpc as R;
     /// The draft reply `$t` (module `$m`) decoded; its result converted (`generated.rs`) into
     /// the hub reply `$v`. No draft error of these RPCs is success.
@@ -173,7 +177,7 @@ pub(crate) fn upstream_reply(req: &Req, body: &[u8]) -> Result<Resp, Status> {
         ($v:ident, $m:ident, $t:ident, $rpc:expr, $conv:ident $(, $req:expr)?) => {
             match outcome!(body, $m, $t, $rpc $(, $req)?) {
                 Outcome::Result(r) => Resp::$v(g::$conv(r)?),
-                Outcome::Success(_) => return Err(no_success()),
+                Outcome::Success(_) => return Err(no_success().into()),
             }
         };
     }
@@ -298,7 +302,7 @@ pub(crate) fn upstream_reply(req: &Req, body: &[u8]) -> Result<Resp, Status> {
             );
             Resp::NodeUnpublishVolume(v1::NodeUnpublishVolumeResponse {})
         }
-        other => return Err(missing_rpc(other.name(), D)),
+        other => return Err(missing_rpc(other.name(), D).into()),
     })
 }
 

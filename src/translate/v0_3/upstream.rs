@@ -6,7 +6,7 @@ use tonic::Status;
 use super::{generated as g, D};
 use crate::dialect::proto::v0_3 as d;
 use crate::hub::{v1, Method, Request as Req, Response as Resp};
-use crate::translate::{missing_rpc, upstream_msg};
+use crate::translate::{missing_rpc, upstream_msg, CallError};
 
 macro_rules! path {
     ($svc:literal, $m:literal) => {
@@ -124,13 +124,13 @@ pub(crate) fn upstream_request(req: Req) -> Result<(&'static str, Vec<u8>), Stat
 /// The v0.2 `NodeGetId` path and the conversion of its reply (the fallback when a v0.3-package
 /// plugin answers NodeGetInfo with UNIMPLEMENTED).
 pub(crate) const NODE_GET_ID: &str = path!("Node", "NodeGetId");
-pub(crate) fn node_get_id_reply(body: &[u8]) -> Result<Resp, Status> {
+pub(crate) fn node_get_id_reply(body: &[u8]) -> Result<Resp, CallError> {
     let r: d::NodeGetIdResponse = upstream_msg(body, "NodeGetIdResponse")?;
     Ok(Resp::NodeGetInfo(g::node_get_id_response_to_hub(r)?))
 }
 
 /// A v0.3 upstream's reply to `req` → the hub reply.
-pub(crate) fn upstream_reply(req: &Req, body: &[u8]) -> Result<Resp, Status> {
+pub(crate) fn upstream_reply(req: &Req, body: &[u8]) -> Result<Resp, CallError> {
     let what = req.method().name();
     /// The plugin's reply decoded and converted (`generated.rs`) into the hub reply `$v`.
     macro_rules! hub {
@@ -174,7 +174,7 @@ pub(crate) fn upstream_reply(req: &Req, body: &[u8]) -> Result<Resp, Status> {
         M::NodeUnstageVolume => Resp::NodeUnstageVolume(v1::NodeUnstageVolumeResponse {}),
         M::NodePublishVolume => Resp::NodePublishVolume(v1::NodePublishVolumeResponse {}),
         M::NodeUnpublishVolume => Resp::NodeUnpublishVolume(v1::NodeUnpublishVolumeResponse {}),
-        other => return Err(missing_rpc(other.name(), D)),
+        other => return Err(missing_rpc(other.name(), D).into()),
     })
 }
 
