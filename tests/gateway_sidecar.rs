@@ -7,61 +7,10 @@
 use csi_gateway_test_support as support;
 
 use std::io::{Read as _, Write as _};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
 
-use support::gateway;
+use support::gateway::{self, Run};
 use support::{Backend, Options};
-
-/// A gateway started with `args` (and nothing else), its stderr in `<dir>/<name>.log`.
-struct Run {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Run {
-    fn start(dir: &Path, name: &str, args: &[String]) -> Run {
-        let log = dir.join(format!("{name}.log"));
-        let file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(gateway::binary())
-            .args(args)
-            .env_remove("CSI_ENDPOINT")
-            .env_remove("RUST_LOG")
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().unwrap())
-            .stderr(file)
-            .spawn()
-            .unwrap();
-        Run { child, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Waits until the log holds `needle`; panics if the gateway exits first.
-    fn wait_log(&mut self, needle: &str) {
-        let until = Instant::now() + support::PROCESS_TIMEOUT;
-        while !self.log().contains(needle) {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                panic!(
-                    "gateway exited ({status}) before {needle:?}:\n{}",
-                    self.log()
-                );
-            }
-            assert!(Instant::now() < until, "no {needle:?} in:\n{}", self.log());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// The gateway run to its end with `args`.
 fn run(args: &[&str]) -> Output {

@@ -5,11 +5,13 @@
 
 use csi_gateway_test_support as support;
 
-use std::process::{Child, Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use csi_gateway::dialect::Dialect;
 use support::front::Front;
+use support::gateway::Run;
 use support::{Backend, Options};
 
 fn signal(pid: u32, signal: rustix::process::Signal) {
@@ -17,53 +19,19 @@ fn signal(pid: u32, signal: rustix::process::Signal) {
     rustix::process::kill_process(pid, signal).unwrap();
 }
 
-struct Started {
-    child: Child,
-    socket: std::path::PathBuf,
-    log: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Started {
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Started {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Starts a gateway in front of `upstream` without waiting for anything.
-fn start(upstream: &std::path::Path) -> Started {
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("csi.sock");
-    let log = dir.path().join("gateway.log");
-    let out = std::fs::File::create(&log).unwrap();
-    let child = Command::new(support::gateway::binary())
-        .arg("run")
-        .arg(format!("--listen=unix://{}", socket.display()))
-        .arg(format!("--upstream=unix://{}", upstream.display()))
-        .arg("--legacy-dialect=v0.1")
-        .arg(format!("--state-dir={}", dir.path().join("state").display()))
-        .arg("--metrics-listen=")
-        .arg("--log-level=csi_gateway=debug")
-        .env_remove("CSI_ENDPOINT")
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .unwrap();
-    Started {
-        child,
-        socket,
-        log,
-        _dir: dir,
-    }
+fn start(dir: &Path, upstream: &Path) -> (Run, PathBuf) {
+    let socket = dir.join("csi.sock");
+    let args = [
+        "run".to_string(),
+        format!("--listen=unix://{}", socket.display()),
+        format!("--upstream=unix://{}", upstream.display()),
+        "--legacy-dialect=v0.1".into(),
+        format!("--state-dir={}", dir.join("state").display()),
+        "--metrics-listen=".into(),
+        "--log-level=csi_gateway=debug".into(),
+    ];
+    (Run::start(dir, "gateway", &args), socket)
 }
 
 /// The plugin is stopped (SIGSTOP) while the gateway starts, so its dial is accepted and its
@@ -86,16 +54,16 @@ async fn calls_made_before_the_plugin_is_detected_wait_for_it() {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(200)).await;
     // The gateway, on the socket `check` waits for.
-    let mut gw = start(&backend.socket);
-    let _ = std::fs::remove_file(&socket);
-    std::os::unix::fs::symlink(&gw.socket, &socket).unwrap();
+    let gw_dir = tempfile::tempdir().unwrap();
+    let (mut gw, gw_socket) = start(gw_dir.path(), &backend.socket);
+    std::os::unix::fs::symlink(&gw_socket, &socket).unwrap();
     let began = Instant::now();
-    while std::os::unix::net::UnixStream::connect(&gw.socket).is_err() {
-        assert!(began.elapsed() < Duration::from_secs(10), "{}", gw.log_text());
+    while std::os::unix::net::UnixStream::connect(&gw_socket).is_err() {
+        assert!(began.elapsed() < Duration::from_secs(10), "{}", gw.log());
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let front = |dialect| {
-        let socket = gw.socket.clone();
+        let socket = gw_socket.clone();
         async move { Front::new(dialect, support::connect(&socket).await) }
     };
     let (v1, v0_1) = (front(Dialect::V1).await, front(Dialect::V0_1).await);
@@ -105,13 +73,13 @@ async fn calls_made_before_the_plugin_is_detected_wait_for_it() {
     assert!(
         !probe.is_finished() && !same.is_finished(),
         "calls were answered before the plugin was known:\n{}",
-        gw.log_text()
+        gw.log()
     );
     signal(backend.pid(), rustix::process::Signal::CONT);
     let ready = within(probe).await.unwrap().unwrap();
-    assert_eq!(ready.ok(), Some(true), "Probe:\n{}", gw.log_text());
+    assert_eq!(ready.ok(), Some(true), "Probe:\n{}", gw.log());
     let name = within(same).await.unwrap().unwrap();
-    assert!(name.is_ok(), "GetPluginInfo: {name:?}\n{}", gw.log_text());
+    assert!(name.is_ok(), "GetPluginInfo: {name:?}\n{}", gw.log());
     let out = tokio::task::spawn_blocking(|| check.wait_with_output())
         .await
         .unwrap()
@@ -122,9 +90,9 @@ async fn calls_made_before_the_plugin_is_detected_wait_for_it() {
         "check: {}\n{report}\n{}\n{}",
         out.status,
         String::from_utf8_lossy(&out.stderr),
-        gw.log_text()
+        gw.log()
     );
-    assert!(!gw.log_text().contains("not connected yet"), "{}", gw.log_text());
+    assert!(!gw.log().contains("not connected yet"), "{}", gw.log());
     let _ = gw.child.kill();
 }
 
@@ -138,13 +106,9 @@ async fn within<F: std::future::Future>(f: F) -> Result<F::Output, tokio::time::
 async fn a_plugin_that_is_not_there_is_answered_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no-plugin.sock");
-    let gw = start(&missing);
-    let began = Instant::now();
-    while !gw.log_text().contains("upstream not reachable") {
-        assert!(began.elapsed() < Duration::from_secs(10), "{}", gw.log_text());
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let f = Front::new(Dialect::V1, support::connect(&gw.socket).await);
+    let (mut gw, socket) = start(dir.path(), &missing);
+    gw.wait_log("upstream not reachable");
+    let f = Front::new(Dialect::V1, support::connect(&socket).await);
     let asked = Instant::now();
     let e = f.probe().await.expect_err("no plugin");
     assert!(asked.elapsed() < Duration::from_secs(2), "{:?}", asked.elapsed());

@@ -227,3 +227,53 @@ impl Drop for Gateway {
         }
     }
 }
+
+/// A gateway started with `args` (and nothing else), its stderr in `<dir>/<name>.log`, waited
+/// for by nothing: for tests of what happens before it is ready, or instead of it.
+pub struct Run {
+    pub child: Child,
+    log: PathBuf,
+}
+
+impl Run {
+    pub fn start(dir: &Path, name: &str, args: &[String]) -> Run {
+        let log = dir.join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(binary())
+            .args(args)
+            .env_remove("CSI_ENDPOINT")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .unwrap();
+        Run { child, log }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until the log holds `needle`; panics if the gateway exits first.
+    pub fn wait_log(&mut self, needle: &str) {
+        let until = Instant::now() + PROCESS_TIMEOUT;
+        while !self.log().contains(needle) {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!(
+                    "gateway exited ({status}) before {needle:?}:\n{}",
+                    self.log()
+                );
+            }
+            assert!(Instant::now() < until, "no {needle:?} in:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
