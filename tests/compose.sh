@@ -103,7 +103,7 @@ step "the image's binaries carry no symbol table"
 for bin in csi-gateway csi-reference-backend; do
   ! readelf -S "target/docker/gateway/files/$bin" | grep -q '\.symtab' || fail "$bin in the image is not stripped"
 done
-docker image inspect -f 'csi-gateway:dev is {{.Size}} bytes' csi-gateway:dev
+docker image inspect -f "csi-gateway:$IMAGE_TAG is {{.Size}} bytes" "csi-gateway:$IMAGE_TAG"
 
 step "Prometheus scraped both gateways"
 query() {
