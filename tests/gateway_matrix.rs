@@ -349,6 +349,49 @@ async fn unpublishing_where_nothing_is_published_never_reaches_a_v0x_plugin() {
     }
 }
 
+/// The gateway reads kubelet-style target paths off mountinfo, whose kernel escapes every
+/// space, tab, newline and backslash of a path (`\040`, `\011`, `\012`, `\134`). A target
+/// whose name holds them, published as a real bind mount by a v0.3 plugin, is seen as the
+/// mount it is: its unpublish reaches the plugin, which unmounts it, rather than being taken
+/// for an empty directory the gateway may answer for (and leave mounted).
+#[tokio::test]
+async fn a_mounted_target_with_escaped_characters_is_unpublished_by_the_plugin() {
+    assert!(
+        support::bind_mounts_work(),
+        "this test needs real bind mounts (root with CAP_SYS_ADMIN)"
+    );
+    let c = cell(Dialect::V1, Dialect::V0_3, &["--require-staging=false"], &[]).await;
+    let cell = &c.name;
+    let v = c.f.create("vol-esc", 1 << 20, &HashMap::new()).await.unwrap();
+    let node = c.f.node_id().await.unwrap();
+    let publish = c.f.controller_publish(&v, &node).await.unwrap();
+    let target = c.backend.path("a target\twith\ttab, space\\and backslash");
+    c.f.node_publish(&v, &publish, None, &target)
+        .await
+        .unwrap_or_else(|e| panic!("{cell}: publish: {e:?}"));
+    assert!(mounted(&target), "{cell}: the plugin did not mount {target:?}");
+    c.f.node_unpublish(&v, &target)
+        .await
+        .unwrap_or_else(|e| panic!("{cell}: unpublish: {e:?}"));
+    assert!(
+        !mounted(&target),
+        "{cell}: {target:?} is still mounted: the unpublish never reached the plugin\n{}",
+        c.gateway.log_text()
+    );
+    assert!(!target.exists(), "{cell}: v1 promises the target is gone");
+}
+
+/// Whether `path` is a mount point, by `findmnt` (util-linux), which reads mountinfo itself.
+fn mounted(path: &std::path::Path) -> bool {
+    std::process::Command::new("findmnt")
+        .arg("--mountpoint")
+        .arg(path)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("findmnt (util-linux)")
+        .success()
+}
+
 fn ghost_id(v: &Volume, id: &str) -> Volume {
     Volume {
         id: id.into(),
