@@ -226,6 +226,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
             upstream: upstream.clone(),
             probe_timeout: config.metrics.probe_timeout,
             store: kv.clone(),
+            socket: path.clone(),
         });
         tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "metrics and health endpoint");
         tokio::spawn(metrics::http::serve(listener, endpoint, stop.clone()));

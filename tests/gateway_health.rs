@@ -76,3 +76,41 @@ fn health_refuses_what_it_cannot_ask() {
         text(&out.stderr)
     );
 }
+
+/// `/livez` is the gateway's own liveness, for its own container (`/healthz` belongs on the
+/// driver's): a dead driver leaves it 200, and only the gateway itself failing — here its front
+/// socket taken away, which kubelet could no longer reach — makes it 500, naming the socket.
+#[tokio::test]
+async fn livez_fails_only_for_the_gateway_itself() {
+    let mut backend = Backend::start(Options::new("v1")).await;
+    let port = support::free_port();
+    let gateway = Gateway::start(
+        &backend.socket,
+        "v0.1",
+        &[&format!("--metrics-listen=127.0.0.1:{port}")],
+    )
+    .await;
+    let livez = format!("http://127.0.0.1:{port}/livez");
+    let out = health(&livez);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "alive");
+
+    backend.kill();
+    let healthz = format!("http://127.0.0.1:{port}/healthz");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while health(&healthz).status.success() {
+        assert!(Instant::now() < deadline, "/healthz never noticed the driver is gone");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let out = health(&livez);
+    assert!(
+        out.status.success(),
+        "a dead driver failed the gateway's liveness: {}",
+        text(&out.stderr)
+    );
+
+    std::fs::remove_file(&gateway.socket).unwrap();
+    let out = health(&livez);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(text(&out.stderr).contains("500"), "{}", text(&out.stderr));
+}

@@ -4,7 +4,10 @@
 //! `/readyz` (200 once the upstream is connected and its dialect known). Both also fail while
 //! the durable state store is broken: `/healthz` makes a small write to it, `/readyz` reports
 //! its last failure until a write succeeds again — a store that fails every call must get the
-//! gateway restarted, not look healthy.
+//! gateway restarted, not look healthy. `/livez` asks about the gateway alone: 200 while its
+//! front socket is there and accepts a connection, whatever the driver does — the liveness
+//! check of the gateway's own container, where `/healthz` belongs on the driver's (a hung
+//! driver must restart the driver, never the gateway).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -28,6 +31,8 @@ pub struct Endpoint {
     pub upstream: Arc<Upstream>,
     pub probe_timeout: Duration,
     pub store: Arc<crate::store::Store>,
+    /// The front socket, which `/livez` connects to.
+    pub socket: std::path::PathBuf,
 }
 
 /// Serves until `shutdown` turns true.
@@ -62,6 +67,10 @@ async fn route(endpoint: &Endpoint, req: Request<Incoming>) -> Response<Full<Byt
             Ok(()) => text(StatusCode::OK, "ok".into()),
             Err(reason) => text(StatusCode::INTERNAL_SERVER_ERROR, reason),
         },
+        "/livez" => match alive(&endpoint.socket).await {
+            Ok(()) => text(StatusCode::OK, "alive".into()),
+            Err(reason) => text(StatusCode::INTERNAL_SERVER_ERROR, reason),
+        },
         "/readyz" => match (endpoint.upstream.live(), endpoint.store.failure()) {
             (Err(s), _) => text(StatusCode::SERVICE_UNAVAILABLE, s.message().to_string()),
             (Ok(_), Some(failure)) => text(StatusCode::SERVICE_UNAVAILABLE, failure),
@@ -70,12 +79,28 @@ async fn route(endpoint: &Endpoint, req: Request<Incoming>) -> Response<Full<Byt
         _ => text(
             StatusCode::NOT_FOUND,
             format!(
-                "not found: try {}, /healthz or /readyz",
+                "not found: try {}, /healthz, /readyz or /livez",
                 endpoint.metrics_path
             ),
         ),
     }
 }
+
+/// The front socket accepts a connection: the file is there and the gateway's accept loop runs.
+async fn alive(socket: &std::path::Path) -> Result<(), String> {
+    let connect = tokio::net::UnixStream::connect(socket);
+    match tokio::time::timeout(LIVE_TIMEOUT, connect).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(format!("front socket {}: {e}", socket.display())),
+        Err(_) => Err(format!(
+            "front socket {} did not accept within {LIVE_TIMEOUT:?}",
+            socket.display()
+        )),
+    }
+}
+
+/// How long `/livez` waits for the front socket to accept.
+const LIVE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The store commits, and the upstream answers Probe.
 async fn healthy(endpoint: &Endpoint) -> Result<(), String> {
