@@ -204,7 +204,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         store: Some(Arc::new(store::Handles::new(kv.clone()))),
         staging: Some(emulation),
         redactor: Redactor::new(config.log.redact_keys.iter().cloned()),
-        limits: config.listen.limits.clone(),
+        limits: crate::front::limits::fit_open_files(config.listen.limits.clone()),
         services,
         protection: Protection::new(config.calls.clone()),
     });

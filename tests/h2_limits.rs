@@ -334,3 +334,54 @@ async fn memory_per_connection_is_bounded() {
         expect_ok(&mut p, 1, name).await;
     }
 }
+
+/// The open-files limit bounds connections too: each holds two descriptors (the client's and
+/// its own to the plugin). The gateway raises its soft limit to the hard one at start, and
+/// lowers `max_connections` to what the hard one holds, so that past it a client is refused
+/// politely (GOAWAY) rather than every accept failing with EMFILE; and once connections close,
+/// new ones are served.
+#[tokio::test]
+async fn max_connections_fits_the_open_files_limit() {
+    let backend = Backend::start(Options::new("v1")).await;
+    // A soft limit below the hard one is raised: 1024 connections need ~2,112 descriptors.
+    let raised = Gateway::start_through(&["prlimit", "--nofile=256:4096"], &backend.socket, "v0.1", &[]).await;
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", raised.pid())).unwrap();
+    let nofile = limits.lines().find(|l| l.starts_with("Max open files")).unwrap();
+    let values: Vec<&str> = nofile.split_whitespace().skip(3).take(2).collect();
+    assert_eq!(values, ["4096", "4096"], "{nofile}");
+    assert!(!raised.log_text().contains("max_connections lowered"), "{}", raised.log_text());
+    drop(raised);
+
+    // A hard limit of 200 holds (200 - 64) / 2 = 68 connections.
+    let gw = Gateway::start_through(&["prlimit", "--nofile=200:200"], &backend.socket, "v0.1", &[]).await;
+    let log = gw.log_text();
+    assert!(
+        log.contains("max_connections lowered") && log.contains("effective=68"),
+        "{log}"
+    );
+    let mut held = Vec::new();
+    for i in 0..68 {
+        let p = admitted(&gw.socket)
+            .await
+            .unwrap_or_else(|g| panic!("connection {i} refused under the limit: {g:?}\n{}", gw.log_text()));
+        held.push(p);
+    }
+    let Err(refused) = admitted(&gw.socket).await else {
+        panic!("the 69th connection was admitted");
+    };
+    assert_eq!(refused.code(), ENHANCE_YOUR_CALM);
+    held.truncate(60);
+    // The gateway notices closed connections as it reads them.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut p = loop {
+        match admitted(&gw.socket).await {
+            Ok(p) => break p,
+            Err(g) => assert!(Instant::now() < deadline, "still refused: {g:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    p.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+    let reply = p.reply(1).await;
+    assert_eq!(reply.get("grpc-status"), Some("0"), "{reply:?}\n{}", gw.log_text());
+    assert!(!gw.log_text().contains("Too many open files"), "{}", gw.log_text());
+}

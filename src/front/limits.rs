@@ -43,6 +43,53 @@ impl Default for Limits {
     }
 }
 
+/// File descriptors a client connection holds: its own, and its connection to the plugin.
+const FDS_PER_CONNECTION: u64 = 2;
+
+/// File descriptors kept for everything else: listeners, the metrics endpoint, the store, the
+/// supervisor's upstream connection, the embedded plugin, refused connections lingering.
+const FDS_RESERVED: u64 = 64;
+
+/// Raises the open-files limit (RLIMIT_NOFILE) to its hard limit, as far as the kernel lets
+/// an unprivileged process, and lowers `max_connections` to what that limit can hold: past it,
+/// accept would fail with EMFILE for every client instead of the gateway refusing one politely
+/// (a common soft limit of 1024 held 520 idle connections at 2 descriptors each).
+pub fn fit_open_files(mut limits: Limits) -> Limits {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let before = getrlimit(Resource::Nofile);
+    let soft = match (before.current, before.maximum) {
+        (Some(soft), Some(hard)) if soft < hard => {
+            let raised = Rlimit {
+                current: Some(hard),
+                maximum: Some(hard),
+            };
+            match setrlimit(Resource::Nofile, raised) {
+                Ok(()) => {
+                    tracing::info!(from = soft, to = hard, "open-files limit raised to its hard limit");
+                    hard
+                }
+                Err(e) => {
+                    tracing::warn!(soft, hard, error = %e, "cannot raise the open-files limit");
+                    soft
+                }
+            }
+        }
+        (Some(soft), _) => soft,
+        (None, _) => return limits, // unlimited
+    };
+    let fits = (soft.saturating_sub(FDS_RESERVED) / FDS_PER_CONNECTION).max(1) as usize;
+    if limits.max_connections > fits {
+        tracing::warn!(
+            configured = limits.max_connections,
+            effective = fits,
+            open_files = soft,
+            "listen.limits.max_connections lowered to what the open-files limit holds (2 descriptors a connection, {FDS_RESERVED} kept); raise the limit (LimitNOFILE, ulimit -n) to serve more"
+        );
+        limits.max_connections = fits;
+    }
+    limits
+}
+
 /// A header list more than this many times `max_header_list_size` is not answered but ends
 /// the connection (GOAWAY ENHANCE_YOUR_CALM): h2, on the terminated path, stops decoding there
 /// (its `MAX_HEADER_LIST_ABUSE_MULTIPLIER`), and the splice does the same so that no path
