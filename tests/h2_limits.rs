@@ -197,6 +197,54 @@ async fn an_unfinished_header_block_ends_the_connection() {
     }
 }
 
+/// A single HEADERS frame, END_HEADERS and all, trickled a few bytes at a time: its block is
+/// begun at the frame's first byte, so it too ends the connection after
+/// `header_block_timeout` (GOAWAY PROTOCOL_ERROR), on every path; one trickled within the
+/// limit is served.
+#[tokio::test]
+async fn a_trickled_header_frame_ends_the_connection() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let paths = paths(&backend, "header_block_timeout = \"1s\"").await;
+    // ~200 bytes of headers at 20 bytes every 250 ms: 2.5 s for the frame.
+    let padding = "p".repeat(120);
+    let block = request_block(&[], PROBE, &[("x-padding", padding.as_str())]);
+    let bytes = frame(HEADERS, END_HEADERS, 1, &block);
+    for (name, gw) in &paths.gateways {
+        let mut p = Peer::connect(&gw.socket).await;
+        let sent = Instant::now();
+        for piece in bytes.chunks(20) {
+            p.send(piece).await;
+            if p.closed {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        let g = p
+            .goaway()
+            .await
+            .unwrap_or_else(|| panic!("{name}: no GOAWAY: {:?}", p.seen));
+        let after = sent.elapsed();
+        assert_eq!(g.code(), PROTOCOL_ERROR, "{name}: {g:?}");
+        assert!(
+            after >= Duration::from_millis(900) && after < Duration::from_secs(5),
+            "{name}: GOAWAY after {after:?}, the limit being 1 s"
+        );
+        assert!(p.closed, "{name}: the connection was not closed");
+
+        // The same frame in pieces over 0.5 s is served, and so is the next call.
+        let mut p = Peer::connect(&gw.socket).await;
+        for piece in bytes.chunks(bytes.len() / 4 + 1) {
+            p.send(piece).await;
+            tokio::time::sleep(Duration::from_millis(125)).await;
+        }
+        p.send(&frame(DATA, END_STREAM, 1, &message(&[]))).await;
+        expect_ok(&mut p, 1, name).await;
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        p.call(3, &request_block(&[], PROBE, &[]), &[]).await;
+        expect_ok(&mut p, 3, name).await;
+    }
+}
+
 /// `max_concurrent_streams` is advertised, and a stream past it gets RST_STREAM
 /// REFUSED_STREAM; once a stream ends, a new one is served.
 #[tokio::test]

@@ -52,6 +52,8 @@ pub struct Watched<T> {
     resets: Rate,
     max_resets_per_second: u32,
     tell: watch::Sender<Seen>,
+    /// The frame being read ends a header block (END_HEADERS).
+    ends_block: bool,
 }
 
 impl<T> Watched<T> {
@@ -65,6 +67,7 @@ impl<T> Watched<T> {
             resets: Rate::default(),
             max_resets_per_second,
             tell,
+            ends_block: false,
         };
         (watched, seen)
     }
@@ -80,6 +83,7 @@ impl<T> Watched<T> {
                     bytes = &bytes[n..];
                     if *left == 0 {
                         self.at = Position::Head([0; HEAD_LEN], 0);
+                        self.frame_ended();
                     }
                 }
                 Position::Head(head, filled) => {
@@ -95,6 +99,9 @@ impl<T> Watched<T> {
                             0 => Position::Head([0; HEAD_LEN], 0),
                             len => Position::Payload(len),
                         };
+                        if len == 0 {
+                            self.frame_ended();
+                        }
                     }
                 }
             }
@@ -105,16 +112,29 @@ impl<T> Watched<T> {
         }
     }
 
-    /// A frame of `kind` with `flags` begins.
+    /// A frame of `kind` with `flags` begins. A header block is timed from its first frame's
+    /// head to the end of the frame that ends it: a client trickling a single HEADERS frame
+    /// is held to the same bound as one that never sends its CONTINUATION.
     fn frame(&mut self, kind: u8, flags: u8) {
         let now = Instant::now();
         match kind {
-            HEADERS if flags & END_HEADERS == 0 => self.seen.block_since = Some(now),
-            CONTINUATION if flags & END_HEADERS != 0 => self.seen.block_since = None,
+            HEADERS | CONTINUATION => {
+                self.seen.block_since = self.seen.block_since.or(Some(now));
+                self.ends_block = flags & END_HEADERS != 0;
+            }
             RST_STREAM if self.resets.exceeded(now, self.max_resets_per_second) => {
                 self.seen.too_many_resets = true
             }
             _ => {}
+        }
+    }
+}
+
+impl<T> Watched<T> {
+    /// The frame read last is whole: one that ends a header block ends its clock.
+    fn frame_ended(&mut self) {
+        if std::mem::take(&mut self.ends_block) {
+            self.seen.block_since = None;
         }
     }
 }

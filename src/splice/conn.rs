@@ -754,6 +754,12 @@ impl<C: Io, U: Io> Splice<C, U> {
             if head.len > self.client_frame_limit {
                 return Err(Broken::Client("frame too large", reason::FRAME_SIZE_ERROR));
             }
+            // A header frame only partly read is a header block begun: a client trickling one
+            // byte by byte is held to header_block_timeout as one that never ends its block.
+            let partial = self.from_client.len() < frame::HEAD_LEN + head.len;
+            if partial && matches!(head.kind, Kind::Headers | Kind::Continuation) {
+                self.block_since = self.block_since.or(Some(self.now));
+            }
             self.from_client.reserve(frame::HEAD_LEN + head.len);
         }
         Ok(())
@@ -785,9 +791,11 @@ impl<C: Io, U: Io> Splice<C, U> {
                 let range = frame::content(&head, payload).map_err(|_| malformed())?;
                 let end_stream = head.has(frame::END_STREAM);
                 if head.has(frame::END_HEADERS) {
+                    self.block_since = None;
                     self.on_request_block(head.stream, end_stream, &payload[range], whole)?;
                 } else {
-                    self.block_since = Some(self.now);
+                    // From the block's first byte, however slowly its frames came.
+                    self.block_since = self.block_since.or(Some(self.now));
                     self.request_block = Some(Block {
                         stream: head.stream,
                         end_stream,
