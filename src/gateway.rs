@@ -207,6 +207,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         limits: crate::front::limits::fit_open_files(config.listen.limits.clone()),
         services,
         protection: Protection::new(config.calls.clone()),
+        resets: Default::default(),
     });
     let (shutdown, stop) = watch::channel(false);
     let appliance = appliance.map(|(tcp, acceptor)| {

@@ -315,6 +315,80 @@ async fn resets_past_the_rate_get_enhance_your_calm() {
     }
 }
 
+/// The reset budget is the gateway's, not one connection's: a client that spreads its resets
+/// over four connections, each under `max_resets_per_second`, is told to calm down all the
+/// same. Spliced front (the one that remains; `--splice=false` counts per connection).
+#[tokio::test]
+async fn resets_spread_over_connections_share_one_budget() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let flag = config(dir.path(), "max_resets_per_second = 10");
+    let gw = Gateway::start(&backend.socket, "v0.1", &[&flag]).await;
+    let block = request_block(&[], PROBE, &[]);
+    let mut peers = Vec::new();
+    for _ in 0..4 {
+        peers.push(Peer::connect(&gw.socket).await);
+    }
+    // 4 × 6 = 24 resets within a second, 6 on each connection.
+    for i in 0..6u32 {
+        let id = 1 + 2 * i;
+        for p in &mut peers {
+            p.send(&frame(HEADERS, END_HEADERS, id, &block)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        for p in &mut peers {
+            p.send(&frame(RST_STREAM, 0, id, &CANCEL.to_be_bytes())).await;
+        }
+    }
+    let mut calmed = 0;
+    for p in &mut peers {
+        while let Some(f) = p.next_within(Duration::from_millis(500)).await {
+            if f.kind == GOAWAY {
+                assert_eq!(f.code(), ENHANCE_YOUR_CALM, "{f:?}");
+                calmed += 1;
+                break;
+            }
+        }
+    }
+    assert!(calmed >= 1, "24 resets over 4 connections, none told to calm down\n{}", gw.log_text());
+}
+
+/// A gRPC client resets the calls it gave up on at their deadline: 15 calls to a plugin that
+/// does not answer, expiring together, are no rapid reset, though more than the budget of 10.
+/// The connection is not told to calm down, and serves on. (15: the reference plugin's own h2
+/// closes its connection past 20 resets of streams it has not yet accepted.)
+#[tokio::test]
+async fn resets_at_a_calls_deadline_are_not_counted() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let flag = config(dir.path(), "max_resets_per_second = 10");
+    let gw = Gateway::start(&backend.socket, "v0.1", &[&flag]).await;
+    let mut p = Peer::connect(&gw.socket).await;
+    // The connection's own to the plugin is up before the plugin stops answering.
+    p.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+    expect_ok(&mut p, 1, "before").await;
+    let block = request_block(&[], PROBE, &[("grpc-timeout", "300m")]);
+    backend.pause();
+    let ids: Vec<u32> = (1..16u32).map(|i| 1 + 2 * i).collect();
+    for &id in &ids {
+        p.call(id, &block, &[]).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for &id in &ids {
+        p.send(&frame(RST_STREAM, 0, id, &CANCEL.to_be_bytes())).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    backend.resume();
+    p.call(33, &request_block(&[], PROBE, &[]), &[]).await;
+    expect_ok(&mut p, 33, &format!("after 15 calls expired\n{}", gw.log_text())).await;
+    assert!(
+        !p.seen.iter().any(|f| f.kind == GOAWAY),
+        "deadline expiries counted as resets: {:?}\n{}",
+        p.seen.iter().filter(|f| f.kind == GOAWAY).collect::<Vec<_>>(),
+        gw.log_text()
+    );
+}
+
 /// The gateway's resident memory (VmRSS), in KiB.
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

@@ -40,4 +40,7 @@ pub struct Shared {
     pub protection: protect::Protection,
     /// The gateway's own services: reflection and health.
     pub services: services::Services,
+    /// Streams reset by clients, all connections together: `max_resets_per_second` bounds
+    /// the gateway's, not one connection's (a client opens several).
+    pub resets: std::sync::Mutex<limits::Rate>,
 }

@@ -70,6 +70,10 @@ const HIGH_WATER: usize = 256 * 1024;
 /// that serialised the client, the gateway and the plugin (`benches/bridge.rs`, the e2e
 /// bench). About four small calls' requests (a Probe's is ~120 bytes as a client sends it).
 const PIECE: usize = 512;
+
+/// A client's timer and the gateway's for one deadline differ by the time its request took to
+/// arrive: a reset this close to the deadline is the client giving up at it.
+const RESET_SLACK_MS: u64 = 50;
 /// The largest header block accepted, however many CONTINUATION frames carry it.
 const MAX_HEADER_BLOCK: usize = 256 * 1024;
 /// Calls the splice answers itself at once on one connection; more are refused
@@ -765,6 +769,32 @@ impl<C: Io, U: Io> Splice<C, U> {
         Ok(())
     }
 
+    /// Whether a client's reset of stream `id` counts against the reset budget: not when the
+    /// call's own deadline has passed (a gRPC client resets a call it gave up on at its
+    /// deadline; 500 calls expiring together are no rapid-reset attack).
+    /// Nor a reset of a stream already ended here (answered, or past its deadline): it cost
+    /// the gateway and the plugin nothing more.
+    fn reset_counted(&self, id: u32) -> bool {
+        let slack = Duration::from_millis(RESET_SLACK_MS);
+        self.streams
+            .get(&id)
+            .is_some_and(|s| s.deadline().is_none_or(|at| self.now + slack < at))
+    }
+
+    /// One more counted reset: past `max_resets_per_second` on this connection, or on all of
+    /// the gateway's together (a client spreading resets over connections).
+    fn too_many_resets(&mut self) -> bool {
+        let per_second = self.limits.max_resets_per_second;
+        let here = self.resets.exceeded(self.now, per_second);
+        let all = self
+            .shared
+            .resets
+            .lock()
+            .map(|mut r| r.exceeded(self.now, per_second))
+            .unwrap_or(false);
+        here || all
+    }
+
     fn on_client_frame(&mut self, head: Head, whole: &[u8]) -> Result<(), Broken> {
         let payload = &whole[frame::HEAD_LEN..];
         if head.len > self.client_frame_limit {
@@ -862,10 +892,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             Kind::RstStream => {
                 let code = frame::rst_reason(payload).map_err(|_| malformed())?;
                 self.idle_stream_check(head.stream, "RST_STREAM")?;
-                if self
-                    .resets
-                    .exceeded(self.now, self.limits.max_resets_per_second)
-                {
+                if self.reset_counted(head.stream) && self.too_many_resets() {
                     return Err(Broken::Client(
                         "too many streams reset",
                         reason::ENHANCE_YOUR_CALM,
