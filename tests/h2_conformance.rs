@@ -898,3 +898,128 @@ async fn nothing_comes_between_a_header_block_and_its_continuation() {
         "the tap cut a block"
     );
 }
+
+/// A request block of these fields in this order, every one a literal without indexing.
+fn block_of(fields: &[(&str, &str)]) -> Vec<u8> {
+    let mut block = Vec::new();
+    for (n, v) in fields {
+        literal(&mut block, n.as_bytes(), v.as_bytes());
+    }
+    block
+}
+
+/// RFC 9113 §8.1.1–8.3 (h2spec's 8.1 and 8.1.2.x cases): a malformed request is a stream error
+/// (RST_STREAM PROTOCOL_ERROR; a GOAWAY PROTOCOL_ERROR would do too), whether the call would
+/// be relayed, translated by the gateway or answered by it, and the connection serves on.
+/// Malformed trailers end their stream the same way.
+#[tokio::test]
+async fn malformed_requests_are_stream_errors() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let good = |path: &'static str| -> Vec<(&'static str, &'static str)> {
+        vec![
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", path),
+            (":authority", "localhost"),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+        ]
+    };
+    let with = |path, extra: (&'static str, &'static str)| {
+        let mut f = good(path);
+        f.push(extra);
+        f
+    };
+    let without = |path, name: &str| {
+        let mut f = good(path);
+        f.retain(|(n, _)| *n != name);
+        f
+    };
+    let twice = |path, name: &str| {
+        let mut f = good(path);
+        let field = *f.iter().find(|(n, _)| *n == name).unwrap();
+        f.insert(1, field);
+        f
+    };
+    for path in [PROBE, PROBE_V03, "/"] {
+        let after_regular = {
+            let mut f = without(path, ":authority");
+            f.push((":authority", "localhost"));
+            f
+        };
+        let cases: Vec<(&str, Vec<(&str, &str)>)> = vec![
+            ("8.1.2/1 an uppercase field name", with(path, ("X-Upper", "a"))),
+            ("8.1.2.1/1 an unknown pseudo-header", with(path, (":foo", "a"))),
+            ("8.1.2.1/2 a response pseudo-header", with(path, (":status", "200"))),
+            ("8.1.2.1/4 a pseudo-header after a regular one", after_regular),
+            ("8.1.2.2/1 a connection-specific field", with(path, ("connection", "keep-alive"))),
+            ("8.1.2.2/2 te other than trailers", with(path, ("te", "gzip"))),
+            ("8.1.2.3/2 no :method", without(path, ":method")),
+            ("8.1.2.3/3 no :scheme", without(path, ":scheme")),
+            ("8.1.2.3/4 no :path", without(path, ":path")),
+            ("8.1.2.3/5 :method twice", twice(path, ":method")),
+            ("8.1.2.3/6 :scheme twice", twice(path, ":scheme")),
+            ("8.1.2.3/7 :path twice", twice(path, ":path")),
+        ];
+        let mut empty_path = good(path);
+        empty_path[2] = (":path", "");
+        let cases = cases
+            .into_iter()
+            .chain([("8.1.2.3/1 an empty :path", empty_path)]);
+        // The spliced front, the one "One HTTP/2 front" keeps: h2 (--splice=false) answers a
+        // pseudo-header in trailers.
+        for p in &paths(&backend).await[..2] {
+            let (mut peer, mut id) = p.open().await;
+            for (case, fields) in cases.clone() {
+                let what = format!("{}: {path}: {case}", p.name);
+                peer.call(id, &block_of(&fields), &[]).await;
+                if !protocol_error(&mut peer, id, &what).await {
+                    (peer, id) = p.open().await; // a connection error: on a new one
+                    continue;
+                }
+                id += 2;
+            }
+            // Trailers: a pseudo-header in them (8.1.2.1/3), or without END_STREAM (8.1/1).
+            for (case, trailers, flags) in [
+                ("8.1.2.1/3 a pseudo-header in trailers", block_of(&[(":method", "POST")]), END_HEADERS | END_STREAM),
+                ("8.1/1 trailers without END_STREAM", block_of(&[("x-trailer", "a")]), END_HEADERS),
+            ] {
+                let mut out = frame(HEADERS, END_HEADERS, id, &block_of(&good(path)));
+                out.extend_from_slice(&frame(DATA, 0, id, &message(&[])));
+                out.extend_from_slice(&frame(HEADERS, flags, id, &trailers));
+                peer.send(&out).await;
+                if !protocol_error(&mut peer, id, &format!("{}: {path}: {case}", p.name)).await {
+                    (peer, id) = p.open().await;
+                    continue;
+                }
+                id += 2;
+            }
+            peer.call(id, &request_block(&[], PROBE, &[]), &[]).await;
+            p.expect_ok(&mut peer, id, &format!("{path}: after the malformed requests"))
+                .await;
+        }
+    }
+}
+
+/// Reads until stream `id` is reset (true) or the connection goes away (false), each with
+/// PROTOCOL_ERROR; a reply on the stream, or nothing, fails `what`.
+async fn protocol_error(peer: &mut Peer, id: u32, what: &str) -> bool {
+    loop {
+        let f = peer
+            .next()
+            .await
+            .unwrap_or_else(|| panic!("{what}: neither reset nor GOAWAY: {:?}", peer.seen));
+        match f.kind {
+            RST_STREAM if f.stream == id => {
+                assert_eq!(f.code(), PROTOCOL_ERROR, "{what}: {f:?}");
+                return true;
+            }
+            GOAWAY => {
+                assert_eq!(f.code(), PROTOCOL_ERROR, "{what}: {f:?}");
+                return false;
+            }
+            HEADERS | DATA if f.stream == id => panic!("{what}: answered: {f:?}"),
+            _ => {}
+        }
+    }
+}

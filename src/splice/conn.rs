@@ -1312,6 +1312,17 @@ impl<C: Io, U: Io> Splice<C, U> {
                 reason::PROTOCOL_ERROR,
             ));
         }
+        if self.streams.contains_key(&id) {
+            // Trailers must end the stream and hold no pseudo-header (RFC 9113 §8.1).
+            let malformed = match end_stream {
+                false => Some("trailers without END_STREAM"),
+                true => request.malformed_trailers,
+            };
+            if let Some(why) = malformed {
+                self.malformed_trailers(id, why);
+                return Ok(());
+            }
+        }
         if let Some(stream) = self.streams.get_mut(&id) {
             // Trailers from the client end its half of the stream.
             stream.request_done = true;
@@ -1342,6 +1353,14 @@ impl<C: Io, U: Io> Splice<C, U> {
             return Err(Broken::Client("stream id not new", reason::PROTOCOL_ERROR));
         }
         self.last_stream = id;
+        // A malformed request is a stream error (RFC 9113 §8.1.1), on every path: what a
+        // server behind the splice would answer, also for calls the splice answers itself.
+        if let Some(why) = request.malformed {
+            tracing::debug!(stream = id, why, "malformed request: stream reset (PROTOCOL_ERROR)");
+            self.reencode = true;
+            frame::put_rst_stream(self.own_out(), id, reason::PROTOCOL_ERROR);
+            return Ok(());
+        }
         if self.going_away.is_some_and(|last| id > last) {
             self.reencode = true;
             frame::put_rst_stream(self.own_out(), id, reason::REFUSED_STREAM);
@@ -1725,6 +1744,19 @@ impl<C: Io, U: Io> Splice<C, U> {
     }
 
     /// Resets a stream the splice opened on the upstream, and remembers it (`reset_upstream`).
+    /// Malformed trailers end their stream with a stream error (PROTOCOL_ERROR) to the client
+    /// and a reset on the upstream, which never gets them.
+    fn malformed_trailers(&mut self, id: u32, why: &'static str) {
+        tracing::debug!(stream = id, why, "malformed trailers: stream reset (PROTOCOL_ERROR)");
+        self.reencode = true;
+        frame::put_rst_stream(self.own_out(), id, reason::PROTOCOL_ERROR);
+        if self.streams.get(&id).is_some_and(|s| matches!(s.side, Side::Relayed)) {
+            self.reset_on_upstream(id);
+        }
+        let message = Some(format!("malformed request: {why}"));
+        self.end_stream(id, Code::Internal, Origin::Client, message);
+    }
+
     fn reset_on_upstream(&mut self, id: u32) {
         if !self.upstream_gone {
             frame::put_rst_stream(&mut self.to_upstream, id, reason::CANCEL);

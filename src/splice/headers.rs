@@ -391,6 +391,74 @@ pub struct Request {
     /// The fields that refer to an entry the upstream's table no longer has ([`Span::lacks`]),
     /// as the literals the upstream gets in their place ([`rebuild`]).
     pub patches: Vec<(Span, Vec<u8>)>,
+    /// How the block breaks RFC 9113 §8.2–8.3 as a request's headers, if it does.
+    pub malformed: Option<&'static str>,
+    /// How it breaks them as a request's trailers, if it does.
+    pub malformed_trailers: Option<&'static str>,
+}
+
+/// What [`request`] counts of a block's fields to tell whether it is well formed.
+#[derive(Default)]
+struct Shape {
+    methods: usize,
+    schemes: usize,
+    regular: bool,
+    malformed: Option<&'static str>,
+    malformed_trailers: Option<&'static str>,
+}
+
+impl Shape {
+    /// One field (RFC 9113 §8.2.1, §8.2.2, §8.3, §8.3.1).
+    fn field(&mut self, name: &[u8], value: &[u8]) {
+        if name.iter().any(u8::is_ascii_uppercase) {
+            self.both("a header field name with uppercase letters");
+        }
+        if name.first() == Some(&b':') {
+            self.malformed_trailers
+                .get_or_insert("a pseudo-header field in trailers");
+            if self.regular {
+                self.request("a pseudo-header field after a regular one");
+            }
+            match name {
+                b":method" => self.methods += 1,
+                b":scheme" => self.schemes += 1,
+                b":path" if value.is_empty() => self.request("an empty :path"),
+                b":path" | b":authority" => {}
+                _ => self.request("a pseudo-header field a request does not have"),
+            }
+            return;
+        }
+        self.regular = true;
+        match name {
+            b"connection" | b"keep-alive" | b"proxy-connection" | b"transfer-encoding"
+            | b"upgrade" => self.both("a connection-specific header field"),
+            b"te" if value != b"trailers" => self.both("te other than \"trailers\""),
+            _ => {}
+        }
+    }
+
+    /// The block's end: each of `:method`, `:scheme` and `:path` exactly once.
+    fn end(mut self, paths: usize) -> (Option<&'static str>, Option<&'static str>) {
+        if self.methods != 1 {
+            self.request("no :method, or more than one");
+        }
+        if self.schemes != 1 {
+            self.request("no :scheme, or more than one");
+        }
+        if paths != 1 {
+            self.request("no :path, or more than one");
+        }
+        (self.malformed, self.malformed_trailers)
+    }
+
+    fn request(&mut self, why: &'static str) {
+        self.malformed.get_or_insert(why);
+    }
+
+    fn both(&mut self, why: &'static str) {
+        self.request(why);
+        self.malformed_trailers.get_or_insert(why);
+    }
 }
 
 /// The `:authority` of every request the gateway sends on a UNIX socket: the authority names
@@ -414,7 +482,9 @@ pub fn request(
     keep: bool,
 ) -> Result<Request, CompressionError> {
     let mut seen = Request::default();
+    let mut shape = Shape::default();
     decoder.decode_spans(block, |name, value, indexing, span| {
+        shape.field(name, value);
         match name {
             b":path" => {
                 seen.path = Some(path_text(value));
@@ -433,6 +503,7 @@ pub fn request(
             seen.fields.push((name.to_vec(), value.to_vec(), indexing));
         }
     })?;
+    (seen.malformed, seen.malformed_trailers) = shape.end(seen.paths);
     Ok(seen)
 }
 
@@ -982,6 +1053,34 @@ mod tests {
         d.table_size_acknowledged(4096);
         d.own_block(&mut again);
         assert!(again.is_empty());
+    }
+
+    /// RFC 9113 §8.2–8.3, as a request's headers and as its trailers.
+    #[test]
+    fn malformed_requests_are_told_apart() {
+        let block = |fields: &[(&str, &str)]| {
+            let mut out = Vec::new();
+            for (n, v) in fields {
+                put_field(&mut out, n.as_bytes(), v.as_bytes(), Indexing::Allowed);
+            }
+            request(&mut Decoder::default(), &out, false).unwrap()
+        };
+        let good = [(":method", "POST"), (":scheme", "http"), (":path", "/a"), ("te", "trailers")];
+        let r = block(&good);
+        assert_eq!(r.malformed, None);
+        assert_eq!(r.malformed_trailers, Some("a pseudo-header field in trailers"));
+        assert_eq!(block(&[("grpc-status", "0")]).malformed_trailers, None);
+        let bad: &[(&[(&str, &str)], &str)] = &[
+            (&[(":method", "POST"), (":scheme", "http"), (":path", "")], "an empty :path"),
+            (&[(":method", "POST"), (":path", "/a")], "no :scheme, or more than one"),
+            (&[(":method", "POST"), (":scheme", "http"), (":path", "/a"), ("Up", "x")], "a header field name with uppercase letters"),
+            (&[(":method", "POST"), (":scheme", "http"), ("a", "b"), (":path", "/a")], "a pseudo-header field after a regular one"),
+            (&[(":method", "POST"), (":scheme", "http"), (":path", "/a"), ("upgrade", "h2c")], "a connection-specific header field"),
+            (&[(":method", "POST"), (":scheme", "http"), (":path", "/a"), ("te", "gzip")], "te other than \"trailers\""),
+        ];
+        for (fields, why) in bad {
+            assert_eq!(block(fields).malformed, Some(*why), "{fields:?}");
+        }
     }
 
     #[test]
