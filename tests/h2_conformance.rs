@@ -1004,6 +1004,13 @@ async fn malformed_requests_are_stream_errors() {
 /// Reads until stream `id` is reset (true) or the connection goes away (false), each with
 /// PROTOCOL_ERROR; a reply on the stream, or nothing, fails `what`.
 async fn protocol_error(peer: &mut Peer, id: u32, what: &str) -> bool {
+    stream_error(peer, id, PROTOCOL_ERROR, what).await
+}
+
+/// Reads until stream `id` is reset with `code` (true), or the connection goes away with
+/// `code` or PROTOCOL_ERROR (false: a HEADERS on a stream that has ended reads as a reused
+/// id, RFC 9113 §5.1.1); a reply on the stream, or nothing, fails `what`.
+async fn stream_error(peer: &mut Peer, id: u32, code: u32, what: &str) -> bool {
     loop {
         let f = peer
             .next()
@@ -1011,15 +1018,101 @@ async fn protocol_error(peer: &mut Peer, id: u32, what: &str) -> bool {
             .unwrap_or_else(|| panic!("{what}: neither reset nor GOAWAY: {:?}", peer.seen));
         match f.kind {
             RST_STREAM if f.stream == id => {
-                assert_eq!(f.code(), PROTOCOL_ERROR, "{what}: {f:?}");
+                assert_eq!(f.code(), code, "{what}: {f:?}");
                 return true;
             }
             GOAWAY => {
-                assert_eq!(f.code(), PROTOCOL_ERROR, "{what}: {f:?}");
+                assert!([code, PROTOCOL_ERROR].contains(&f.code()), "{what}: {f:?}");
                 return false;
             }
             HEADERS | DATA if f.stream == id => panic!("{what}: answered: {f:?}"),
             _ => {}
+        }
+    }
+}
+
+/// RFC 9113 §5.1, §5.3.1, §6.1 and §6.9 (h2spec's 5.1/5, /6, /8, /11, 5.3.1/1–2, 6.1/2 and
+/// 6.9/2): frames on a stream the client closed are STREAM_CLOSED, a stream depending on
+/// itself and a stream's WINDOW_UPDATE of 0 are PROTOCOL_ERROR — stream errors (or connection
+/// errors) on calls relayed to the plugin and on calls the gateway answers, and the
+/// connection serves on.
+#[tokio::test]
+async fn frames_on_closed_streams_and_self_dependencies_are_errors() {
+    let backend = Backend::start(Options::new("v1")).await;
+    for path in [PROBE, "/"] {
+        for p in &paths(&backend).await[..2] {
+            let (mut peer, mut id) = p.open().await;
+            let block = request_block(&[], path, &[]);
+            let name = |case: &str| format!("{}: {path}: {case}", p.name);
+            // 5.1/5, 6.1/2: DATA on a stream half closed (remote): HEADERS with END_STREAM.
+            let mut out = frame(HEADERS, END_HEADERS | END_STREAM, id, &block);
+            out.extend_from_slice(&frame(DATA, 0, id, &message(&[])));
+            peer.send(&out).await;
+            if !stream_error(&mut peer, id, STREAM_CLOSED, &name("DATA after END_STREAM")).await {
+                (peer, id) = p.open().await;
+            } else {
+                id += 2;
+            }
+            // 5.1/6: HEADERS again on it.
+            let mut out = frame(HEADERS, END_HEADERS | END_STREAM, id, &block);
+            out.extend_from_slice(&frame(HEADERS, END_HEADERS | END_STREAM, id, &block));
+            peer.send(&out).await;
+            if !stream_error(&mut peer, id, STREAM_CLOSED, &name("HEADERS after END_STREAM")).await {
+                (peer, id) = p.open().await;
+            } else {
+                id += 2;
+            }
+            // 5.1/8: DATA after the client's RST_STREAM.
+            let mut out = frame(HEADERS, END_HEADERS, id, &block);
+            out.extend_from_slice(&frame(RST_STREAM, 0, id, &CANCEL.to_be_bytes()));
+            out.extend_from_slice(&frame(DATA, 0, id, &message(&[])));
+            peer.send(&out).await;
+            if !stream_error(&mut peer, id, STREAM_CLOSED, &name("DATA after RST_STREAM")).await {
+                (peer, id) = p.open().await;
+            } else {
+                id += 2;
+            }
+            // 5.1/11: DATA once the stream is closed, its reply read.
+            peer.send(&frame(HEADERS, END_HEADERS, id, &block)).await;
+            peer.send(&frame(DATA, END_STREAM, id, &message(&[]))).await;
+            let r = peer.reply(id).await;
+            assert!(r.get("grpc-status").is_some(), "{}: {r:?}", name("a call"));
+            peer.send(&frame(DATA, 0, id, &message(&[]))).await;
+            if !stream_error(&mut peer, id, STREAM_CLOSED, &name("DATA on a closed stream")).await {
+                (peer, id) = p.open().await;
+            } else {
+                // 6.9/2: a WINDOW_UPDATE of 0 on it.
+                peer.send(&frame(WINDOW_UPDATE, 0, id, &0u32.to_be_bytes())).await;
+                if !protocol_error(&mut peer, id, &name("WINDOW_UPDATE of 0 on a stream")).await {
+                    (peer, id) = p.open().await;
+                } else {
+                    id += 2;
+                }
+            }
+            // 5.3.1/1: HEADERS that depends on itself (PRIORITY flag).
+            let mut prioritized = id.to_be_bytes().to_vec();
+            prioritized.push(16);
+            prioritized.extend_from_slice(&block);
+            let mut out = frame(HEADERS, END_HEADERS | 0x20, id, &prioritized);
+            out.extend_from_slice(&frame(DATA, END_STREAM, id, &message(&[])));
+            peer.send(&out).await;
+            if !protocol_error(&mut peer, id, &name("HEADERS depending on itself")).await {
+                (peer, id) = p.open().await;
+            } else {
+                id += 2;
+            }
+            // 5.3.1/2: PRIORITY that depends on itself.
+            let mut priority = id.to_be_bytes().to_vec();
+            priority.push(16);
+            peer.send(&frame(HEADERS, END_HEADERS, id, &block)).await;
+            peer.send(&frame(PRIORITY, 0, id, &priority)).await;
+            if !protocol_error(&mut peer, id, &name("PRIORITY depending on itself")).await {
+                (peer, id) = p.open().await;
+            } else {
+                id += 2;
+            }
+            peer.call(id, &request_block(&[], PROBE, &[]), &[]).await;
+            p.expect_ok(&mut peer, id, &name("after the stream errors")).await;
         }
     }
 }

@@ -192,6 +192,11 @@ pub struct Splice<C, U> {
     /// Streams the splice reset on the upstream (most recent last): frames the upstream sent
     /// before it saw the reset are dropped, not passed to the client.
     reset_upstream: VecDeque<u32>,
+    /// Streams whose half the client closed (END_STREAM, RST_STREAM) and that have since
+    /// ended, most recent last: a later DATA on one is a stream error STREAM_CLOSED (RFC 9113
+    /// §5.1; a HEADERS is a reused id, a connection error). DATA on a stream the splice ended
+    /// while the client was still sending is dropped instead, as frames in flight may be.
+    client_closed: VecDeque<u32>,
     /// Ended translated calls' state, kept for the next ones (see `recycle`): boxed, as
     /// `Side::Translated` holds it, so that the box is what is used again.
     #[allow(clippy::vec_box)]
@@ -240,6 +245,8 @@ struct Stream {
     reply_done: bool,
     /// The client's `grpc-timeout`, for a call on the upstream (see `deadlines`).
     timeout: Option<Duration>,
+    /// The client sent END_STREAM or RST_STREAM on it (see `client_closed`).
+    client_ended: bool,
     _in_flight: InFlight,
     side: Side,
 }
@@ -496,6 +503,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             reencode_replies: false,
             own_streams: false,
             reset_upstream: VecDeque::new(),
+            client_closed: VecDeque::new(),
             spare: Vec::new(),
             owed_upstream: 0,
             upstream_initial_window: frame::DEFAULT_WINDOW,
@@ -823,6 +831,9 @@ impl<C: Io, U: Io> Splice<C, U> {
                 if head.has(frame::END_HEADERS) {
                     self.block_since = None;
                     self.on_request_block(head.stream, end_stream, &payload[range], whole)?;
+                    if frame::depends_on_itself(&head, payload) {
+                        self.stream_error(head.stream, reason::PROTOCOL_ERROR, "depends on itself");
+                    }
                 } else {
                     // From the block's first byte, however slowly its frames came.
                     self.block_since = self.block_since.or(Some(self.now));
@@ -920,6 +931,13 @@ impl<C: Io, U: Io> Splice<C, U> {
             Kind::Priority => {
                 if head.len != 5 {
                     frame::put_rst_stream(self.own_out(), head.stream, reason::FRAME_SIZE_ERROR);
+                } else if frame::depends_on_itself(&head, payload) {
+                    // RFC 9113 §5.3.1 (RFC 7540's priority, still a stream error to answer).
+                    if self.streams.contains_key(&head.stream) {
+                        self.stream_error(head.stream, reason::PROTOCOL_ERROR, "depends on itself");
+                    } else {
+                        frame::put_rst_stream(self.own_out(), head.stream, reason::PROTOCOL_ERROR);
+                    }
                 } else if self
                     .streams
                     .get(&head.stream)
@@ -938,7 +956,31 @@ impl<C: Io, U: Io> Splice<C, U> {
             // Extension frames are per hop, and the gateway knows none (RFC 9113 §5.5).
             Kind::GoAway | Kind::Unknown(_) => {}
         }
+        let ends = match head.kind {
+            Kind::Data | Kind::Headers => head.has(frame::END_STREAM),
+            Kind::RstStream => true,
+            _ => false,
+        };
+        if ends && head.stream != 0 {
+            self.client_ended(head.stream);
+        }
         Ok(())
+    }
+
+    /// The client closed its half of stream `id` (END_STREAM) or reset it: remembered once the
+    /// stream has ended (see `client_closed`).
+    fn client_ended(&mut self, id: u32) {
+        match self.streams.get_mut(&id) {
+            Some(stream) => stream.client_ended = true,
+            None => self.remember_closed(id),
+        }
+    }
+
+    fn remember_closed(&mut self, id: u32) {
+        self.client_closed.push_back(id);
+        if self.client_closed.len() > RESET_REMEMBERED {
+            self.client_closed.pop_front();
+        }
     }
 
     /// A frame on a stream the client never opened (RFC 9113 §5.1: idle).
@@ -1069,7 +1111,10 @@ impl<C: Io, U: Io> Splice<C, U> {
                     self.end_stream(stream, Code::Internal, Origin::Client, bad_window_update());
                 }
             }
-            None => {} // a stream that has ended: nothing is sent on it any more
+            // A stream that has ended: nothing is sent on it any more; an increment of 0 is
+            // still an error (RFC 9113 §6.9).
+            None if n == 0 => frame::put_rst_stream(self.own_out(), stream, reason::PROTOCOL_ERROR),
+            None => {}
         }
         Ok(())
     }
@@ -1082,6 +1127,9 @@ impl<C: Io, U: Io> Splice<C, U> {
             // Data for a stream that has ended: drop it, but give back the window it used.
             if head.len > 0 {
                 frame::put_window_update(self.own_out(), 0, head.len as u32);
+            }
+            if self.client_closed.contains(&head.stream) {
+                frame::put_rst_stream(self.own_out(), head.stream, reason::STREAM_CLOSED);
             }
             return Ok(());
         }
@@ -1139,19 +1187,12 @@ impl<C: Io, U: Io> Splice<C, U> {
         };
         let stream = self.streams.get_mut(&head.stream).expect("checked above");
         if stream.request_done {
-            // A stream error (RFC 9113 §5.1, half-closed): the upstream answers it for a
-            // relayed stream; the splice for its own.
-            if matches!(stream.side, Side::Relayed) {
-                self.to_upstream.extend_from_slice(whole);
-            } else {
-                frame::put_window_update(own, 0, head.len as u32);
-                frame::put_rst_stream(own, head.stream, reason::STREAM_CLOSED);
-                self.end_stream(
-                    head.stream,
-                    Code::Internal,
-                    Origin::Client,
-                    Some("DATA after END_STREAM".into()),
-                );
+            frame::put_window_update(own, 0, head.len as u32);
+            // A stream error (RFC 9113 §5.1, half-closed): answered here for every stream, a
+            // relayed one too (a plugin may answer it by closing its whole connection). DATA
+            // after the splice itself ended the request is dropped, as frames in flight are.
+            if stream.client_ended {
+                self.stream_error(head.stream, reason::STREAM_CLOSED, "DATA after END_STREAM");
             }
             return Ok(());
         }
@@ -1318,8 +1359,17 @@ impl<C: Io, U: Io> Splice<C, U> {
                 false => Some("trailers without END_STREAM"),
                 true => request.malformed_trailers,
             };
-            if let Some(why) = malformed {
-                self.malformed_trailers(id, why);
+            // Nor come after the client ended its half (RFC 9113 §5.1: half-closed).
+            let closed = self.streams[&id].client_ended;
+            let error = match (closed, malformed) {
+                (true, _) => Some((reason::STREAM_CLOSED, "HEADERS after END_STREAM")),
+                (false, Some(why)) => Some((reason::PROTOCOL_ERROR, why)),
+                (false, None) => None,
+            };
+            if let Some((code, why)) = error {
+                // Not passed on: the upstream's decoding context no longer follows.
+                self.reencode = true;
+                self.stream_error(id, code, why);
                 return Ok(());
             }
         }
@@ -1483,6 +1533,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 reply_started: false,
                 reply_done: false,
                 timeout,
+                client_ended: false,
                 _in_flight: InFlight::start(),
                 side,
             },
@@ -1744,16 +1795,15 @@ impl<C: Io, U: Io> Splice<C, U> {
     }
 
     /// Resets a stream the splice opened on the upstream, and remembers it (`reset_upstream`).
-    /// Malformed trailers end their stream with a stream error (PROTOCOL_ERROR) to the client
-    /// and a reset on the upstream, which never gets them.
-    fn malformed_trailers(&mut self, id: u32, why: &'static str) {
-        tracing::debug!(stream = id, why, "malformed trailers: stream reset (PROTOCOL_ERROR)");
-        self.reencode = true;
-        frame::put_rst_stream(self.own_out(), id, reason::PROTOCOL_ERROR);
+    /// A stream error of the client's (RFC 9113 §5.4.2) on a stream the gateway knows: reset
+    /// with `code` to the client and on the upstream, and ended.
+    fn stream_error(&mut self, id: u32, code: u32, why: &'static str) {
+        tracing::debug!(stream = id, why, code, "stream error: stream reset");
+        frame::put_rst_stream(self.own_out(), id, code);
         if self.streams.get(&id).is_some_and(|s| matches!(s.side, Side::Relayed)) {
             self.reset_on_upstream(id);
         }
-        let message = Some(format!("malformed request: {why}"));
+        let message = Some(format!("stream error: {why}"));
         self.end_stream(id, Code::Internal, Origin::Client, message);
     }
 
@@ -2854,6 +2904,9 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     fn remove(&mut self, id: u32) {
         if let Some(mut stream) = self.streams.remove(&id) {
+            if stream.client_ended {
+                self.remember_closed(id);
+            }
             if let Some(at) = stream.deadline() {
                 self.deadlines.remove(&(at, id));
             }

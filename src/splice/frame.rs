@@ -259,6 +259,19 @@ pub fn content(head: &Head, payload: &[u8]) -> Result<std::ops::Range<usize>, Ma
     (start <= end).then_some(start..end).ok_or_else(bad)
 }
 
+/// Whether a HEADERS (with PRIORITY) or PRIORITY frame names its own stream as the one it
+/// depends on (RFC 7540 §5.3.1: a stream error PROTOCOL_ERROR).
+pub fn depends_on_itself(head: &Head, payload: &[u8]) -> bool {
+    let at = match head.kind {
+        Kind::Priority => 0,
+        Kind::Headers if head.has(PRIORITY) => head.has(PADDED) as usize,
+        _ => return false,
+    };
+    payload
+        .get(at..at + 4)
+        .is_some_and(|d| u32::from_be_bytes([d[0], d[1], d[2], d[3]]) & 0x7fff_ffff == head.stream)
+}
+
 /// The identifier/value pairs of a SETTINGS payload.
 pub fn settings(payload: &[u8]) -> impl Iterator<Item = (u16, u32)> + '_ {
     payload.chunks_exact(6).map(|c| {
