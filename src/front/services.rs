@@ -4,6 +4,9 @@
 //! the upstream's Probe. The services are tonic's (`tonic-reflection`) or tonic-generated
 //! (`tonic-health`'s trait, implemented here), served as streams both ways: through a small
 //! bridge from the front's `h2` streams here, and by the splice (`splice::local_stream`).
+//! Either way, what a client can make them hold is bounded (`bounded`: the size of a request,
+//! one reply owed at a time, the length of an error message), and health shares the plugin's
+//! Probe among all its callers (`Upstream::probe`).
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
@@ -32,6 +35,8 @@ use crate::grpc::{body::h2_status, status, Code, Status, CONTENT_TYPE};
 use crate::metrics::Origin;
 use crate::tls::Authorization;
 use crate::upstream::Upstream;
+
+mod bounded;
 
 /// The methods of the gateway's services, for the metrics' `method_name` label.
 const METHODS: [&str; 4] = [
@@ -71,8 +76,12 @@ pub fn method_name(path: &str) -> &'static str {
         .unwrap_or("unknown")
 }
 
-/// How often a health Watch asks the upstream again.
-const WATCH_INTERVAL: Duration = Duration::from_secs(2);
+/// How often a health Watch asks the upstream again: as long as a Probe's answer is shared, so
+/// that all Watches together cost the plugin one Probe per interval.
+const WATCH_INTERVAL: Duration = crate::upstream::PROBE_SHARED_FOR;
+
+/// How much of a name the client sent an error message repeats.
+const ECHOED_NAME: usize = 200;
 
 /// One of the gateway's services, called as tonic calls its services.
 pub type Handler =
@@ -121,13 +130,13 @@ impl Services {
         let mut by_name: HashMap<&'static str, Handler> = HashMap::new();
         by_name.insert(
             "grpc.reflection.v1.ServerReflection",
-            handler(sets().build_v1()?),
+            bounded::bounded(handler(sets().build_v1()?)),
         );
         by_name.insert(
             "grpc.reflection.v1alpha.ServerReflection",
-            handler(sets().build_v1alpha()?),
+            bounded::bounded(handler(sets().build_v1alpha()?)),
         );
-        by_name.insert("grpc.health.v1.Health", handler(health));
+        by_name.insert("grpc.health.v1.Health", bounded::bounded(handler(health)));
         Ok(Services { by_name })
     }
 
@@ -172,7 +181,9 @@ where
 /// (reflection is a bidirectional stream, health Watch a server stream), until the reply ends,
 /// the client resets the stream, or the gateway shuts down (`stopping` turns true: the stream
 /// ends with UNAVAILABLE rather than hold the connection through the grace period). Returns
-/// the final status code.
+/// the final status code. Reply bytes go out only as the client's window lets them (h2 would
+/// buffer any amount), and the reply's next frame is asked for only once they all went: a
+/// client that does not read holds the service up, not the gateway's memory.
 pub async fn serve(
     handler: &Handler,
     request: Request<RecvStream>,
@@ -190,14 +201,28 @@ pub async fn serve(
     if end {
         return code.unwrap_or(Code::Ok);
     }
+    // Reply bytes waiting for the client's window.
+    let mut unsent = Bytes::new();
     loop {
         let next = tokio::select! {
             // Looked at first: a reset also ends the request, and so, often, the reply — with
             // an OK the client never sees.
             biased;
-            // A client that goes away (a Watch it no longer wants) ends the call.
-            _ = std::future::poll_fn(|cx| send.poll_reset(cx)) => return Code::Cancelled,
-            next = body.frame() => next,
+            // A client that goes away (a Watch it no longer wants) ends the call; a window that
+            // opens lets the waiting reply bytes go.
+            event = std::future::poll_fn(|cx| poll_stream(&mut send, cx, !unsent.is_empty())) => {
+                match event {
+                    Some(room) => {
+                        let piece = unsent.split_to(room.min(unsent.len()));
+                        if send.send_data(piece, false).is_err() {
+                            return Code::Cancelled;
+                        }
+                        continue;
+                    }
+                    None => return Code::Cancelled,
+                }
+            }
+            next = body.frame(), if unsent.is_empty() => next,
             () = stopped(&mut stopping) => {
                 let s = Status::unavailable("the gateway is shutting down");
                 let _ = send.send_trailers(status::to_headers(&s));
@@ -217,9 +242,8 @@ pub async fn serve(
         };
         match frame.into_data() {
             Ok(data) => {
-                if send.send_data(data, false).is_err() {
-                    return Code::Cancelled;
-                }
+                send.reserve_capacity(data.len());
+                unsent = data;
             }
             Err(frame) => {
                 let Ok(trailers) = frame.into_trailers() else {
@@ -232,6 +256,34 @@ pub async fn serve(
                 };
             }
         }
+    }
+}
+
+/// What happened on a reply stream: `None` if the client reset it (or it failed), else
+/// `Some(room)` once the client's window has room for reply bytes (only when `waiting` for it).
+fn poll_stream(
+    send: &mut h2::SendStream<Bytes>,
+    cx: &mut std::task::Context<'_>,
+    waiting: bool,
+) -> std::task::Poll<Option<usize>> {
+    use std::task::Poll;
+    if send.poll_reset(cx).is_ready() {
+        return Poll::Ready(None);
+    }
+    if !waiting {
+        return Poll::Pending;
+    }
+    if send.capacity() > 0 {
+        return Poll::Ready(Some(send.capacity()));
+    }
+    match send.poll_capacity(cx) {
+        Poll::Ready(Some(Ok(room))) if room > 0 => Poll::Ready(Some(room)),
+        Poll::Ready(Some(Ok(_))) => {
+            cx.waker().wake_by_ref(); // no waker was kept: look again
+            Poll::Pending
+        }
+        Poll::Pending => Poll::Pending,
+        Poll::Ready(Some(Err(_)) | None) => Poll::Ready(None),
     }
 }
 
@@ -325,7 +377,8 @@ impl Health for UpstreamHealth {
         let service = &request.get_ref().service;
         match self.status(service).await {
             ServingStatus::ServiceUnknown => Err(tonic::Status::not_found(format!(
-                "unknown service {service:?}: this gateway serves {}",
+                "unknown service {:?}: this gateway serves {}",
+                bounded::cut(service, ECHOED_NAME),
                 served(&self.services)
             ))),
             s => Ok(tonic::Response::new(reply(s))),

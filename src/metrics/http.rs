@@ -1,6 +1,7 @@
 //! The operations endpoint: `/metrics` (or `metrics.path`) for Prometheus, `/healthz` for the Kubernetes
 //! livenessprobe (200 `ok` when the upstream answers Probe ready in time, 500 with the reason
-//! otherwise — over the gateway's existing upstream connection, never a new dial per probe), and
+//! otherwise — over the gateway's existing upstream connection, never a new dial per probe, and
+//! the Probe shared with the health service's callers: `Upstream::probe`), and
 //! `/readyz` (200 once the upstream is connected and its dialect known). Both also fail while
 //! the durable state store is broken: `/healthz` makes a small write to it, `/readyz` reports
 //! its last failure until a write succeeds again — a store that fails every call must get the

@@ -1,13 +1,14 @@
 //! The plugin behind the gateway: one supervised connection, its detected dialect and
 //! negotiated session. The supervisor reconnects with bounded backoff and re-detects after every
 //! reconnect, so a driver upgraded in place is noticed; while the plugin is down every call gets
-//! UNAVAILABLE naming it, and the gateway keeps serving.
+//! UNAVAILABLE naming it, and the gateway keeps serving. Whoever asks whether the plugin is
+//! healthy (health Checks and Watches, `/healthz`) shares one Probe per [`PROBE_SHARED_FOR`].
 
 pub mod conn;
 pub mod detect;
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
@@ -56,6 +57,10 @@ enum State {
     Ready(Arc<Live>),
 }
 
+/// How long a Probe's answer stands for every caller of [`Upstream::probe`]: a thousand
+/// health Watches and Checks cost the plugin one Probe per interval, not one each.
+pub const PROBE_SHARED_FOR: Duration = Duration::from_secs(2);
+
 /// Handle to the supervised upstream.
 pub struct Upstream {
     endpoint: Endpoint,
@@ -63,6 +68,23 @@ pub struct Upstream {
     supervisor: tokio::task::AbortHandle,
     /// How long a call that arrives before the first attempt ended waits for it.
     connect_timeout: Duration,
+    /// The last Probe's answer; locked while a Probe is under way, so that callers wait for
+    /// it rather than send their own.
+    probed: Arc<tokio::sync::Mutex<Option<Probed>>>,
+}
+
+/// A Probe's answer: when it was asked, on which connection.
+struct Probed {
+    at: Instant,
+    on: Weak<Live>,
+    result: Result<(), String>,
+}
+
+impl Probed {
+    /// Whether the answer still stands for a caller on `live` (a new connection asks anew).
+    fn stands(&self, live: &Arc<Live>) -> bool {
+        self.at.elapsed() < PROBE_SHARED_FOR && self.on.as_ptr() == Arc::as_ptr(live)
+    }
 }
 
 impl Upstream {
@@ -77,6 +99,7 @@ impl Upstream {
             state: rx,
             supervisor,
             connect_timeout,
+            probed: Default::default(),
         })
     }
 
@@ -126,31 +149,55 @@ impl Upstream {
     }
     /// Whether the plugin answers Probe ready within `timeout` (over the existing connection,
     /// through the hub, so the answer means the same whatever the dialect); else the reason.
+    /// Shared: an answer asked for less than [`PROBE_SHARED_FOR`] ago on the same connection is
+    /// everyone's, and a caller that finds a Probe under way waits for its answer. The Probe
+    /// runs in a task of its own, so a caller that goes away (a cancelled Check) neither stops
+    /// it nor makes the next caller send another.
     pub async fn probe(&self, timeout: Duration) -> Result<(), String> {
         let live = self.live().map_err(|s| s.message().to_string())?;
-        let probe = translate::call_upstream(
-            &live.session,
-            &live.conn,
-            None,
-            hub::Request::Probe(Default::default()),
-        );
-        match tokio::time::timeout(timeout, probe).await {
-            Err(_) => Err(format!(
-                "upstream {} did not answer Probe within {timeout:?}",
-                live.conn.endpoint()
-            )),
-            Ok(Err(s)) => Err(format!(
-                "upstream {} Probe failed: {:?}: {}",
-                live.conn.endpoint(),
-                s.code(),
-                s.status.message()
-            )),
-            // An absent `ready` means ready (v1 spec).
-            Ok(Ok(hub::Response::Probe(p))) if p.ready == Some(false) => {
-                Err(format!("upstream {} is not ready", live.conn.endpoint()))
-            }
-            Ok(Ok(_)) => Ok(()),
+        let mut last = self.probed.clone().lock_owned().await;
+        if let Some(probed) = last.as_ref().filter(|p| p.stands(&live)) {
+            return probed.result.clone();
         }
+        let task = tokio::spawn(async move {
+            let at = Instant::now();
+            let result = probe(&live, timeout).await;
+            *last = Some(Probed {
+                at,
+                on: Arc::downgrade(&live),
+                result: result.clone(),
+            });
+            result
+        });
+        task.await
+            .unwrap_or_else(|e| Err(format!("the Probe of the upstream failed: {e}")))
+    }
+}
+
+/// One Probe on `live`, answered within `timeout`.
+async fn probe(live: &Live, timeout: Duration) -> Result<(), String> {
+    let probe = translate::call_upstream(
+        &live.session,
+        &live.conn,
+        None,
+        hub::Request::Probe(Default::default()),
+    );
+    match tokio::time::timeout(timeout, probe).await {
+        Err(_) => Err(format!(
+            "upstream {} did not answer Probe within {timeout:?}",
+            live.conn.endpoint()
+        )),
+        Ok(Err(s)) => Err(format!(
+            "upstream {} Probe failed: {:?}: {}",
+            live.conn.endpoint(),
+            s.code(),
+            s.status.message()
+        )),
+        // An absent `ready` means ready (v1 spec).
+        Ok(Ok(hub::Response::Probe(p))) if p.ready == Some(false) => {
+            Err(format!("upstream {} is not ready", live.conn.endpoint()))
+        }
+        Ok(Ok(_)) => Ok(()),
     }
 }
 
