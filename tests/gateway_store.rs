@@ -346,6 +346,94 @@ async fn a_damaged_state_file_stops_the_start_with_the_file_and_the_damage_named
         .unwrap();
 }
 
+/// How a start on a state file ended: it served (its front socket appeared; then it was
+/// stopped), or it exited with this output.
+enum Started {
+    Serving,
+    Exited(std::process::Output),
+}
+
+fn start_on(state_dir: &Path, upstream: &Path) -> Started {
+    let sock = tempfile::tempdir().unwrap();
+    let front = sock.path().join("gw.sock");
+    let mut child = std::process::Command::new(support::gateway::binary())
+        .arg("run")
+        .arg(format!("--listen=unix://{}", front.display()))
+        .arg(format!("--upstream=unix://{}", upstream.display()))
+        .arg(format!("--state-dir={}", state_dir.display()))
+        .arg("--metrics-listen=")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + support::PROCESS_TIMEOUT;
+    while child.try_wait().unwrap().is_none() {
+        if front.exists() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Started::Serving;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the gateway neither served nor exited"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Started::Exited(child.wait_with_output().unwrap())
+}
+
+/// Damage in redb's database header (the first 320 bytes: page size, region layout, the two
+/// commit slots) never panics the gateway: 60 seeded flips of a random 32-bit word each either
+/// start (redb fell back to the other commit slot) or stop the start with exit 1, the file named
+/// and what to do.
+#[tokio::test]
+async fn header_damage_in_the_state_file_never_panics() {
+    let backend = Backend::start(Options::new("v0.1-oneof")).await;
+    let mut gateway = Gateway::start(&backend.socket, "v0.1", &[]).await;
+    let f = Front::new(Dialect::V1, gateway.channel().await);
+    f.create("vol-hd", 1 << 20, &HashMap::new()).await.unwrap();
+    gateway.terminate();
+    let intact = std::fs::read(gateway.state_dir.join("state.redb")).unwrap();
+    // xorshift32, seeded: the same flips on every run.
+    let mut seed: u32 = 0x2545_f491;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        seed
+    };
+    let (mut served, mut refused) = (0, 0);
+    for round in 0..60 {
+        let at = (next() as usize % (320 / 4)) * 4;
+        let mask = next().max(1).to_le_bytes();
+        let mut bytes = intact.clone();
+        for (b, m) in bytes[at..at + 4].iter_mut().zip(mask) {
+            *b ^= m;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        let file = state.join("state.redb");
+        std::fs::write(&file, &bytes).unwrap();
+        let what = format!("round {round}: bytes {at}..{} ^ {mask:02x?}", at + 4);
+        match start_on(&state, &backend.socket) {
+            Started::Serving => served += 1,
+            Started::Exited(out) => {
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                assert_eq!(out.status.code(), Some(1), "{what}: {stderr}");
+                assert!(
+                    stderr.contains(&file.display().to_string())
+                        && stderr.contains("restore it from a backup")
+                        && !stderr.contains("panicked"),
+                    "{what}: {stderr}"
+                );
+                refused += 1;
+            }
+        }
+    }
+    eprintln!("header flips: {served} started, {refused} refused");
+}
+
 #[tokio::test]
 async fn a_value_changed_in_etcd_is_refused_and_never_sent_to_the_plugin() {
     use csi_gateway::store::etcd::proto::etcdserverpb::{

@@ -5,7 +5,8 @@
 //! - a missing file is created under a temporary name and renamed into place once redb has
 //!   written it, so a crash while creating never leaves a 0-byte `state.redb` behind;
 //! - an existing file that is empty, truncated or fails redb's page checksums is refused with
-//!   the file and the damage named (redb panics on some truncations; that is caught);
+//!   the file and the damage named (redb panics on some truncations and on some header
+//!   damage, opening or repairing; that is caught);
 //! - a file another gateway holds open (redb's `flock`) is refused as in use, naming that
 //!   gateway's pid when `/proc/locks` shows it: the file is fine, and moving it away would
 //!   lose every handle the other gateway holds;
@@ -46,30 +47,9 @@ impl Embedded {
         if let Some(dir) = path.parent() {
             private_dir(dir).map_err(|e| fail(format!("state directory: {e}")))?;
         }
-        let mut db = match fs::metadata(path) {
-            Ok(m) if m.len() == 0 => {
-                return Err(damaged(
-                    path,
-                    "it is empty (0 bytes), so every handle is gone",
-                ))
-            }
-            Ok(_) => open_existing(path)?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => create(path)?,
-            Err(e) => return Err(fail(e.to_string())),
-        };
-        fs::set_permissions(path, fs::Permissions::from_mode(0o600))
-            .map_err(|e| fail(format!("making it 0600: {e}")))?;
-        match db.check_integrity() {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::warn!(state = %path.display(), "redb found damage in the state file and repaired it to its last intact commit")
-            }
-            Err(e) => return Err(damaged(path, e)),
-        }
-        // Create the table up front so readers never race its creation.
-        let tx = db.begin_write().map_err(|e| damaged(path, e))?;
-        tx.open_table(TABLE).map_err(|e| damaged(path, e))?;
-        tx.commit().map_err(|e| damaged(path, e))?;
+        // redb asserts on some damage (truncations, header fields outside its checksums)
+        // instead of returning an error, while opening or while repairing: caught, as damage.
+        let db = without_panics(path, || prepare(path))?;
         Ok(Embedded {
             db: Arc::new(db),
             name: format!("embedded database {}", path.display()),
@@ -88,6 +68,39 @@ impl Embedded {
                 .map_err(|e| StoreError::Io(format!("store task: {e}")))?
         })
     }
+}
+
+/// The database at `path` opened (or created), checked and repaired, with its table.
+fn prepare(path: &Path) -> Result<Database, StoreError> {
+    let fail = |message: String| StoreError::Open {
+        path: path.display().to_string(),
+        message,
+    };
+    let mut db = match fs::metadata(path) {
+        Ok(m) if m.len() == 0 => {
+            return Err(damaged(
+                path,
+                "it is empty (0 bytes), so every handle is gone",
+            ))
+        }
+        Ok(_) => open_existing(path)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => create(path)?,
+        Err(e) => return Err(fail(e.to_string())),
+    };
+    fs::set_permissions(path, fs::Permissions::from_mode(0o600))
+        .map_err(|e| fail(format!("making it 0600: {e}")))?;
+    match db.check_integrity() {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!(state = %path.display(), "redb found damage in the state file and repaired it to its last intact commit")
+        }
+        Err(e) => return Err(damaged(path, e)),
+    }
+    // Create the table up front so readers never race its creation.
+    let tx = db.begin_write().map_err(|e| damaged(path, e))?;
+    tx.open_table(TABLE).map_err(|e| damaged(path, e))?;
+    tx.commit().map_err(|e| damaged(path, e))?;
+    Ok(db)
 }
 
 /// The state directory, created 0700; an existing one is narrowed to 0700 unless it is a
@@ -127,29 +140,35 @@ fn create(path: &Path) -> Result<Database, StoreError> {
     Database::open(path).map_err(|e| fail(&e))
 }
 
-/// redb asserts on some truncated files instead of returning an error: the panic is caught
-/// (and kept off stderr) and reported as damage.
 fn open_existing(path: &Path) -> Result<Database, StoreError> {
+    match Database::open(path) {
+        Ok(db) => Ok(db),
+        Err(redb::DatabaseError::DatabaseAlreadyOpen) => Err(in_use(path)),
+        Err(e) => Err(damaged(path, describe(&e))),
+    }
+}
+
+/// `f`, with a panic inside redb caught (and kept off stderr) and reported as damage to the
+/// file, so the gateway exits with the file named and what to do rather than with a panic.
+fn without_panics<T>(
+    path: &Path,
+    f: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
-    let opened = std::panic::catch_unwind(|| Database::open(path));
+    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     std::panic::set_hook(hook);
-    match opened {
-        Ok(Ok(db)) => Ok(db),
-        Ok(Err(redb::DatabaseError::DatabaseAlreadyOpen)) => Err(in_use(path)),
-        Ok(Err(e)) => Err(damaged(path, describe(&e))),
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            Err(damaged(
-                path,
-                format!("it is shorter than its header says (truncated?): redb: {what}"),
-            ))
-        }
-    }
+    out.unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(damaged(
+            path,
+            format!("it is truncated or its header is damaged: redb: {what}"),
+        ))
+    })
 }
 
 /// The file is locked by another process: not damage, and never to be moved away.
