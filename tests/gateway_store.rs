@@ -616,3 +616,124 @@ async fn a_hung_etcd_delays_only_the_calls_that_need_it() {
         f.delete(&v.id_only(), &HashMap::new()).await.unwrap();
     }
 }
+
+/// The stored value of `key` with its last byte flipped: its checksum no longer holds.
+fn flipped(mut value: Vec<u8>) -> Vec<u8> {
+    *value.last_mut().unwrap() ^= 0x01;
+    value
+}
+
+/// Damages the stored handle of `volume_id` in the stopped gateway's embedded store, the way a
+/// flipped bit on disk that redb's page checksums missed would.
+async fn damage_embedded(state_dir: &Path, volume_id: &str) {
+    let kv = Embedded::open(&state_dir.join("state.redb")).unwrap();
+    let key = format!("handle/{volume_id}");
+    let value = csi_gateway::store::KeyValue::get(&kv, &key)
+        .await
+        .unwrap()
+        .unwrap();
+    csi_gateway::store::KeyValue::put(&kv, &key, flipped(value))
+        .await
+        .unwrap();
+}
+
+/// Damages the stored handle of `volume_id` in etcd, as an edit by hand would.
+async fn damage_etcd(endpoint: &str, volume_id: &str) {
+    use csi_gateway::store::etcd::proto::etcdserverpb::{
+        kv_client::KvClient, PutRequest, RangeRequest,
+    };
+    let mut kv = KvClient::connect(endpoint.to_string()).await.unwrap();
+    let key = format!("/csi-gateway/handle/{volume_id}").into_bytes();
+    let range = RangeRequest {
+        key: key.clone(),
+        ..Default::default()
+    };
+    let value = kv.range(range).await.unwrap().into_inner().kvs[0]
+        .value
+        .clone();
+    let put = PutRequest {
+        key,
+        value: flipped(value),
+        ..Default::default()
+    };
+    kv.put(put).await.unwrap();
+}
+
+/// A gateway restarted on a store holding one damaged value starts, reports it (a WARN line
+/// naming the key, the gauge, `/readyz`'s body while staying ready) and refuses only that
+/// volume's calls, with DATA_LOSS; every other volume is served. `etcd`: the store's endpoint,
+/// else the embedded store.
+async fn one_damaged_value_fails_only_its_volume(etcd: Option<&str>) {
+    let backend = Backend::start(Options::new("v0.1-oneof")).await;
+    let metrics = format!("127.0.0.1:{}", support::free_port());
+    let mut args = vec![format!("--metrics-listen={metrics}")];
+    if let Some(endpoint) = etcd {
+        args.push("--state-backend=etcd".into());
+        args.push(format!("--etcd-endpoints={endpoint}"));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut gateway = Gateway::start(&backend.socket, "v0.1", &args).await;
+    let f = Front::new(Dialect::V1, gateway.channel().await);
+    let damaged = f.create("vol-bad", 1 << 20, &HashMap::new()).await.unwrap();
+    let intact = f.create("vol-ok", 1 << 20, &HashMap::new()).await.unwrap();
+    gateway.terminate();
+    match etcd {
+        Some(endpoint) => damage_etcd(endpoint, &damaged.id).await,
+        None => damage_embedded(&gateway.state_dir, &damaged.id).await,
+    }
+
+    gateway.start_again().await;
+    let key = format!("handle/{}", damaged.id);
+    let log = gateway.log_text();
+    let warned: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("damaged value") && l.contains(&key))
+        .collect();
+    assert_eq!(warned.len(), 1, "one WARN line naming {key}:\n{log}");
+    let (code, body) = get(&format!("http://{metrics}/readyz"));
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        body.contains("1 damaged value") && body.contains(&key),
+        "{body}"
+    );
+    let (_, text) = get(&format!("http://{metrics}/metrics"));
+    assert!(
+        text.lines()
+            .any(|l| l == "csi_gateway_store_damaged_values 1"),
+        "{text}"
+    );
+
+    let f = Front::new(Dialect::V1, gateway.channel().await);
+    let e = f
+        .delete(&damaged.id_only(), &HashMap::new())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, tonic::Code::DataLoss, "{e:?}");
+    assert!(e.message.contains(&key), "{e:?}");
+    f.delete(&intact.id_only(), &HashMap::new()).await.unwrap();
+    let served = f.create("vol-new", 1 << 20, &HashMap::new()).await.unwrap();
+    f.delete(&served.id_only(), &HashMap::new()).await.unwrap();
+    // Two deletes reached the plugin: the intact volume's and the new one's.
+    let deletes = backend
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("DeleteVolume"))
+        .count();
+    assert_eq!(
+        deletes,
+        2,
+        "the damaged metadata reached the plugin?\n{}",
+        backend.log_text()
+    );
+}
+
+#[tokio::test]
+async fn one_damaged_value_in_etcd_fails_only_its_volume_and_the_gateway_starts() {
+    let etcd = support::etcd::Etcd::start().await;
+    one_damaged_value_fails_only_its_volume(Some(&etcd.endpoint)).await;
+}
+
+#[tokio::test]
+async fn one_damaged_value_in_the_embedded_store_fails_only_its_volume_and_the_gateway_starts() {
+    one_damaged_value_fails_only_its_volume(None).await;
+}

@@ -4,7 +4,9 @@
 //! `/readyz` (200 once the upstream is connected and its dialect known). Both also fail while
 //! the durable state store is broken: `/healthz` makes a small write to it, `/readyz` reports
 //! its last failure until a write succeeds again — a store that fails every call must get the
-//! gateway restarted, not look healthy.
+//! gateway restarted, not look healthy. Damaged values in the store are named in `/readyz`'s
+//! body but leave it 200: each is one volume's loss (its calls get DATA_LOSS), and an unready
+//! node would fail every other volume's calls too.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -65,7 +67,7 @@ async fn route(endpoint: &Endpoint, req: Request<Incoming>) -> Response<Full<Byt
         "/readyz" => match (endpoint.upstream.live(), endpoint.store.failure()) {
             (Err(s), _) => text(StatusCode::SERVICE_UNAVAILABLE, s.message().to_string()),
             (Ok(_), Some(failure)) => text(StatusCode::SERVICE_UNAVAILABLE, failure),
-            (Ok(_), None) => text(StatusCode::OK, "ready".into()),
+            (Ok(_), None) => text(StatusCode::OK, ready(&endpoint.store)),
         },
         _ => text(
             StatusCode::NOT_FOUND,
@@ -75,6 +77,34 @@ async fn route(endpoint: &Endpoint, req: Request<Incoming>) -> Response<Full<Byt
             ),
         ),
     }
+}
+
+/// How many keys of a damage report `/readyz` names; the rest are counted.
+const DAMAGED_NAMED: usize = 10;
+
+/// `ready`, and the damaged values of the store if there are any. They leave the gateway
+/// ready: each stands for one volume, whose calls get DATA_LOSS, and taking the node out of
+/// service would fail every other volume's calls too.
+fn ready(store: &crate::store::Store) -> String {
+    let damaged = store.damaged();
+    if damaged.is_empty() {
+        return "ready".into();
+    }
+    let named = damaged
+        .iter()
+        .take(DAMAGED_NAMED)
+        .cloned()
+        .collect::<Vec<_>>();
+    let more = match damaged.len() - named.len() {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    format!(
+        "ready; state store {}: {} damaged value(s), refused with DATA_LOSS until written or deleted again: {}{more}",
+        store.name(),
+        damaged.len(),
+        named.join(", ")
+    )
 }
 
 /// The store commits, and the upstream answers Probe.
