@@ -3,7 +3,7 @@
 //! otherwise — over the gateway's existing upstream connection, never a new dial per probe), and
 //! `/readyz` (200 once the upstream is connected and its dialect known). Both also fail while
 //! the durable state store is broken: `/healthz` makes a small write to it, `/readyz` reports
-//! its last failure until a write succeeds again — a store that fails every call must get the
+//! its last failure until a write succeeds again (trying one itself) — a store that fails every call must get the
 //! gateway restarted, not look healthy. Damaged values in the store are named in `/readyz`'s
 //! body but leave it 200: each is one volume's loss (its calls get DATA_LOSS), and an unready
 //! node would fail every other volume's calls too.
@@ -64,7 +64,7 @@ async fn route(endpoint: &Endpoint, req: Request<Incoming>) -> Response<Full<Byt
             Ok(()) => text(StatusCode::OK, "ok".into()),
             Err(reason) => text(StatusCode::INTERNAL_SERVER_ERROR, reason),
         },
-        "/readyz" => match (endpoint.upstream.live(), endpoint.store.failure()) {
+        "/readyz" => match (endpoint.upstream.live(), store_failure(endpoint).await) {
             (Err(s), _) => text(StatusCode::SERVICE_UNAVAILABLE, s.message().to_string()),
             (Ok(_), Some(failure)) => text(StatusCode::SERVICE_UNAVAILABLE, failure),
             (Ok(_), None) => text(StatusCode::OK, ready(&endpoint.store)),
@@ -77,6 +77,15 @@ async fn route(endpoint: &Endpoint, req: Request<Incoming>) -> Response<Full<Byt
             ),
         ),
     }
+}
+
+/// The store's last failure, after one write (within the probe timeout) to see whether it is
+/// over: a store that recovered (disk space freed, etcd back) is ready again without waiting
+/// for a call to prove it.
+async fn store_failure(endpoint: &Endpoint) -> Option<String> {
+    endpoint.store.failure()?;
+    let _ = tokio::time::timeout(endpoint.probe_timeout, endpoint.store.check()).await;
+    endpoint.store.failure()
 }
 
 /// How many keys of a damage report `/readyz` names; the rest are counted.
