@@ -771,6 +771,20 @@ async fn one_damaged_value_fails_only_its_volume(etcd: Option<&str>) {
         "the damaged metadata reached the plugin?\n{}",
         backend.log_text()
     );
+
+    // A listing through the gateway stores the plugin's own answer over the damaged value
+    // (the only volume left): it is served again and no longer reported.
+    let (listed, _) = f.list_volumes("").await.unwrap();
+    assert_eq!(listed, vec![damaged.id.clone()]);
+    let (code, body) = get(&format!("http://{metrics}/readyz"));
+    assert_eq!((code, body.as_str()), (200, "ready"));
+    let (_, text) = get(&format!("http://{metrics}/metrics"));
+    assert!(
+        text.lines()
+            .any(|l| l == "csi_gateway_store_damaged_values 0"),
+        "{text}"
+    );
+    f.delete(&damaged.id_only(), &HashMap::new()).await.unwrap();
 }
 
 #[tokio::test]
