@@ -168,7 +168,7 @@ impl Store {
     fn repaired(&self, key: &str) {
         let mut damaged = self.damaged.lock().expect("store damaged");
         if damaged.remove(key) {
-            tracing::info!(store = %self.name(), key, "a damaged value in the state store was replaced");
+            tracing::info!(store = %self.name(), key, "a damaged value in the state store was written again or deleted");
             crate::metrics::store_damaged_values(damaged.len());
         }
     }
