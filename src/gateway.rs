@@ -47,7 +47,8 @@ pub enum StartError {
 }
 
 /// The configured durable store (the embedded database in `state.dir`, or etcd), every value
-/// in it checked before anything is served.
+/// in it checked before anything is served: a damaged one is logged and counted, and refused
+/// with DATA_LOSS to the calls that need it, but does not stop the start.
 async fn open_store(config: &Config) -> Result<Arc<store::Store>, StartError> {
     let timeout = config.state.timeout;
     let kv: Arc<dyn store::KeyValue> = match &config.state.backend {
@@ -64,11 +65,16 @@ async fn open_store(config: &Config) -> Result<Arc<store::Store>, StartError> {
         }
     };
     let store = store::Store::new(kv, timeout);
+    metrics::store_damaged_values(0);
     let entries = store.verify().await.map_err(|e| store::StoreError::Open {
         path: store.name().to_string(),
         message: e.to_string(),
     })?;
-    tracing::info!(entries, "durable state checked");
+    tracing::info!(
+        entries,
+        damaged = store.damaged().len(),
+        "durable state checked"
+    );
     Ok(Arc::new(store))
 }
 

@@ -202,6 +202,8 @@ echo_cells! {
     echo_v1_to_v0_1_text: V1 -> V0_1, "text";
     echo_v1_to_draft_text: V1 -> V0_1Oneof, "text";
     echo_v1_to_draft_json: V1 -> V0_1Oneof, "json";
+    echo_draft_relayed_text: V0_1Oneof -> V0_1Oneof, "text";
+    echo_draft_relayed_json: V0_1Oneof -> V0_1Oneof, "json";
 }
 
 /// A translated call's error reaches the client scrubbed of the request's secrets whatever the
@@ -260,4 +262,45 @@ async fn echoed_errors_reach_the_client_scrubbed_at_any_log_level() {
             }
         }
     }
+}
+
+/// A draft plugin answers a handle it does not recognise with an in-band error that quotes the
+/// metadata it was sent (the reference plugin's INVALID_VOLUME_HANDLE does). Relayed draft to
+/// draft, that reply is logged as a body at debug: the metadata values sent must not be in it.
+#[tokio::test]
+async fn draft_metadata_echoed_in_a_relayed_draft_reply_stays_out_of_the_debug_log() {
+    let backend = Backend::start(Options::new("v0.1-oneof")).await;
+    let gateway = Gateway::start(
+        &backend.socket,
+        "v0.1-oneof",
+        &["--log-level=csi_gateway=debug"],
+    )
+    .await;
+    let f = Front::new(Dialect::V0_1Oneof, gateway.channel().await);
+    let v = f
+        .create("vol-meta", 1 << 20, &HashMap::new())
+        .await
+        .unwrap();
+    let mut wrong = v.clone();
+    wrong
+        .context
+        .insert("backing".into(), "CANARY-metadata-3c9d".into());
+    let e = f
+        .delete(&wrong, &HashMap::new())
+        .await
+        .expect_err("the plugin refuses metadata it did not hand out");
+    assert!(
+        e.message.contains("CANARY-metadata-3c9d"),
+        "the plugin echoes the metadata, or this test proves nothing: {e:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let log = gateway.log_text();
+    assert!(
+        log.contains("bodies") && log.contains("volume_handle.metadata"),
+        "the reply body must be logged, or this test proves nothing:\n{log}"
+    );
+    assert!(
+        !log.contains("CANARY-metadata-3c9d"),
+        "the metadata sent leaked into the debug log:\n{log}"
+    );
 }

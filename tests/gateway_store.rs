@@ -346,6 +346,98 @@ async fn a_damaged_state_file_stops_the_start_with_the_file_and_the_damage_named
         .unwrap();
 }
 
+/// How a start on a state file ended: it served (its front socket appeared; then it was
+/// stopped), or it exited with this output.
+enum Started {
+    Serving,
+    Exited(std::process::Output),
+}
+
+fn start_on(state_dir: &Path, upstream: &Path) -> Started {
+    let sock = tempfile::tempdir().unwrap();
+    let front = sock.path().join("gw.sock");
+    let mut child = std::process::Command::new(support::gateway::binary())
+        .arg("run")
+        .arg(format!("--listen=unix://{}", front.display()))
+        .arg(format!("--upstream=unix://{}", upstream.display()))
+        .arg(format!("--state-dir={}", state_dir.display()))
+        .arg("--metrics-listen=")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + support::PROCESS_TIMEOUT;
+    while child.try_wait().unwrap().is_none() {
+        if front.exists() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Started::Serving;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the gateway neither served nor exited: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Started::Exited(child.wait_with_output().unwrap())
+}
+
+/// Damage in redb's database header (the first 320 bytes: page size, region layout, the two
+/// commit slots) never panics the gateway: 60 seeded flips of a random 32-bit word each either
+/// start (redb fell back to the other commit slot) or stop the start with exit 1, the file named
+/// and what to do.
+#[tokio::test]
+async fn header_damage_in_the_state_file_never_panics() {
+    let backend = Backend::start(Options::new("v0.1-oneof")).await;
+    let mut gateway = Gateway::start(&backend.socket, "v0.1", &[]).await;
+    let f = Front::new(Dialect::V1, gateway.channel().await);
+    f.create("vol-hd", 1 << 20, &HashMap::new()).await.unwrap();
+    gateway.terminate();
+    let intact = std::fs::read(gateway.state_dir.join("state.redb")).unwrap();
+    // xorshift32, seeded: the same flips on every run.
+    let mut seed: u32 = 0x2545_f491;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        seed
+    };
+    let (mut served, mut refused) = (0, 0);
+    for round in 0..60 {
+        let at = (next() as usize % (320 / 4)) * 4;
+        let mask = next().max(1).to_le_bytes();
+        let mut bytes = intact.clone();
+        for (b, m) in bytes[at..at + 4].iter_mut().zip(mask) {
+            *b ^= m;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        std::fs::create_dir(&state).unwrap();
+        let file = state.join("state.redb");
+        std::fs::write(&file, &bytes).unwrap();
+        let what = format!("round {round}: bytes {at}..{} ^ {mask:02x?}", at + 4);
+        match start_on(&state, &backend.socket) {
+            Started::Serving => served += 1,
+            Started::Exited(out) => {
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                assert_eq!(out.status.code(), Some(1), "{what}: {stderr}");
+                assert!(
+                    stderr.contains(&file.display().to_string())
+                        && stderr.contains("restore it from a backup")
+                        && !stderr.contains("panicked"),
+                    "{what}: {stderr}"
+                );
+                refused += 1;
+            }
+        }
+    }
+    eprintln!("header flips: {served} started, {refused} refused");
+}
+
 #[tokio::test]
 async fn a_value_changed_in_etcd_is_refused_and_never_sent_to_the_plugin() {
     use csi_gateway::store::etcd::proto::etcdserverpb::{
@@ -455,6 +547,48 @@ async fn health_endpoints_fail_while_the_store_cannot_write() {
     f.delete(&before.id_only(), &HashMap::new()).await.unwrap();
 }
 
+/// One disk error does not latch: once the cause is gone (here the file size limit lifted), the
+/// embedded store reopens its file on the next operation, calls that need it succeed again and
+/// `/readyz` returns to 200 — without a restart, and with every handle still there.
+#[tokio::test]
+async fn the_embedded_store_recovers_from_a_disk_error_without_a_restart() {
+    let backend = Backend::start(Options::new("v0.1-oneof")).await;
+    let metrics = format!("127.0.0.1:{}", support::free_port());
+    // SIGXFSZ ignored: past the file size limit a write fails with EFBIG, a disk error.
+    let gateway = Gateway::start_through(
+        &["sh", "-c", "trap '' XFSZ; exec \"$0\" \"$@\""],
+        &backend.socket,
+        "v0.1",
+        &[&format!("--metrics-listen={metrics}")],
+    )
+    .await;
+    let f = Front::new(Dialect::V1, gateway.channel().await);
+    let before = f.create("vol-r1", 1 << 20, &HashMap::new()).await.unwrap();
+    prlimit(gateway.pid(), "4096:");
+    let e = f
+        .create("vol-r2", 1 << 20, &HashMap::new())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, tonic::Code::Unavailable, "{e:?}");
+    let (code, body) = get(&format!("http://{metrics}/readyz"));
+    assert_eq!(code, 503, "{body}");
+
+    prlimit(gateway.pid(), "unlimited:");
+    let (code, body) = get(&format!("http://{metrics}/readyz"));
+    assert_eq!(code, 200, "ready again without a restart: {body}");
+    let after = f.create("vol-r3", 1 << 20, &HashMap::new()).await.unwrap();
+    assert_eq!(get(&format!("http://{metrics}/healthz")).0, 200);
+    f.delete(&before.id_only(), &HashMap::new()).await.unwrap();
+    f.delete(&after.id_only(), &HashMap::new()).await.unwrap();
+    assert!(
+        gateway
+            .log_text()
+            .contains("state file opened again after a disk error"),
+        "{}",
+        gateway.log_text()
+    );
+}
+
 fn signal(pid: u32, sig: rustix::process::Signal) {
     let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
     rustix::process::kill_process(pid, sig).unwrap();
@@ -527,4 +661,139 @@ async fn a_hung_etcd_delays_only_the_calls_that_need_it() {
     for v in &volumes {
         f.delete(&v.id_only(), &HashMap::new()).await.unwrap();
     }
+}
+
+/// The stored value of `key` with its last byte flipped: its checksum no longer holds.
+fn flipped(mut value: Vec<u8>) -> Vec<u8> {
+    *value.last_mut().unwrap() ^= 0x01;
+    value
+}
+
+/// Damages the stored handle of `volume_id` in the stopped gateway's embedded store, the way a
+/// flipped bit on disk that redb's page checksums missed would.
+async fn damage_embedded(state_dir: &Path, volume_id: &str) {
+    let kv = Embedded::open(&state_dir.join("state.redb")).unwrap();
+    let key = format!("handle/{volume_id}");
+    let value = csi_gateway::store::KeyValue::get(&kv, &key)
+        .await
+        .unwrap()
+        .unwrap();
+    csi_gateway::store::KeyValue::put(&kv, &key, flipped(value))
+        .await
+        .unwrap();
+}
+
+/// Damages the stored handle of `volume_id` in etcd, as an edit by hand would.
+async fn damage_etcd(endpoint: &str, volume_id: &str) {
+    use csi_gateway::store::etcd::proto::etcdserverpb::{
+        kv_client::KvClient, PutRequest, RangeRequest,
+    };
+    let mut kv = KvClient::connect(endpoint.to_string()).await.unwrap();
+    let key = format!("/csi-gateway/handle/{volume_id}").into_bytes();
+    let range = RangeRequest {
+        key: key.clone(),
+        ..Default::default()
+    };
+    let value = kv.range(range).await.unwrap().into_inner().kvs[0]
+        .value
+        .clone();
+    let put = PutRequest {
+        key,
+        value: flipped(value),
+        ..Default::default()
+    };
+    kv.put(put).await.unwrap();
+}
+
+/// A gateway restarted on a store holding one damaged value starts, reports it (a WARN line
+/// naming the key, the gauge, `/readyz`'s body while staying ready) and refuses only that
+/// volume's calls, with DATA_LOSS; every other volume is served. `etcd`: the store's endpoint,
+/// else the embedded store.
+async fn one_damaged_value_fails_only_its_volume(etcd: Option<&str>) {
+    let backend = Backend::start(Options::new("v0.1-oneof")).await;
+    let metrics = format!("127.0.0.1:{}", support::free_port());
+    let mut args = vec![format!("--metrics-listen={metrics}")];
+    if let Some(endpoint) = etcd {
+        args.push("--state-backend=etcd".into());
+        args.push(format!("--etcd-endpoints={endpoint}"));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut gateway = Gateway::start(&backend.socket, "v0.1", &args).await;
+    let f = Front::new(Dialect::V1, gateway.channel().await);
+    let damaged = f.create("vol-bad", 1 << 20, &HashMap::new()).await.unwrap();
+    let intact = f.create("vol-ok", 1 << 20, &HashMap::new()).await.unwrap();
+    gateway.terminate();
+    match etcd {
+        Some(endpoint) => damage_etcd(endpoint, &damaged.id).await,
+        None => damage_embedded(&gateway.state_dir, &damaged.id).await,
+    }
+
+    gateway.start_again().await;
+    let key = format!("handle/{}", damaged.id);
+    let log = gateway.log_text();
+    let warned: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("damaged value") && l.contains(&key))
+        .collect();
+    assert_eq!(warned.len(), 1, "one WARN line naming {key}:\n{log}");
+    let (code, body) = get(&format!("http://{metrics}/readyz"));
+    assert_eq!(code, 200, "{body}");
+    assert!(
+        body.contains("1 damaged value") && body.contains(&key),
+        "{body}"
+    );
+    let (_, text) = get(&format!("http://{metrics}/metrics"));
+    assert!(
+        text.lines()
+            .any(|l| l == "csi_gateway_store_damaged_values 1"),
+        "{text}"
+    );
+
+    let f = Front::new(Dialect::V1, gateway.channel().await);
+    let e = f
+        .delete(&damaged.id_only(), &HashMap::new())
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, tonic::Code::DataLoss, "{e:?}");
+    assert!(e.message.contains(&key), "{e:?}");
+    f.delete(&intact.id_only(), &HashMap::new()).await.unwrap();
+    let served = f.create("vol-new", 1 << 20, &HashMap::new()).await.unwrap();
+    f.delete(&served.id_only(), &HashMap::new()).await.unwrap();
+    // Two deletes reached the plugin: the intact volume's and the new one's.
+    let deletes = backend
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("DeleteVolume"))
+        .count();
+    assert_eq!(
+        deletes,
+        2,
+        "the damaged metadata reached the plugin?\n{}",
+        backend.log_text()
+    );
+
+    // A listing through the gateway stores the plugin's own answer over the damaged value
+    // (the only volume left): it is served again and no longer reported.
+    let (listed, _) = f.list_volumes("").await.unwrap();
+    assert_eq!(listed, vec![damaged.id.clone()]);
+    let (code, body) = get(&format!("http://{metrics}/readyz"));
+    assert_eq!((code, body.as_str()), (200, "ready"));
+    let (_, text) = get(&format!("http://{metrics}/metrics"));
+    assert!(
+        text.lines()
+            .any(|l| l == "csi_gateway_store_damaged_values 0"),
+        "{text}"
+    );
+    f.delete(&damaged.id_only(), &HashMap::new()).await.unwrap();
+}
+
+#[tokio::test]
+async fn one_damaged_value_in_etcd_fails_only_its_volume_and_the_gateway_starts() {
+    let etcd = support::etcd::Etcd::start().await;
+    one_damaged_value_fails_only_its_volume(Some(&etcd.endpoint)).await;
+}
+
+#[tokio::test]
+async fn one_damaged_value_in_the_embedded_store_fails_only_its_volume_and_the_gateway_starts() {
+    one_damaged_value_fails_only_its_volume(None).await;
 }

@@ -4,11 +4,13 @@
 //! the Probe shared with the health service's callers: `Upstream::probe`), and
 //! `/readyz` (200 once the upstream is connected and its dialect known). Both also fail while
 //! the durable state store is broken: `/healthz` makes a small write to it, `/readyz` reports
-//! its last failure until a write succeeds again — a store that fails every call must get the
-//! gateway restarted, not look healthy. `/livez` asks about the gateway alone: 200 while its
-//! front socket is there and accepts a connection, whatever the driver does — the liveness
-//! check of the gateway's own container, where `/healthz` belongs on the driver's (a hung
-//! driver must restart the driver, never the gateway).
+//! its last failure until a write succeeds again (trying one itself) — a store that fails every
+//! call must get the gateway restarted, not look healthy. Damaged values in the store are named
+//! in `/readyz`'s body but leave it 200: each is one volume's loss (its calls get DATA_LOSS), and
+//! an unready node would fail every other volume's calls too. `/livez` asks about the gateway
+//! alone: 200 while its front socket is there and accepts a connection, whatever the driver
+//! does — the liveness check of the gateway's own container, where `/healthz` belongs on the
+//! driver's (a hung driver must restart the driver, never the gateway).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -72,10 +74,10 @@ async fn route(endpoint: &Endpoint, req: Request<Incoming>) -> Response<Full<Byt
             Ok(()) => text(StatusCode::OK, "alive".into()),
             Err(reason) => text(StatusCode::INTERNAL_SERVER_ERROR, reason),
         },
-        "/readyz" => match (endpoint.upstream.live(), endpoint.store.failure()) {
+        "/readyz" => match (endpoint.upstream.live(), store_failure(endpoint).await) {
             (Err(s), _) => text(StatusCode::SERVICE_UNAVAILABLE, s.message().to_string()),
             (Ok(_), Some(failure)) => text(StatusCode::SERVICE_UNAVAILABLE, failure),
-            (Ok(_), None) => text(StatusCode::OK, "ready".into()),
+            (Ok(_), None) => text(StatusCode::OK, ready(&endpoint.store)),
         },
         _ => text(
             StatusCode::NOT_FOUND,
@@ -102,6 +104,43 @@ async fn alive(socket: &std::path::Path) -> Result<(), String> {
 
 /// How long `/livez` waits for the front socket to accept.
 const LIVE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The store's last failure, after one write (within the probe timeout) to see whether it is
+/// over: a store that recovered (disk space freed, etcd back) is ready again without waiting
+/// for a call to prove it.
+async fn store_failure(endpoint: &Endpoint) -> Option<String> {
+    endpoint.store.failure()?;
+    let _ = tokio::time::timeout(endpoint.probe_timeout, endpoint.store.check()).await;
+    endpoint.store.failure()
+}
+
+/// How many keys of a damage report `/readyz` names; the rest are counted.
+const DAMAGED_NAMED: usize = 10;
+
+/// `ready`, and the damaged values of the store if there are any. They leave the gateway
+/// ready: each stands for one volume, whose calls get DATA_LOSS, and taking the node out of
+/// service would fail every other volume's calls too.
+fn ready(store: &crate::store::Store) -> String {
+    let damaged = store.damaged();
+    if damaged.is_empty() {
+        return "ready".into();
+    }
+    let named = damaged
+        .iter()
+        .take(DAMAGED_NAMED)
+        .cloned()
+        .collect::<Vec<_>>();
+    let more = match damaged.len() - named.len() {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    format!(
+        "ready; state store {}: {} damaged value(s), refused with DATA_LOSS until written or deleted again: {}{more}",
+        store.name(),
+        damaged.len(),
+        named.join(", ")
+    )
+}
 
 /// The store commits, and the upstream answers Probe.
 async fn healthy(endpoint: &Endpoint) -> Result<(), String> {

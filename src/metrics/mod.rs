@@ -37,6 +37,7 @@ pub use csi_gateway_tls::metrics::{
 };
 pub const STORE_OPERATIONS: &str = "csi_gateway_store_operations_total";
 pub const STAGING_REFERENCES: &str = "csi_gateway_staging_references";
+pub const STORE_DAMAGED: &str = "csi_gateway_store_damaged_values";
 pub const CONNECTIONS: &str = "csi_gateway_connections_total";
 pub const SERVICE_CALLS: &str = "csi_gateway_service_calls_total";
 pub const INFO: &str = "csi_gateway_info";
@@ -129,6 +130,10 @@ fn describe() {
     describe_gauge!(
         INFO,
         "1 on every csi-gateway: its version, the dialects it serves and its upstream endpoint (join on job and instance to select gateways)"
+    );
+    describe_gauge!(
+        STORE_DAMAGED,
+        "Values in the durable store found damaged (checksum mismatch), until written or deleted again; calls that need one fail with DATA_LOSS"
     );
     describe_gauge!(
         STAGING_REFERENCES,
@@ -351,6 +356,11 @@ pub fn gateway_info(version: &'static str, dialects: String, upstream: String) {
 pub fn store_operation(op: &'static str, ok: bool) {
     counter!(STORE_OPERATIONS, "operation" => op, "outcome" => if ok { "ok" } else { "error" })
         .increment(1);
+}
+
+/// How many values of the durable store are damaged now.
+pub fn store_damaged_values(n: usize) {
+    gauge!(STORE_DAMAGED).set(n as f64);
 }
 
 /// A TLS handshake or peer admission refused, by a bounded reason.

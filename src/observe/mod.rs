@@ -1,6 +1,7 @@
 //! What each call leaves behind: one log line (method, dialects, volume id, duration, code and,
-//! for a failure, its origin; Probe quieter), the bodies at debug level with every secret stripped, and the metrics. All of
-//! it is produced here, from one report per call, so no other code logs request contents.
+//! for a failure, its origin; Probe quieter), the bodies at debug level with every secret
+//! stripped (a reply's too, where it quotes the request's secret values), and the metrics. All
+//! of it is produced here, from one report per call, so no other code logs request contents.
 
 pub mod klog_json;
 pub mod redact;
@@ -119,10 +120,12 @@ pub fn finish(report: &Report, total: Duration, redactor: &Redactor) {
             .request
             .as_ref()
             .map(|b| redactor.json(route.dialect, route.method.request, b, draft));
-        let response = report
-            .response
-            .as_ref()
-            .map(|b| redactor.json(route.dialect, route.method.response, b, draft));
+        // A reply can quote the request (a draft plugin's in-band error echoes the handle
+        // metadata it was sent): its text loses the request's secret values too.
+        let response = report.response.as_ref().map(|b| {
+            let json = redactor.json(route.dialect, route.method.response, b, draft);
+            scrub_json(report, redactor, &json)
+        });
         tracing::debug!(target: "csi_gateway::rpc", method, request = request.as_deref(), response = response.as_deref(), "bodies");
     }
 }
@@ -135,16 +138,33 @@ fn draft_upstream(report: &Report) -> bool {
 /// `message` (an error, often the plugin's own words) without the secret values of the call's
 /// request: plugins echo their input.
 pub fn scrub(report: &Report, redactor: &Redactor, message: &str) -> String {
+    Redactor::scrub(message, &request_secrets(report, redactor))
+}
+
+/// [`scrub`] for a body rendered as JSON, where the values appear escaped.
+fn scrub_json(report: &Report, redactor: &Redactor, json: &str) -> String {
+    let secrets = request_secrets(report, redactor);
+    let escaped: Vec<String> = secrets
+        .iter()
+        .map(|s| serde_json::Value::from(s.as_str()).to_string())
+        .map(|quoted| quoted[1..quoted.len() - 1].to_string())
+        .chain(secrets.iter().cloned())
+        .collect();
+    Redactor::scrub(json, &escaped)
+}
+
+/// The values of the call's request that must not be repeated in the log (none when the
+/// request was not captured).
+fn request_secrets(report: &Report, redactor: &Redactor) -> Vec<String> {
     let (Some(route), Some(request)) = (report.route, report.request.as_ref()) else {
-        return message.to_string();
+        return Vec::new();
     };
-    let secrets = redactor.secret_values(
+    redactor.secret_values(
         route.dialect,
         route.method.request,
         request,
         draft_upstream(report),
-    );
-    Redactor::scrub(message, &secrets)
+    )
 }
 
 fn volume_id_of(report: &Report) -> Option<String> {

@@ -60,6 +60,14 @@ fn decode(key: &str, value: &[u8]) -> Result<Record, StoreError> {
     })
 }
 
+/// `value` as a record; one that is not is reported as damaged and left out (it stops no start:
+/// the calls for its volume get DATA_LOSS).
+fn checked(store: &Store, key: &str, value: &[u8]) -> Option<Record> {
+    decode(key, value)
+        .map_err(|e| store.found_damaged(key, &e.to_string()))
+        .ok()
+}
+
 impl Records {
     /// This node's records; adopts records written before they were keyed by node, and counts
     /// the references already recorded (a restart keeps the gauge truthful).
@@ -67,14 +75,16 @@ impl Records {
         let prefix = format!("node/{node_id}/staging/");
         for (key, value) in store.scan(LEGACY_PREFIX).await? {
             let volume_id = &key[LEGACY_PREFIX.len()..];
-            decode(&key, &value)?;
+            if checked(&store, &key, &value).is_none() {
+                continue;
+            }
             store.put(&format!("{prefix}{volume_id}"), &value).await?;
             store.delete(&key).await?;
             tracing::info!(volume_id, node_id, "staging record adopted by this node");
         }
         let mut total = 0;
         for (key, value) in store.scan(&prefix).await? {
-            total += decode(&key, &value)?.targets.len() as i64;
+            total += checked(&store, &key, &value).map_or(0, |r| r.targets.len() as i64);
         }
         let records = Records {
             store,
@@ -118,7 +128,10 @@ impl Records {
         let Some(bytes) = self.store.get(&key).await.map_err(|e| self.status(e))? else {
             return Ok(None);
         };
-        decode(&key, &bytes).map(Some).map_err(|e| self.status(e))
+        decode(&key, &bytes).map(Some).map_err(|e| {
+            self.store.found_damaged(&key, &e.to_string());
+            self.status(e)
+        })
     }
 
     /// Writes `record` durably; `delta` is the change in its target count (for the gauge).

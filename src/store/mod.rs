@@ -12,6 +12,10 @@
 //! seals each value with a checksum ([`envelope`]), and remembers its last failure for the
 //! health endpoints.
 //!
+//! A damaged value is one volume's loss, not the store's: start-up counts and logs each one and
+//! starts anyway, calls that read it get DATA_LOSS, and the damaged keys are reported (`/readyz`
+//! body, `csi_gateway_store_damaged_values`) until the key is written or deleted again.
+//!
 //! Keys: `handle/<volume id>` (VolumeHandle metadata, [`Handles`]),
 //! `node/<node id>/staging/<volume id>` (staging emulation, [`crate::staging`]) and `health`
 //! (the health endpoint's write probe).
@@ -20,7 +24,7 @@ pub mod embedded;
 pub mod envelope;
 pub mod etcd;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -63,6 +67,8 @@ pub struct Store {
     timeout: Duration,
     /// The last failure of the store itself (not of a damaged value), until a write succeeds.
     failure: Mutex<Option<String>>,
+    /// Keys whose value was found damaged, until they are written or deleted again.
+    damaged: Mutex<BTreeSet<String>>,
 }
 
 const HEALTH_KEY: &str = "health";
@@ -73,6 +79,7 @@ impl Store {
             kv,
             timeout,
             failure: Mutex::new(None),
+            damaged: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -100,31 +107,37 @@ impl Store {
 
     pub async fn put(&self, key: &str, payload: &[u8]) -> Result<(), StoreError> {
         let sealed = envelope::seal(key, payload);
-        self.run("put", self.kv.put(key, sealed)).await
+        self.run("put", self.kv.put(key, sealed)).await?;
+        self.repaired(key);
+        Ok(())
     }
 
     pub async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let Some(stored) = self.run("get", self.kv.get(key)).await? else {
             return Ok(None);
         };
-        unseal(key, &stored).map(Some)
+        self.unseal(key, &stored).map(Some)
     }
 
     pub async fn delete(&self, key: &str) -> Result<(), StoreError> {
-        self.run("delete", self.kv.delete(key)).await
+        self.run("delete", self.kv.delete(key)).await?;
+        self.repaired(key);
+        Ok(())
     }
 
-    /// Every entry under `prefix`, each checked.
+    /// Every intact entry under `prefix`. A damaged one is left out (and reported, see
+    /// [`Store::damaged`]): it stands for one volume, which a get refuses with DATA_LOSS.
     pub async fn scan(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StoreError> {
-        self.run("scan", self.kv.scan(prefix))
-            .await?
+        let entries = self.run("scan", self.kv.scan(prefix)).await?;
+        Ok(entries
             .into_iter()
-            .map(|(k, v)| unseal(&k, &v).map(|p| (k, p)))
-            .collect()
+            .filter_map(|(k, v)| self.unseal(&k, &v).ok().map(|p| (k, p)))
+            .collect())
     }
 
-    /// At start-up: every value is checked, so a damaged store stops the gateway before it
-    /// serves. Values written before checksums existed (plain JSON) are sealed in place.
+    /// At start-up: every value is checked, and each damaged one logged and counted (the
+    /// gateway starts anyway; see the module's documentation). Values written before checksums
+    /// existed (plain JSON) are sealed in place. Returns how many entries there are.
     pub async fn verify(&self) -> Result<usize, StoreError> {
         let entries = self.run("scan", self.kv.scan("")).await?;
         let count = entries.len();
@@ -136,15 +149,46 @@ impl Store {
                 {
                     self.put(&key, &value).await?;
                 }
-                Err(d) => {
-                    return Err(StoreError::Corrupt {
-                        key,
-                        message: d.to_string(),
-                    })
-                }
+                Err(d) => self.found_damaged(&key, &d.to_string()),
             }
         }
         Ok(count)
+    }
+
+    /// Notes that the value under `key` is damaged: logged once per key, counted until the key
+    /// is written or deleted again.
+    pub fn found_damaged(&self, key: &str, message: &str) {
+        let mut damaged = self.damaged.lock().expect("store damaged");
+        if damaged.insert(key.to_string()) {
+            tracing::warn!(store = %self.name(), key, error = message, "a damaged value in the state store: calls that need it fail with DATA_LOSS until it is written or deleted again");
+            crate::metrics::store_damaged_values(damaged.len());
+        }
+    }
+
+    fn repaired(&self, key: &str) {
+        let mut damaged = self.damaged.lock().expect("store damaged");
+        if damaged.remove(key) {
+            tracing::info!(store = %self.name(), key, "a damaged value in the state store was written again or deleted");
+            crate::metrics::store_damaged_values(damaged.len());
+        }
+    }
+
+    /// The keys whose value is damaged, in key order.
+    pub fn damaged(&self) -> Vec<String> {
+        let damaged = self.damaged.lock().expect("store damaged");
+        damaged.iter().cloned().collect()
+    }
+
+    fn unseal(&self, key: &str, stored: &[u8]) -> Result<Vec<u8>, StoreError> {
+        envelope::open(key, stored)
+            .map(<[u8]>::to_vec)
+            .map_err(|d| {
+                self.found_damaged(key, &d.to_string());
+                StoreError::Corrupt {
+                    key: key.to_string(),
+                    message: d.to_string(),
+                }
+            })
     }
 
     /// For `/healthz`: a small write, since a store that still reads may no longer commit.
@@ -172,15 +216,6 @@ impl Store {
             _ => Status::unavailable(message),
         }
     }
-}
-
-fn unseal(key: &str, stored: &[u8]) -> Result<Vec<u8>, StoreError> {
-    envelope::open(key, stored)
-        .map(<[u8]>::to_vec)
-        .map_err(|d| StoreError::Corrupt {
-            key: key.to_string(),
-            message: d.to_string(),
-        })
 }
 
 /// VolumeHandle metadata kept in a [`Store`] under `handle/<volume id>`.
@@ -225,6 +260,7 @@ impl Handles {
             return Ok(None);
         };
         let map = serde_json::from_slice(&bytes).map_err(|e| {
+            self.store.found_damaged(&k, &e.to_string());
             let e = StoreError::Corrupt {
                 key: k,
                 message: e.to_string(),

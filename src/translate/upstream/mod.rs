@@ -301,10 +301,15 @@ async fn call_draft(
                     store.put(&v.volume_id, &v.volume_context).await?;
                 }
             }
-            // Written only where it differs, so listing is not a write per volume.
+            // Written only where it differs, so listing is not a write per volume. A damaged
+            // value differs too: the plugin's answer replaces it, and the volume is served again.
             (Method::ListVolumes, Resp::ListVolumes(r)) => {
                 for v in r.entries.iter().filter_map(|e| e.volume.as_ref()) {
-                    if store.get(&v.volume_id).await?.as_ref() != Some(&v.volume_context) {
+                    let stored = match store.get(&v.volume_id).await {
+                        Err(e) if e.code() == Code::DataLoss => None,
+                        other => other?,
+                    };
+                    if stored.as_ref() != Some(&v.volume_context) {
                         store.put(&v.volume_id, &v.volume_context).await?;
                     }
                 }
