@@ -23,8 +23,7 @@ async fn connect_within(endpoint: &Endpoint, timeout: Duration) -> Result<Connec
         match Connection::connect(endpoint, left).await {
             Ok(conn) => return Ok(conn),
             Err(ConnectError::Io { source, .. })
-                if matches!(source.kind(), NotFound | ConnectionRefused)
-                    && left > RETRY_EVERY =>
+                if matches!(source.kind(), NotFound | ConnectionRefused) && left > RETRY_EVERY =>
             {
                 tokio::time::sleep(RETRY_EVERY).await
             }

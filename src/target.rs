@@ -267,8 +267,14 @@ mod tests {
         assert!(nothing_published(&f).is_none(), "a file with data");
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&t, &link).unwrap();
-        assert!(nothing_published(&link).is_none(), "a link (a symlink-mode publish)");
-        assert!(nothing_published(Path::new("/proc")).is_none(), "a mount point");
+        assert!(
+            nothing_published(&link).is_none(),
+            "a link (a symlink-mode publish)"
+        );
+        assert!(
+            nothing_published(Path::new("/proc")).is_none(),
+            "a mount point"
+        );
     }
 
     #[test]

@@ -83,7 +83,10 @@ async fn a_slow_target_path_stalls_only_its_own_call() {
     // The shipped default: one thread for everything.
     let gateway = Gateway::start(&backend.socket, "v0.1", &[]).await;
     let f = Front::new(Dialect::V1, gateway.channel().await);
-    let v = f.create("vol-slow", 1 << 20, &HashMap::new()).await.unwrap();
+    let v = f
+        .create("vol-slow", 1 << 20, &HashMap::new())
+        .await
+        .unwrap();
     let node = f.node_id().await.unwrap();
     let publish = f.controller_publish(&v, &node).await.unwrap();
     let target = disk.mount.join("slow-target");
@@ -114,7 +117,11 @@ async fn a_slow_target_path_stalls_only_its_own_call() {
         .expect("the publish never ended")
         .unwrap();
     published.unwrap_or_else(|e| panic!("publish: {e:?}\n{}", gateway.log_text()));
-    assert!(began.elapsed() >= DELAY, "the disk was not slow: {:?}", began.elapsed());
+    assert!(
+        began.elapsed() >= DELAY,
+        "the disk was not slow: {:?}",
+        began.elapsed()
+    );
     assert!(
         std::fs::symlink_metadata(&target).is_ok(),
         "the target was not made"

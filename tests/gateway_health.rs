@@ -99,7 +99,10 @@ async fn livez_fails_only_for_the_gateway_itself() {
     let healthz = format!("http://127.0.0.1:{port}/healthz");
     let deadline = Instant::now() + Duration::from_secs(30);
     while health(&healthz).status.success() {
-        assert!(Instant::now() < deadline, "/healthz never noticed the driver is gone");
+        assert!(
+            Instant::now() < deadline,
+            "/healthz never noticed the driver is gone"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let out = health(&livez);

@@ -301,7 +301,8 @@ async fn target_path_is_created_and_removed_between_v1_clients_and_v0x_plugins()
 async fn unpublishing_where_nothing_is_published_never_reaches_a_v0x_plugin() {
     use support::h2raw::{Hostile, Tap};
     for upstream in [Dialect::V0_3, Dialect::V0_1, Dialect::V0_1Oneof] {
-        let backend = Backend::start(Options::new(upstream.name()).arg("--require-staging=false")).await;
+        let backend =
+            Backend::start(Options::new(upstream.name()).arg("--require-staging=false")).await;
         let tap = Tap::start(&backend.socket, Hostile::Quiet).await;
         let legacy = match upstream {
             Dialect::V0_1Oneof => "v0.1-oneof",
@@ -339,7 +340,10 @@ async fn unpublishing_where_nothing_is_published_never_reaches_a_v0x_plugin() {
             .await
             .unwrap_or_else(|e| panic!("{cell}: a directory with content: {e:?}"));
         assert!(tap.requests() > before, "{cell}: the plugin was not asked");
-        assert!(target.join("keep").exists(), "{cell}: removed a non-empty target");
+        assert!(
+            target.join("keep").exists(),
+            "{cell}: removed a non-empty target"
+        );
         // A request v1 requires more of is refused as before, not answered OK.
         let e = f
             .node_unpublish(&ghost_id(&v, ""), &backend.path("missing"))
@@ -360,16 +364,28 @@ async fn a_mounted_target_with_escaped_characters_is_unpublished_by_the_plugin()
         support::bind_mounts_work(),
         "this test needs real bind mounts (root with CAP_SYS_ADMIN)"
     );
-    let c = cell(Dialect::V1, Dialect::V0_3, &["--require-staging=false"], &[]).await;
+    let c = cell(
+        Dialect::V1,
+        Dialect::V0_3,
+        &["--require-staging=false"],
+        &[],
+    )
+    .await;
     let cell = &c.name;
-    let v = c.f.create("vol-esc", 1 << 20, &HashMap::new()).await.unwrap();
+    let v =
+        c.f.create("vol-esc", 1 << 20, &HashMap::new())
+            .await
+            .unwrap();
     let node = c.f.node_id().await.unwrap();
     let publish = c.f.controller_publish(&v, &node).await.unwrap();
     let target = c.backend.path("a target\twith\ttab, space\\and backslash");
     c.f.node_publish(&v, &publish, None, &target)
         .await
         .unwrap_or_else(|e| panic!("{cell}: publish: {e:?}"));
-    assert!(mounted(&target), "{cell}: the plugin did not mount {target:?}");
+    assert!(
+        mounted(&target),
+        "{cell}: the plugin did not mount {target:?}"
+    );
     c.f.node_unpublish(&v, &target)
         .await
         .unwrap_or_else(|e| panic!("{cell}: unpublish: {e:?}"));

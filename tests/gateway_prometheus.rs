@@ -187,8 +187,7 @@ async fn prometheus_scrapes_sidecar_compatible_series() {
 
     // The gateway's own services are not CSI operations: a shared Prometheus (or an alert on
     // the sidecars' histogram) must not count them as the driver's calls.
-    let mut health =
-        tonic_health::pb::health_client::HealthClient::new(gateway.channel().await);
+    let mut health = tonic_health::pb::health_client::HealthClient::new(gateway.channel().await);
     for _ in 0..2 {
         health
             .check(tonic_health::pb::HealthCheckRequest::default())
@@ -199,8 +198,12 @@ async fn prometheus_scrapes_sidecar_compatible_series() {
     prometheus
         .wait_for(checks, |r| r.len() == 1 && value(&r[0]) == 2.0)
         .await;
-    let services = prometheus.query(r#"csi_sidecar_operations_seconds_count{method_name=~"/grpc\\..*"}"#);
-    assert!(services.is_empty(), "services counted as CSI operations: {services:?}");
+    let services =
+        prometheus.query(r#"csi_sidecar_operations_seconds_count{method_name=~"/grpc\\..*"}"#);
+    assert!(
+        services.is_empty(),
+        "services counted as CSI operations: {services:?}"
+    );
     // What dashboards and alerts select gateways by: exported by gateways alone.
     let info = prometheus
         .wait_for("csi_gateway_info == 1", |r| r.len() == 1)

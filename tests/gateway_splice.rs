@@ -1000,7 +1000,11 @@ async fn no_header_block_breaks_a_2018_clients_hpack_decoder() {
         // relayed as it came: the plugin's reply fills the client's table
         ("/csi.v0.Identity/GetPluginInfo", Vec::new(), "0"),
         // translated: the plugin's NOT_FOUND is the v1 client's OK, its block kept back
-        ("/csi.v1.Controller/ControllerUnpublishVolume", unpublish, "0"),
+        (
+            "/csi.v1.Controller/ControllerUnpublishVolume",
+            unpublish,
+            "0",
+        ),
         // answered by the gateway itself
         ("/grpc.health.v1.Health/Check", Vec::new(), "0"),
         ("/csi.v1.Identity/NoSuchMethod", Vec::new(), "12"),

@@ -111,7 +111,11 @@ async fn a_plugin_that_is_not_there_is_answered_at_once() {
     let f = Front::new(Dialect::V1, support::connect(&socket).await);
     let asked = Instant::now();
     let e = f.probe().await.expect_err("no plugin");
-    assert!(asked.elapsed() < Duration::from_secs(2), "{:?}", asked.elapsed());
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        asked.elapsed()
+    );
     assert_eq!(e.code, tonic::Code::Unavailable, "{e:?}");
     assert!(e.message.contains("no-plugin.sock"), "{e:?}");
 }

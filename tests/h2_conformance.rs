@@ -948,12 +948,30 @@ async fn malformed_requests_are_stream_errors() {
             f
         };
         let cases: Vec<(&str, Vec<(&str, &str)>)> = vec![
-            ("8.1.2/1 an uppercase field name", with(path, ("X-Upper", "a"))),
-            ("8.1.2.1/1 an unknown pseudo-header", with(path, (":foo", "a"))),
-            ("8.1.2.1/2 a response pseudo-header", with(path, (":status", "200"))),
-            ("8.1.2.1/4 a pseudo-header after a regular one", after_regular),
-            ("8.1.2.2/1 a connection-specific field", with(path, ("connection", "keep-alive"))),
-            ("8.1.2.2/2 te other than trailers", with(path, ("te", "gzip"))),
+            (
+                "8.1.2/1 an uppercase field name",
+                with(path, ("X-Upper", "a")),
+            ),
+            (
+                "8.1.2.1/1 an unknown pseudo-header",
+                with(path, (":foo", "a")),
+            ),
+            (
+                "8.1.2.1/2 a response pseudo-header",
+                with(path, (":status", "200")),
+            ),
+            (
+                "8.1.2.1/4 a pseudo-header after a regular one",
+                after_regular,
+            ),
+            (
+                "8.1.2.2/1 a connection-specific field",
+                with(path, ("connection", "keep-alive")),
+            ),
+            (
+                "8.1.2.2/2 te other than trailers",
+                with(path, ("te", "gzip")),
+            ),
             ("8.1.2.3/2 no :method", without(path, ":method")),
             ("8.1.2.3/3 no :scheme", without(path, ":scheme")),
             ("8.1.2.3/4 no :path", without(path, ":path")),
@@ -981,8 +999,16 @@ async fn malformed_requests_are_stream_errors() {
             }
             // Trailers: a pseudo-header in them (8.1.2.1/3), or without END_STREAM (8.1/1).
             for (case, trailers, flags) in [
-                ("8.1.2.1/3 a pseudo-header in trailers", block_of(&[(":method", "POST")]), END_HEADERS | END_STREAM),
-                ("8.1/1 trailers without END_STREAM", block_of(&[("x-trailer", "a")]), END_HEADERS),
+                (
+                    "8.1.2.1/3 a pseudo-header in trailers",
+                    block_of(&[(":method", "POST")]),
+                    END_HEADERS | END_STREAM,
+                ),
+                (
+                    "8.1/1 trailers without END_STREAM",
+                    block_of(&[("x-trailer", "a")]),
+                    END_HEADERS,
+                ),
             ] {
                 let mut out = frame(HEADERS, END_HEADERS, id, &block_of(&good(path)));
                 out.extend_from_slice(&frame(DATA, 0, id, &message(&[])));
@@ -995,8 +1021,12 @@ async fn malformed_requests_are_stream_errors() {
                 id += 2;
             }
             peer.call(id, &request_block(&[], PROBE, &[]), &[]).await;
-            p.expect_ok(&mut peer, id, &format!("{path}: after the malformed requests"))
-                .await;
+            p.expect_ok(
+                &mut peer,
+                id,
+                &format!("{path}: after the malformed requests"),
+            )
+            .await;
         }
     }
 }
@@ -1057,7 +1087,14 @@ async fn frames_on_closed_streams_and_self_dependencies_are_errors() {
             let mut out = frame(HEADERS, END_HEADERS | END_STREAM, id, &block);
             out.extend_from_slice(&frame(HEADERS, END_HEADERS | END_STREAM, id, &block));
             peer.send(&out).await;
-            if !stream_error(&mut peer, id, STREAM_CLOSED, &name("HEADERS after END_STREAM")).await {
+            if !stream_error(
+                &mut peer,
+                id,
+                STREAM_CLOSED,
+                &name("HEADERS after END_STREAM"),
+            )
+            .await
+            {
                 (peer, id) = p.open().await;
             } else {
                 id += 2;
@@ -1078,11 +1115,19 @@ async fn frames_on_closed_streams_and_self_dependencies_are_errors() {
             let r = peer.reply(id).await;
             assert!(r.get("grpc-status").is_some(), "{}: {r:?}", name("a call"));
             peer.send(&frame(DATA, 0, id, &message(&[]))).await;
-            if !stream_error(&mut peer, id, STREAM_CLOSED, &name("DATA on a closed stream")).await {
+            if !stream_error(
+                &mut peer,
+                id,
+                STREAM_CLOSED,
+                &name("DATA on a closed stream"),
+            )
+            .await
+            {
                 (peer, id) = p.open().await;
             } else {
                 // 6.9/2: a WINDOW_UPDATE of 0 on it.
-                peer.send(&frame(WINDOW_UPDATE, 0, id, &0u32.to_be_bytes())).await;
+                peer.send(&frame(WINDOW_UPDATE, 0, id, &0u32.to_be_bytes()))
+                    .await;
                 if !protocol_error(&mut peer, id, &name("WINDOW_UPDATE of 0 on a stream")).await {
                     (peer, id) = p.open().await;
                 } else {
@@ -1112,7 +1157,8 @@ async fn frames_on_closed_streams_and_self_dependencies_are_errors() {
                 id += 2;
             }
             peer.call(id, &request_block(&[], PROBE, &[]), &[]).await;
-            p.expect_ok(&mut peer, id, &name("after the stream errors")).await;
+            p.expect_ok(&mut peer, id, &name("after the stream errors"))
+                .await;
         }
     }
 }

@@ -337,7 +337,8 @@ async fn resets_spread_over_connections_share_one_budget() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
         for p in &mut peers {
-            p.send(&frame(RST_STREAM, 0, id, &CANCEL.to_be_bytes())).await;
+            p.send(&frame(RST_STREAM, 0, id, &CANCEL.to_be_bytes()))
+                .await;
         }
     }
     let mut calmed = 0;
@@ -350,7 +351,11 @@ async fn resets_spread_over_connections_share_one_budget() {
             }
         }
     }
-    assert!(calmed >= 1, "24 resets over 4 connections, none told to calm down\n{}", gw.log_text());
+    assert!(
+        calmed >= 1,
+        "24 resets over 4 connections, none told to calm down\n{}",
+        gw.log_text()
+    );
 }
 
 /// A gRPC client resets the calls it gave up on at their deadline: 15 calls to a plugin that
@@ -375,16 +380,25 @@ async fn resets_at_a_calls_deadline_are_not_counted() {
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     for &id in &ids {
-        p.send(&frame(RST_STREAM, 0, id, &CANCEL.to_be_bytes())).await;
+        p.send(&frame(RST_STREAM, 0, id, &CANCEL.to_be_bytes()))
+            .await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     backend.resume();
     p.call(33, &request_block(&[], PROBE, &[]), &[]).await;
-    expect_ok(&mut p, 33, &format!("after 15 calls expired\n{}", gw.log_text())).await;
+    expect_ok(
+        &mut p,
+        33,
+        &format!("after 15 calls expired\n{}", gw.log_text()),
+    )
+    .await;
     assert!(
         !p.seen.iter().any(|f| f.kind == GOAWAY),
         "deadline expiries counted as resets: {:?}\n{}",
-        p.seen.iter().filter(|f| f.kind == GOAWAY).collect::<Vec<_>>(),
+        p.seen
+            .iter()
+            .filter(|f| f.kind == GOAWAY)
+            .collect::<Vec<_>>(),
         gw.log_text()
     );
 }
@@ -466,16 +480,35 @@ async fn memory_per_connection_is_bounded() {
 async fn max_connections_fits_the_open_files_limit() {
     let backend = Backend::start(Options::new("v1")).await;
     // A soft limit below the hard one is raised: 1024 connections need ~2,112 descriptors.
-    let raised = Gateway::start_through(&["prlimit", "--nofile=256:4096"], &backend.socket, "v0.1", &[]).await;
+    let raised = Gateway::start_through(
+        &["prlimit", "--nofile=256:4096"],
+        &backend.socket,
+        "v0.1",
+        &[],
+    )
+    .await;
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", raised.pid())).unwrap();
-    let nofile = limits.lines().find(|l| l.starts_with("Max open files")).unwrap();
+    let nofile = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .unwrap();
     let values: Vec<&str> = nofile.split_whitespace().skip(3).take(2).collect();
     assert_eq!(values, ["4096", "4096"], "{nofile}");
-    assert!(!raised.log_text().contains("max_connections lowered"), "{}", raised.log_text());
+    assert!(
+        !raised.log_text().contains("max_connections lowered"),
+        "{}",
+        raised.log_text()
+    );
     drop(raised);
 
     // A hard limit of 200 holds (200 - 64) / 2 = 68 connections.
-    let gw = Gateway::start_through(&["prlimit", "--nofile=200:200"], &backend.socket, "v0.1", &[]).await;
+    let gw = Gateway::start_through(
+        &["prlimit", "--nofile=200:200"],
+        &backend.socket,
+        "v0.1",
+        &[],
+    )
+    .await;
     let log = gw.log_text();
     assert!(
         log.contains("max_connections lowered") && log.contains("effective=68"),
@@ -483,9 +516,12 @@ async fn max_connections_fits_the_open_files_limit() {
     );
     let mut held = Vec::new();
     for i in 0..68 {
-        let p = admitted(&gw.socket)
-            .await
-            .unwrap_or_else(|g| panic!("connection {i} refused under the limit: {g:?}\n{}", gw.log_text()));
+        let p = admitted(&gw.socket).await.unwrap_or_else(|g| {
+            panic!(
+                "connection {i} refused under the limit: {g:?}\n{}",
+                gw.log_text()
+            )
+        });
         held.push(p);
     }
     let Err(refused) = admitted(&gw.socket).await else {
@@ -504,6 +540,15 @@ async fn max_connections_fits_the_open_files_limit() {
     };
     p.call(1, &request_block(&[], PROBE, &[]), &[]).await;
     let reply = p.reply(1).await;
-    assert_eq!(reply.get("grpc-status"), Some("0"), "{reply:?}\n{}", gw.log_text());
-    assert!(!gw.log_text().contains("Too many open files"), "{}", gw.log_text());
+    assert_eq!(
+        reply.get("grpc-status"),
+        Some("0"),
+        "{reply:?}\n{}",
+        gw.log_text()
+    );
+    assert!(
+        !gw.log_text().contains("Too many open files"),
+        "{}",
+        gw.log_text()
+    );
 }

@@ -65,7 +65,11 @@ pub fn fit_open_files(mut limits: Limits) -> Limits {
             };
             match setrlimit(Resource::Nofile, raised) {
                 Ok(()) => {
-                    tracing::info!(from = soft, to = hard, "open-files limit raised to its hard limit");
+                    tracing::info!(
+                        from = soft,
+                        to = hard,
+                        "open-files limit raised to its hard limit"
+                    );
                     hard
                 }
                 Err(e) => {

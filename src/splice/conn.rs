@@ -1406,7 +1406,11 @@ impl<C: Io, U: Io> Splice<C, U> {
         // A malformed request is a stream error (RFC 9113 §8.1.1), on every path: what a
         // server behind the splice would answer, also for calls the splice answers itself.
         if let Some(why) = request.malformed {
-            tracing::debug!(stream = id, why, "malformed request: stream reset (PROTOCOL_ERROR)");
+            tracing::debug!(
+                stream = id,
+                why,
+                "malformed request: stream reset (PROTOCOL_ERROR)"
+            );
             self.reencode = true;
             frame::put_rst_stream(self.own_out(), id, reason::PROTOCOL_ERROR);
             return Ok(());
@@ -1800,7 +1804,11 @@ impl<C: Io, U: Io> Splice<C, U> {
     fn stream_error(&mut self, id: u32, code: u32, why: &'static str) {
         tracing::debug!(stream = id, why, code, "stream error: stream reset");
         frame::put_rst_stream(self.own_out(), id, code);
-        if self.streams.get(&id).is_some_and(|s| matches!(s.side, Side::Relayed)) {
+        if self
+            .streams
+            .get(&id)
+            .is_some_and(|s| matches!(s.side, Side::Relayed))
+        {
             self.reset_on_upstream(id);
         }
         let message = Some(format!("stream error: {why}"));

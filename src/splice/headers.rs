@@ -1065,18 +1065,64 @@ mod tests {
             }
             request(&mut Decoder::default(), &out, false).unwrap()
         };
-        let good = [(":method", "POST"), (":scheme", "http"), (":path", "/a"), ("te", "trailers")];
+        let good = [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", "/a"),
+            ("te", "trailers"),
+        ];
         let r = block(&good);
         assert_eq!(r.malformed, None);
-        assert_eq!(r.malformed_trailers, Some("a pseudo-header field in trailers"));
+        assert_eq!(
+            r.malformed_trailers,
+            Some("a pseudo-header field in trailers")
+        );
         assert_eq!(block(&[("grpc-status", "0")]).malformed_trailers, None);
         let bad: &[(&[(&str, &str)], &str)] = &[
-            (&[(":method", "POST"), (":scheme", "http"), (":path", "")], "an empty :path"),
-            (&[(":method", "POST"), (":path", "/a")], "no :scheme, or more than one"),
-            (&[(":method", "POST"), (":scheme", "http"), (":path", "/a"), ("Up", "x")], "a header field name with uppercase letters"),
-            (&[(":method", "POST"), (":scheme", "http"), ("a", "b"), (":path", "/a")], "a pseudo-header field after a regular one"),
-            (&[(":method", "POST"), (":scheme", "http"), (":path", "/a"), ("upgrade", "h2c")], "a connection-specific header field"),
-            (&[(":method", "POST"), (":scheme", "http"), (":path", "/a"), ("te", "gzip")], "te other than \"trailers\""),
+            (
+                &[(":method", "POST"), (":scheme", "http"), (":path", "")],
+                "an empty :path",
+            ),
+            (
+                &[(":method", "POST"), (":path", "/a")],
+                "no :scheme, or more than one",
+            ),
+            (
+                &[
+                    (":method", "POST"),
+                    (":scheme", "http"),
+                    (":path", "/a"),
+                    ("Up", "x"),
+                ],
+                "a header field name with uppercase letters",
+            ),
+            (
+                &[
+                    (":method", "POST"),
+                    (":scheme", "http"),
+                    ("a", "b"),
+                    (":path", "/a"),
+                ],
+                "a pseudo-header field after a regular one",
+            ),
+            (
+                &[
+                    (":method", "POST"),
+                    (":scheme", "http"),
+                    (":path", "/a"),
+                    ("upgrade", "h2c"),
+                ],
+                "a connection-specific header field",
+            ),
+            (
+                &[
+                    (":method", "POST"),
+                    (":scheme", "http"),
+                    (":path", "/a"),
+                    ("te", "gzip"),
+                ],
+                "te other than \"trailers\"",
+            ),
         ];
         for (fields, why) in bad {
             assert_eq!(block(fields).malformed, Some(*why), "{fields:?}");

@@ -484,7 +484,9 @@ fn v0_x_clients_get_unknown_for_no_node_capability() {
     let r = d3::NodeGetCapabilitiesResponse::decode(bytes.as_slice()).unwrap();
     let types: Vec<_> = r.capabilities.iter().map(|c| c.r#type.clone()).collect();
     use d3::node_service_capability::{rpc, Rpc, Type};
-    let unknown = Type::Rpc(Rpc { r#type: rpc::Type::Unknown as i32 });
+    let unknown = Type::Rpc(Rpc {
+        r#type: rpc::Type::Unknown as i32,
+    });
     assert_eq!(types, [Some(unknown)], "{r:?}");
     // A list that is not empty is left as it is.
     let stage = Ok(Resp::NodeGetCapabilities(v1::NodeGetCapabilitiesResponse {
