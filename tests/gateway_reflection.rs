@@ -32,24 +32,7 @@ use tonic_reflection::pb::v1::{ServerReflectionRequest, ServerReflectionResponse
 
 const PLUGIN: &str = "reference.csi-gateway.dev";
 
-/// The path a client connection takes through the gateway.
-#[derive(Clone, Copy, Debug)]
-enum Path {
-    /// Spliced onto an upstream connection of its own (the default).
-    Spliced,
-    /// HTTP/2 terminated on both sides (`--splice=false`).
-    Terminated,
-}
-
-impl Path {
-    /// The gateway's flags for this path.
-    fn args(self) -> &'static [&'static str] {
-        match self {
-            Path::Spliced => &[],
-            Path::Terminated => &["--splice=false"],
-        }
-    }
-}
+use support::gateway::FrontPath as Path;
 
 /// For each `async fn NAME(path: Path)`, one test per path, `spliced::NAME` and
 /// `terminated::NAME`, so a failure names its path.

@@ -28,21 +28,7 @@ use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
 use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
 use tonic_reflection::pb::v1::ServerReflectionRequest;
 
-/// The path a client connection takes through the gateway.
-#[derive(Clone, Copy, Debug)]
-enum Path {
-    Spliced,
-    Terminated,
-}
-
-impl Path {
-    fn args(self) -> &'static [&'static str] {
-        match self {
-            Path::Spliced => &[],
-            Path::Terminated => &["--splice=false"],
-        }
-    }
-}
+use support::gateway::FrontPath as Path;
 
 /// For each `async fn NAME(path: Path)`, `spliced::NAME` and `terminated::NAME`.
 macro_rules! on_every_path {
@@ -159,16 +145,6 @@ async fn health_shares_one_probe_per_interval(path: Path) {
     drop(watches);
 }
 
-/// The gateway's resident memory (VmRSS), in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .expect("VmRSS");
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 fn file_containing(symbol: &str) -> ServerReflectionRequest {
     ServerReflectionRequest {
         host: String::new(),
@@ -229,7 +205,7 @@ async fn reflection_replies_wait_for_the_reader(path: Path) {
     for _ in 0..4 {
         reply_size(&gateway, file_containing(LARGE)).await;
     }
-    let before = rss_kib(gateway.pid());
+    let before = support::rss_kib(gateway.pid());
 
     let block = request_block(&[], REFLECTION, &[]);
     let asks: Vec<u8> = (0..ASKS)
@@ -248,12 +224,12 @@ async fn reflection_replies_wait_for_the_reader(path: Path) {
         peers.push(peer);
     }
     // The most the gateway holds while the streams wait: sampled until it stops growing.
-    let mut peak = rss_kib(gateway.pid());
+    let mut peak = support::rss_kib(gateway.pid());
     let mut still = Instant::now();
     let began = Instant::now();
     while still.elapsed() < Duration::from_secs(2) && began.elapsed() < WAIT {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let now = rss_kib(gateway.pid());
+        let now = support::rss_kib(gateway.pid());
         if now > peak + 256 {
             peak = now;
             still = Instant::now();

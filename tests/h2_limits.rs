@@ -403,16 +403,6 @@ async fn resets_at_a_calls_deadline_are_not_counted() {
     );
 }
 
-/// The gateway's resident memory (VmRSS), in KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .expect("VmRSS");
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 /// Connections, half holding an unfinished 15 KB header block and half a translated call
 /// with 60 KB of its message sent (within the 64 KiB default window, never acknowledged
 /// by the message's end): the gateway's resident memory grows by less than
@@ -433,7 +423,7 @@ async fn memory_per_connection_is_bounded() {
             expect_ok(&mut p, 1, name).await;
         }
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let before = rss_kib(gw.pid());
+        let before = support::rss_kib(gw.pid());
         let mut held = Vec::new();
         for i in 0..CONNECTIONS {
             let mut p = Peer::connect(&gw.socket).await;
@@ -455,7 +445,7 @@ async fn memory_per_connection_is_bounded() {
             held.push(p);
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let after = rss_kib(gw.pid());
+        let after = support::rss_kib(gw.pid());
         let per = after.saturating_sub(before) / CONNECTIONS as u64;
         println!(
             "{name}: VmRSS {before} KiB -> {after} KiB with {CONNECTIONS} connections: {per} KiB each"

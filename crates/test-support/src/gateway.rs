@@ -277,3 +277,22 @@ impl Drop for Run {
         let _ = self.child.wait();
     }
 }
+
+/// The path a client connection takes through the gateway.
+#[derive(Clone, Copy, Debug)]
+pub enum FrontPath {
+    /// Spliced onto an upstream connection of its own (the default).
+    Spliced,
+    /// HTTP/2 terminated on both sides (`--splice=false`).
+    Terminated,
+}
+
+impl FrontPath {
+    /// The gateway's flags for this path.
+    pub fn args(self) -> &'static [&'static str] {
+        match self {
+            FrontPath::Spliced => &[],
+            FrontPath::Terminated => &["--splice=false"],
+        }
+    }
+}

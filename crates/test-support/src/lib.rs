@@ -453,3 +453,13 @@ pub fn assert_code<T: std::fmt::Debug>(
         }
     }
 }
+
+/// A process's resident memory (VmRSS), in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .expect("VmRSS");
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
