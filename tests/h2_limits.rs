@@ -112,6 +112,51 @@ async fn admitted_after(socket: &std::path::Path, delay: Duration) -> Result<Pee
     }
 }
 
+/// A stream opened and never finished kept a connection from ever being idle. A client silent
+/// for `idle_timeout` with a request unfinished has stalled: that stream is reset (CANCEL) and
+/// the connection asked to go away, so it closes. A call whose request is whole and whose
+/// plugin is slow is not cut. Spliced front.
+#[tokio::test]
+async fn a_request_never_finished_does_not_hold_the_connection() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let flag = config(dir.path(), "idle_timeout = \"1s\"");
+    let gw = Gateway::start(&backend.socket, "v0.1", &[&flag]).await;
+
+    let mut p = Peer::connect(&gw.socket).await;
+    let mut out = frame(HEADERS, END_HEADERS, 1, &request_block(&[], PROBE, &[]));
+    out.extend_from_slice(&frame(DATA, 0, 1, &[0, 0, 0, 0, 9])); // 9 bytes promised, none sent
+    p.send(&out).await;
+    let sent = Instant::now();
+    assert!(
+        p.until_closed(Duration::from_secs(10)).await,
+        "{:?}",
+        p.seen
+    );
+    let after = sent.elapsed();
+    assert!(
+        after >= Duration::from_millis(900) && after < Duration::from_secs(5),
+        "closed after {after:?}, the limit being 1 s"
+    );
+    let reset = p
+        .seen
+        .iter()
+        .find(|f| f.kind == RST_STREAM && f.stream == 1);
+    assert_eq!(reset.map(Frame::code), Some(CANCEL), "{:?}", p.seen);
+    assert!(p.seen.iter().any(|f| f.kind == GOAWAY), "{:?}", p.seen);
+
+    // A whole request waiting on a slow plugin is not a stalled one.
+    let mut p = Peer::connect(&gw.socket).await;
+    p.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+    expect_ok(&mut p, 1, "before").await;
+    backend.pause();
+    p.call(3, &request_block(&[], PROBE, &[]), &[]).await;
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    backend.resume();
+    expect_ok(&mut p, 3, "a slow plugin").await;
+    assert!(!p.seen.iter().any(|f| f.kind == RST_STREAM), "{:?}", p.seen);
+}
+
 /// Past `max_connections`, a connection gets SETTINGS and GOAWAY ENHANCE_YOUR_CALM naming
 /// stream 0, and is closed; once a connection closes, a new one is served.
 #[tokio::test]

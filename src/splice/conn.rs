@@ -71,6 +71,9 @@ const HIGH_WATER: usize = 256 * 1024;
 /// bench). About four small calls' requests (a Probe's is ~120 bytes as a client sends it).
 const PIECE: usize = 512;
 
+/// How far `client_heard` lags behind the client's last bytes at most.
+const HEARD_STEP: Duration = Duration::from_millis(100);
+
 /// A client's timer and the gateway's for one deadline differ by the time its request took to
 /// arrive: a reset this close to the deadline is the client giving up at it.
 const RESET_SLACK_MS: u64 = 50;
@@ -151,6 +154,9 @@ pub struct Splice<C, U> {
     /// Since when the connection has had no stream, and since when a request header block
     /// waits for its CONTINUATION frames.
     idle_since: Option<Instant>,
+    /// When the client last sent anything (or the stalled-request check last found none):
+    /// with streams open, a request unfinished `idle_timeout` after it is stalled.
+    client_heard: Instant,
     block_since: Option<Instant>,
     /// How much more DATA the client accepts on the connection, from anyone.
     window: i64,
@@ -424,6 +430,9 @@ enum Timeout {
     UpstreamHandshake,
     /// A call on the upstream reached its deadline.
     Call,
+    /// The client has sent nothing for `idle_timeout` while it has streams open: any whose
+    /// request it never finished is stalled.
+    Stalled,
 }
 
 /// The payload of the splice's keepalive PINGs: its ACK is told from others' by it.
@@ -484,6 +493,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             resets: Rate::default(),
             local_bodies: 0,
             idle_since: Some(Instant::now()),
+            client_heard: Instant::now(),
             block_since: None,
             window: frame::DEFAULT_WINDOW,
             debt: 0,
@@ -727,6 +737,10 @@ impl<C: Io, U: Io> Splice<C, U> {
     // ---- client to upstream ----
 
     fn on_client_bytes(&mut self) -> Result<(), Broken> {
+        // Moved on in steps, so the connection's timer is not re-armed on every read.
+        if self.now.saturating_duration_since(self.client_heard) >= HEARD_STEP {
+            self.client_heard = self.now;
+        }
         if !self.preface {
             if self.from_client.len() < frame::PREFACE.len() {
                 return match frame::PREFACE.starts_with(&self.from_client) {
@@ -2054,11 +2068,38 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         let idle = self.limits.idle_timeout;
         match self.idle_since {
-            Some(since) if !idle.is_zero() && self.going_away.is_none() => {
-                Some((since + idle, Timeout::Idle))
-            }
+            _ if idle.is_zero() => None,
+            Some(since) if self.going_away.is_none() => Some((since + idle, Timeout::Idle)),
+            // One stream opened and never finished would keep a connection from ever being
+            // idle: a client silent that long with a request unfinished has stalled.
+            None if !self.streams.is_empty() => Some((self.client_heard + idle, Timeout::Stalled)),
             _ => None,
         }
+    }
+
+    /// `idle_timeout` passed with the client silent and streams open: the streams whose
+    /// request it never finished are reset (CANCEL) and the connection asked to go away; with
+    /// none such, the check starts over.
+    fn stalled(&mut self) {
+        let stalled: Vec<u32> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| !s.request_done && !matches!(s.side, Side::Service))
+            .map(|(id, _)| *id)
+            .collect();
+        self.client_heard = self.now;
+        if stalled.is_empty() {
+            return;
+        }
+        tracing::debug!(streams = stalled.len(), after = ?self.limits.idle_timeout, "requests not finished by a silent client: streams reset, connection asked to go away");
+        for id in stalled {
+            self.stream_error(
+                id,
+                reason::CANCEL,
+                "request not finished within idle_timeout",
+            );
+        }
+        self.go_away();
     }
 
     /// A timeout fired: `Some` when the connection ends now.
@@ -2091,6 +2132,10 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             Timeout::Call => {
                 self.calls_expired();
+                None
+            }
+            Timeout::Stalled => {
+                self.stalled();
                 None
             }
         }
