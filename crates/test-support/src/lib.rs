@@ -275,8 +275,18 @@ impl Backend {
 
     /// SIGSTOP: the plugin stops where it is, its sockets open: the kernel still accepts
     /// connections to it, and nothing answers them until [`Backend::resume`].
+    /// Returns once every thread of it has stopped: a signal is only queued by `kill`, and a
+    /// thread already running on another core may still answer a call meanwhile.
     pub fn pause(&self) {
         self.signal(rustix::process::Signal::STOP);
+        let deadline = std::time::Instant::now() + PROCESS_TIMEOUT;
+        while !all_threads_stopped(self.pid()) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the plugin did not stop"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
     }
 
     /// SIGCONT after [`Backend::pause`].
@@ -462,4 +472,18 @@ pub fn rss_kib(pid: u32) -> u64 {
         .find(|l| l.starts_with("VmRSS:"))
         .expect("VmRSS");
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Whether every thread of process `pid` is stopped (state `T` in /proc/PID/task/*/stat).
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // The state follows the command, which is in parentheses and may hold spaces.
+        stat.rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next())
+            .is_some_and(|state| state == 'T' || state == 't')
+    })
 }
