@@ -14,11 +14,6 @@ use support::front::Front;
 use support::gateway::Run;
 use support::{Backend, Options};
 
-fn signal(pid: u32, signal: rustix::process::Signal) {
-    let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
-    rustix::process::kill_process(pid, signal).unwrap();
-}
-
 /// Starts a gateway in front of `upstream` without waiting for anything.
 fn start(dir: &Path, upstream: &Path) -> (Run, PathBuf) {
     let socket = dir.join("csi.sock");
@@ -41,7 +36,7 @@ fn start(dir: &Path, upstream: &Path) -> (Run, PathBuf) {
 #[tokio::test]
 async fn calls_made_before_the_plugin_is_detected_wait_for_it() {
     let backend = Backend::start(Options::new("v0.1-oneof")).await;
-    signal(backend.pid(), rustix::process::Signal::STOP);
+    backend.pause();
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("csi.sock");
     // `check` first, at a socket that is not there yet.
@@ -75,7 +70,7 @@ async fn calls_made_before_the_plugin_is_detected_wait_for_it() {
         "calls were answered before the plugin was known:\n{}",
         gw.log()
     );
-    signal(backend.pid(), rustix::process::Signal::CONT);
+    backend.resume();
     let ready = within(probe).await.unwrap().unwrap();
     assert_eq!(ready.ok(), Some(true), "Probe:\n{}", gw.log());
     let name = within(same).await.unwrap().unwrap();

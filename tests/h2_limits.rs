@@ -218,17 +218,7 @@ async fn an_unfinished_header_block_ends_the_connection() {
         p.send(&frame(HEADERS, 0, 1, &block[..block.len() / 2]))
             .await;
         let sent = Instant::now();
-        let g = p
-            .goaway()
-            .await
-            .unwrap_or_else(|| panic!("{name}: no GOAWAY: {:?}", p.seen));
-        let after = sent.elapsed();
-        assert_eq!(g.code(), PROTOCOL_ERROR, "{name}: {g:?}");
-        assert!(
-            after >= Duration::from_millis(900) && after < Duration::from_secs(5),
-            "{name}: GOAWAY after {after:?}, the limit being 1 s"
-        );
-        assert!(p.closed, "{name}: the connection was not closed");
+        header_block_timed_out(&mut p, sent, name).await;
 
         // A block finished in time is served.
         let mut p = Peer::connect(&gw.socket).await;
@@ -240,6 +230,22 @@ async fn an_unfinished_header_block_ends_the_connection() {
         p.send(&rest).await;
         expect_ok(&mut p, 1, name).await;
     }
+}
+
+/// The connection ended with GOAWAY PROTOCOL_ERROR about a second after `sent` (the
+/// `header_block_timeout` of these tests), and was closed.
+async fn header_block_timed_out(p: &mut Peer, sent: Instant, name: &str) {
+    let g = p
+        .goaway()
+        .await
+        .unwrap_or_else(|| panic!("{name}: no GOAWAY: {:?}", p.seen));
+    let after = sent.elapsed();
+    assert_eq!(g.code(), PROTOCOL_ERROR, "{name}: {g:?}");
+    assert!(
+        after >= Duration::from_millis(900) && after < Duration::from_secs(5),
+        "{name}: GOAWAY after {after:?}, the limit being 1 s"
+    );
+    assert!(p.closed, "{name}: the connection was not closed");
 }
 
 /// A single HEADERS frame, END_HEADERS and all, trickled a few bytes at a time: its block is
@@ -259,22 +265,9 @@ async fn a_trickled_header_frame_ends_the_connection() {
         let sent = Instant::now();
         for piece in bytes.chunks(20) {
             p.send(piece).await;
-            if p.closed {
-                break;
-            }
             tokio::time::sleep(Duration::from_millis(250)).await;
         }
-        let g = p
-            .goaway()
-            .await
-            .unwrap_or_else(|| panic!("{name}: no GOAWAY: {:?}", p.seen));
-        let after = sent.elapsed();
-        assert_eq!(g.code(), PROTOCOL_ERROR, "{name}: {g:?}");
-        assert!(
-            after >= Duration::from_millis(900) && after < Duration::from_secs(5),
-            "{name}: GOAWAY after {after:?}, the limit being 1 s"
-        );
-        assert!(p.closed, "{name}: the connection was not closed");
+        header_block_timed_out(&mut p, sent, name).await;
 
         // The same frame in pieces over 0.5 s is served, and so is the next call.
         let mut p = Peer::connect(&gw.socket).await;

@@ -112,6 +112,13 @@ impl<T> Watched<T> {
         }
     }
 
+    /// The frame read last is whole: one that ends a header block ends its clock.
+    fn frame_ended(&mut self) {
+        if std::mem::take(&mut self.ends_block) {
+            self.seen.block_since = None;
+        }
+    }
+
     /// A frame of `kind` with `flags` begins. A header block is timed from its first frame's
     /// head to the end of the frame that ends it: a client trickling a single HEADERS frame
     /// is held to the same bound as one that never sends its CONTINUATION.
@@ -126,15 +133,6 @@ impl<T> Watched<T> {
                 self.seen.too_many_resets = true
             }
             _ => {}
-        }
-    }
-}
-
-impl<T> Watched<T> {
-    /// The frame read last is whole: one that ends a header block ends its clock.
-    fn frame_ended(&mut self) {
-        if std::mem::take(&mut self.ends_block) {
-            self.seen.block_since = None;
         }
     }
 }

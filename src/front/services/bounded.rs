@@ -175,9 +175,7 @@ impl hyper::body::Body for Requests {
                     return Poll::Ready(Some(Err(e)));
                 }
                 None if self.buffered.has_remaining() => {
-                    return self.refuse(Status::invalid_argument(
-                        "the request ended inside a message",
-                    ))
+                    return self.refuse(ended_inside_a_message())
                 }
                 None => {
                     self.inner = None;
@@ -187,9 +185,7 @@ impl hyper::body::Body for Requests {
             match frame.into_data() {
                 Ok(data) => self.buffered.extend_from_slice(&data),
                 Err(_) if self.buffered.has_remaining() => {
-                    return self.refuse(Status::invalid_argument(
-                        "the request ended inside a message",
-                    ))
+                    return self.refuse(ended_inside_a_message())
                 }
                 Err(trailers) => return Poll::Ready(Some(Ok(trailers))),
             }
@@ -264,6 +260,11 @@ pub fn cut(text: &str, max: usize) -> String {
         end -= 1;
     }
     format!("{}…", &text[..end])
+}
+
+/// A request whose stream ended with part of a message still unread.
+fn ended_inside_a_message() -> Status {
+    Status::invalid_argument("the request ended inside a message")
 }
 
 #[cfg(test)]
