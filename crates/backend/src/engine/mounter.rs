@@ -136,6 +136,20 @@ fn is_mount_point_in(mountinfo: &Path, path: &Path) -> std::io::Result<bool> {
         .any(|field| unescape(field) == want))
 }
 
+/// Mount points at or under `dir` in this process's mount namespace (/proc/self/mountinfo):
+/// a directory holding one must not be removed recursively, which would delete the mounted
+/// volume's data through it.
+pub fn mounts_under(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let info = fs::read("/proc/self/mountinfo")?;
+    Ok(info
+        .split(|b| *b == b'\n')
+        .filter_map(|line| line.split(|b| *b == b' ').nth(4))
+        .map(|field| std::path::PathBuf::from(std::ffi::OsStr::from_bytes(&unescape(field))))
+        .filter(|p| p.starts_with(dir))
+        .collect())
+}
+
 /// A mountinfo field with the kernel's octal escapes undone: `\040` space, `\011` tab, `\012`
 /// newline, `\134` backslash (any `\` and three octal digits).
 fn unescape(field: &[u8]) -> Vec<u8> {
@@ -264,6 +278,21 @@ mod tests {
         assert!(!is_mount_point_in(&info, Path::new("/mnt/with")).unwrap());
         let e = is_mount_point_in(&dir.path().join("gone"), Path::new("/")).unwrap_err();
         assert!(e.to_string().contains("reading"), "{e}");
+    }
+
+    #[test]
+    fn mounts_under_a_dir_are_listed() {
+        let under_proc = mounts_under(Path::new("/proc")).unwrap();
+        assert!(
+            under_proc.iter().any(|p| p == Path::new("/proc")),
+            "{under_proc:?}"
+        );
+        assert!(
+            under_proc.iter().all(|p| p.starts_with("/proc")),
+            "{under_proc:?}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        assert!(mounts_under(dir.path()).unwrap().is_empty());
     }
 
     #[test]
