@@ -649,6 +649,14 @@ validate = "strict"
                 include_str!("../../deploy/compose/node.toml").to_string(),
             ),
             (
+                "compose/bridged-node.toml",
+                include_str!("../../deploy/compose/bridged-node.toml").to_string(),
+            ),
+            (
+                "compose/controller.toml",
+                include_str!("../../deploy/compose/controller.toml").to_string(),
+            ),
+            (
                 "compose/appliance.toml",
                 include_str!("../../deploy/compose/appliance.toml").to_string(),
             ),
