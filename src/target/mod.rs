@@ -43,7 +43,7 @@ use crate::grpc::Status;
 use crate::hub::{v1, Method, Request as Req, Response as Resp};
 use crate::staging::Emulation;
 use crate::translate::{errors, CallError, HandleStore, RawUpstream, UpstreamSession};
-use csi_gateway_backend::engine::mounter::is_mount_point;
+use csi_gateway_mountinfo::is_mount_point;
 
 /// Where the CO that made a call keeps its node paths, seen from this gateway.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
