@@ -24,7 +24,7 @@ use crate::grpc::{Code, Status};
 use crate::hub::{v1, Request, Response};
 use crate::translate::{self, HandleStore, StoreFuture, UpstreamSession};
 use crate::upstream::{detect, Connection};
-use csi_gateway_backend::engine::mounter::is_mount_point;
+use csi_gateway_mountinfo::is_mount_point;
 
 /// How one row went.
 #[derive(Debug, PartialEq, Eq)]

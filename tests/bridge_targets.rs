@@ -79,8 +79,7 @@ fn backend_options(dialect: &str) -> support::Options {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_v1_publish_through_the_bridge_to_a_draft_plugin_makes_the_target_where_the_co_sees_it(
-) {
+async fn a_v1_publish_through_the_bridge_to_a_draft_plugin_makes_the_target_where_the_co_sees_it() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     // The draft plugin refuses a target that does not exist (v0.x: the CO makes it), so a
@@ -97,7 +96,10 @@ async fn a_v1_publish_through_the_bridge_to_a_draft_plugin_makes_the_target_wher
     let v = b.front.create("vol-targets", 1 << 20, &none).await.unwrap();
     let node = b.front.node_id().await.unwrap();
     let publish = b.front.controller_publish(&v, &node).await.unwrap();
-    b.front.node_publish(&v, &publish, None, &target).await.unwrap();
+    b.front
+        .node_publish(&v, &publish, None, &target)
+        .await
+        .unwrap();
 
     // Where the CO sees it: made by the node gateway, a plain directory (the plugin's mount is
     // on its own host, here its link in the mirror).

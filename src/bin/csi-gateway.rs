@@ -413,7 +413,7 @@ fn work_dir(parent: Option<&std::path::Path>) -> anyhow::Result<tempfile::TempDi
 /// Removes the work directory, unless a mount is left in it: removing that recursively would
 /// delete the volume's data through the mount.
 fn remove_work_dir(work: tempfile::TempDir) {
-    use csi_gateway_backend::engine::mounter::mounts_under;
+    use csi_gateway_mountinfo::mounts_under;
     match mounts_under(work.path()) {
         Ok(left) if left.is_empty() => drop(work),
         Ok(left) => {

@@ -235,7 +235,11 @@ impl Router {
         let here = Path::new("/");
         for r in self.routes.values_mut() {
             let Some(m) = r.hub else { continue };
-            let acts = |side| Dialect::ALL.iter().any(|&up| acts_on(side, r.dialect, up, m));
+            let acts = |side| {
+                Dialect::ALL
+                    .iter()
+                    .any(|&up| acts_on(side, r.dialect, up, m))
+            };
             if (bridged_upstream && acts(Side::Bridged))
                 || (appliance && acts(Side::Appliance { root: here }))
             {

@@ -43,7 +43,7 @@ use crate::grpc::Status;
 use crate::hub::{v1, Method, Request as Req, Response as Resp};
 use crate::staging::Emulation;
 use crate::translate::{errors, CallError, HandleStore, RawUpstream, UpstreamSession};
-use csi_gateway_backend::engine::mounter::is_mount_point;
+use csi_gateway_mountinfo::is_mount_point;
 
 /// Where the CO that made a call keeps its node paths, seen from this gateway.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -421,8 +421,18 @@ mod tests {
         for up in Dialect::ALL {
             // Across the bridge, whatever the plugin speaks: its host has no CO paths.
             assert!(owns_targets(Side::Bridged, Dialect::V1, up), "{up}");
-            assert!(acts_on(Side::Bridged, Dialect::V1, up, Method::NodePublishVolume));
-            assert!(!acts_on(Side::Bridged, Dialect::V1, up, Method::NodeStageVolume));
+            assert!(acts_on(
+                Side::Bridged,
+                Dialect::V1,
+                up,
+                Method::NodePublishVolume
+            ));
+            assert!(!acts_on(
+                Side::Bridged,
+                Dialect::V1,
+                up,
+                Method::NodeStageVolume
+            ));
             // The appliance mirrors every node path, for any client.
             for front in Dialect::ALL {
                 assert!(acts_on(appliance, front, up, Method::NodeStageVolume));
@@ -431,7 +441,12 @@ mod tests {
         }
         // A v0.x client creates its own targets, on any side.
         assert!(!owns_targets(Side::Bridged, Dialect::V0_3, Dialect::V1));
-        assert!(!acts_on(Side::Local, Dialect::V1, Dialect::V1, Method::NodePublishVolume));
+        assert!(!acts_on(
+            Side::Local,
+            Dialect::V1,
+            Dialect::V1,
+            Method::NodePublishVolume
+        ));
         assert_eq!(Side::of(true, false, Some(root)), appliance);
         assert_eq!(Side::of(false, true, Some(root)), Side::Bridged);
         assert_eq!(Side::of(false, false, None), Side::Local);
