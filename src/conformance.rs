@@ -455,7 +455,7 @@ async fn lifecycle(s: &mut Scenario, work: &Path, check_mounts: bool) {
                 volume_context: volume.volume_context.clone(),
                 ..Default::default()
             }),
-            |r| ok_reply(r),
+            ok_reply,
         )
         .await;
     } else {
