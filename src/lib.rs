@@ -41,6 +41,7 @@
 //! `--test-crash-at` flag ([`staging`]'s crash hook).
 #![forbid(unsafe_code)]
 
+pub mod backoff;
 pub mod config;
 pub mod disk;
 pub mod gateway;
