@@ -136,7 +136,13 @@ ctl 1 auth enable >/dev/null
 for i in 1 2 3; do within 30 "member $i healthy" member_healthy "$i"; done
 
 step "the plugin and three gateways (controller, n1, n2), one etcd prefix"
+# Publish targets: one host directory at the same path in the plugin and every gateway, as
+# kubelet's directory is on a node (a node gateway in front of a v0.x plugin reads and makes
+# target paths itself).
+mkdir -p "$work/targets"
+chown 65532:65532 "$work/targets"
 docker run -d --name "$P-plugin" --network none --no-healthcheck -v "$P-plugin:/plugin" \
+  -v "$work/targets:/targets" \
   --entrypoint /csi-reference-backend "csi-gateway:$IMAGE_TAG" \
   --dialect v0.1-oneof --endpoint unix:///plugin/csi.sock --data-dir /data \
   --publish-mode symlink --node-id node-1 >/dev/null
@@ -170,6 +176,7 @@ ca = "/certs/ca.pem"
 listen = "127.0.0.1:9808"
 EOF
   docker create --name "$P-$g" --network "$P-m1" -v "$work/$g:/csi" -v "$P-plugin:/plugin" \
+    -v "$work/targets:/targets" \
     -v "$work/certs:/certs:ro" -v "$work/$g.toml:/etc/csi-gateway/gateway.toml:ro" \
     "csi-gateway:$IMAGE_TAG" run --config /etc/csi-gateway/gateway.toml >/dev/null
   docker network connect "$P-m2" "$P-$g"
@@ -182,7 +189,7 @@ for g in "${gateways[@]}"; do within 60 "gateway $g healthy" healthz "$g"; done
 step "lifecycles running; faults every ${phase_seconds}s"
 "$load" lifecycles --controller "$work/controller/csi.sock" \
   --node "n1=$work/n1/csi.sock" --node "n2=$work/n2/csi.sock" --clients 4 --standing 4 \
-  --target-dir /tmp --stop-file "$work/stop" --phases "$work/phases" \
+  --target-dir /targets --stop-file "$work/stop" --phases "$work/phases" \
   --journal "$work/journal.tsv" >"$work/lifecycles.out" 2>&1 &
 load_pid=$!
 within 30 "the first lifecycles" grep -q '^t+' "$work/lifecycles.out"
@@ -222,7 +229,7 @@ hold
 mark n1-cut-from-all
 docker network disconnect "$P-m3" "$P-n1"
 sleep 1
-probe=$("$load" store-probe --socket "$work/n1/csi.sock" --bound "$store_bound") ||
+probe=$("$load" store-probe --socket "$work/n1/csi.sock" --target /targets/probe --bound "$store_bound") ||
   fail "n1 cut off from etcd: $probe"
 echo "$probe"
 health=$(healthz n1 2>&1) && fail "n1's /healthz passes while it reaches no etcd member: $health"
@@ -252,6 +259,7 @@ mark rolling-restart
 for i in 1 2 3; do
   docker restart -t 5 "$P-etcd$i" >/dev/null
   rejoin "$i"
+  sleep 2
 done
 mark rolled
 hold

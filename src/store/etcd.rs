@@ -80,8 +80,10 @@ pub struct Etcd {
     credentials: Option<Credentials>,
     token: Mutex<Option<MetadataValue<tonic::metadata::Ascii>>>,
     name: String,
-    /// How long one operation keeps trying (a little under the store's timeout, so the
-    /// answer names the members rather than just the timeout).
+    /// `state.timeout`, which bounds every operation in [`super::Store`].
+    timeout: Duration,
+    /// How long one operation keeps trying: a little under `timeout`, so the answer names
+    /// the members rather than only the timeout.
     budget: Duration,
 }
 
@@ -157,6 +159,7 @@ impl Etcd {
             credentials,
             token: Mutex::new(None),
             name: name.clone(),
+            timeout,
             budget: timeout.mul_f64(0.9),
         };
         match tokio::time::timeout(timeout, store.run(Op::Get(store.key("health")))).await {
@@ -185,8 +188,8 @@ impl Etcd {
             let pause = backoff.next_pause();
             if Instant::now() + pause >= deadline {
                 return Err(StoreError::Io(format!(
-                    "no member answered within {:?}: {}",
-                    self.budget,
+                    "no member answered within state.timeout ({:?}): {}",
+                    self.timeout,
                     unreachable.join("; ")
                 )));
             }

@@ -343,13 +343,15 @@ async fn node_id(run: &Run, nodes: &[(String, Channel)]) -> Option<String> {
     .await
 }
 
-/// Client `c`'s lifecycles until the stop file appears, each on the next node gateway.
+/// Client `c`'s lifecycles until the stop file appears, on node gateway `c` (modulo).
 async fn client(run: Arc<Run>, g: Gateways, c: usize) -> u64 {
     let mut done = 0;
     let mut k = 0;
     while !run.stop.load(Ordering::Relaxed) {
         let name = format!("lc-{c}-{k}");
-        let node = (c + k) % g.nodes.len();
+        // Each client keeps to one node gateway, so a fault on one node stalls its clients
+        // only and the figures show what the others kept doing.
+        let node = c % g.nodes.len();
         k += 1;
         let Some(id) = create(&run, &g, &name).await else {
             continue;
@@ -435,7 +437,21 @@ pub async fn run(s: &Settings) -> Result<Report, String> {
         let calls = run.calls.lock().expect("calls");
         let window = &calls[seen..];
         let ok = window.iter().filter(|c| c.code == Code::Ok).count();
-        println!("t+{second:>3}s {ok:>4} ok {:>4} failed", window.len() - ok);
+        // The last failure of the second, to see what a fault did.
+        let last = window
+            .iter()
+            .rev()
+            .find(|c| c.code != Code::Ok)
+            .map_or_else(String::new, |c| {
+                format!(
+                    "  last: {} {} on {}: {:?}: {}",
+                    c.method, c.volume, c.gateway, c.code, c.message
+                )
+            });
+        println!(
+            "t+{second:>3}s {ok:>4} ok {:>4} failed{last}",
+            window.len() - ok
+        );
         seen = calls.len();
     }
     run.stop.store(true, Ordering::Relaxed);
@@ -645,8 +661,9 @@ pub fn named_paths(list: &[String]) -> Result<Vec<(String, PathBuf)>, String> {
 
 /// For the driver during a full partition: calls that need the store answer UNAVAILABLE
 /// naming etcd within `bound`, calls that do not (Probe, GetPluginInfo) answer OK. Returns the
-/// lines it printed, or the first expectation that failed.
-pub async fn probe(socket: &Path, bound: Duration) -> Result<String, String> {
+/// lines it printed, or the first expectation that failed. The call that needs the store is a
+/// NodePublishVolume at `target` (the draft plugin needs the volume's metadata for it).
+pub async fn probe(socket: &Path, target: &str, bound: Duration) -> Result<String, String> {
     let ch = channel(socket);
     let mut out = String::new();
     let mut identity = v1::identity_client::IdentityClient::new(ch.clone());
@@ -668,9 +685,11 @@ pub async fn probe(socket: &Path, bound: Duration) -> Result<String, String> {
     let mut node = v1::node_client::NodeClient::new(ch);
     let began = Instant::now();
     let answer = node
-        .node_unpublish_volume(v1::NodeUnpublishVolumeRequest {
+        .node_publish_volume(v1::NodePublishVolumeRequest {
             volume_id: "probe-volume".into(),
-            target_path: "/tmp/probe-target".into(),
+            target_path: target.into(),
+            volume_capability: Some(cap()),
+            ..Default::default()
         })
         .await;
     let took = began.elapsed();
@@ -678,7 +697,7 @@ pub async fn probe(socket: &Path, bound: Duration) -> Result<String, String> {
         Err(s) if s.code() == Code::Unavailable && s.message().contains("etcd") => {
             let _ = writeln!(
                 out,
-                "NodeUnpublishVolume: UNAVAILABLE in {took:?}: {}",
+                "NodePublishVolume: UNAVAILABLE in {took:?}: {}",
                 s.message()
             );
         }
@@ -689,7 +708,7 @@ pub async fn probe(socket: &Path, bound: Duration) -> Result<String, String> {
                 s.message()
             ))
         }
-        Ok(_) => return Err("NodeUnpublishVolume answered OK without the store".into()),
+        Ok(_) => return Err("NodePublishVolume answered OK without the store".into()),
     }
     if took > bound {
         return Err(format!(

@@ -140,6 +140,9 @@ enum Command {
     StoreProbe {
         #[arg(long)]
         socket: PathBuf,
+        /// The target path of the NodePublishVolume that needs the store.
+        #[arg(long)]
+        target: String,
         #[arg(long, value_parser = humantime::parse_duration)]
         bound: Duration,
     },
@@ -330,9 +333,13 @@ fn main() -> anyhow::Result<()> {
                 std::process::exit(1);
             }
         }
-        Command::StoreProbe { socket, bound } => {
+        Command::StoreProbe {
+            socket,
+            target,
+            bound,
+        } => {
             let out = tokio::runtime::Runtime::new()?
-                .block_on(load::cluster::probe(&socket, bound))
+                .block_on(load::cluster::probe(&socket, &target, bound))
                 .map_err(anyhow::Error::msg)?;
             print!("{out}");
         }
