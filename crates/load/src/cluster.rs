@@ -481,8 +481,10 @@ pub async fn run(s: &Settings) -> Result<Report, String> {
     }
     let marks = read_phases(&s.phases, started)?;
     let violations = std::mem::take(&mut *run.violations.lock().expect("violations"));
+    let names: Vec<String> = s.nodes.iter().map(|(n, _)| n.clone()).collect();
     Ok(Report {
-        phases: figures(&marks, stopped, &calls),
+        phases: figures(&marks, stopped, &calls, &names),
+        nodes: names,
         lifecycles,
         violations,
     })
@@ -543,10 +545,13 @@ pub struct Phase {
     pub stall: f64,
     /// When, after the phase's start, the last failed call was answered (0: none failed).
     pub last_failure: f64,
+    /// Calls answered OK per second by each node gateway (its clients' node calls), in the
+    /// order of `--node`: a fault on one node shows there while the total hides it.
+    pub node_ok_per_sec: Vec<f64>,
 }
 
 /// Figures per phase: a call belongs to the phase it was answered in.
-fn figures(marks: &[(f64, String)], stopped: f64, calls: &[Call]) -> Vec<Phase> {
+fn figures(marks: &[(f64, String)], stopped: f64, calls: &[Call], nodes: &[String]) -> Vec<Phase> {
     let mut out = Vec::new();
     for (i, (begin, name)) in marks.iter().enumerate() {
         let end = marks.get(i + 1).map_or(stopped, |m| m.0).max(*begin);
@@ -572,14 +577,28 @@ fn figures(marks: &[(f64, String)], stopped: f64, calls: &[Call]) -> Vec<Phase> 
             last = *t;
         }
         let seconds = end - begin;
+        let per_sec = |n: usize| {
+            if seconds > 0.0 {
+                n as f64 / seconds
+            } else {
+                0.0
+            }
+        };
+        let node_ok_per_sec = nodes
+            .iter()
+            .map(|g| {
+                per_sec(
+                    inside
+                        .iter()
+                        .filter(|c| c.code == Code::Ok && c.gateway == *g)
+                        .count(),
+                )
+            })
+            .collect();
         out.push(Phase {
             name: name.clone(),
             seconds,
-            ok_per_sec: if seconds > 0.0 {
-                count(Outcome::Ok) as f64 / seconds
-            } else {
-                0.0
-            },
+            ok_per_sec: per_sec(count(Outcome::Ok)),
             ok: count(Outcome::Ok),
             failed: failed.len(),
             failed_naming_etcd: failed.iter().filter(|c| c.message.contains("etcd")).count(),
@@ -587,6 +606,7 @@ fn figures(marks: &[(f64, String)], stopped: f64, calls: &[Call]) -> Vec<Phase> 
             lost: count(Outcome::Wrong),
             stall,
             last_failure: failed.iter().map(|c| c.end - begin).fold(0.0, f64::max),
+            node_ok_per_sec,
         });
     }
     out
@@ -596,6 +616,8 @@ fn figures(marks: &[(f64, String)], stopped: f64, calls: &[Call]) -> Vec<Phase> 
 #[derive(Debug, Default)]
 pub struct Report {
     pub phases: Vec<Phase>,
+    /// The node gateways' names, in the order of each phase's `node_ok_per_sec`.
+    pub nodes: Vec<String>,
     pub lifecycles: u64,
     pub violations: Vec<String>,
 }
@@ -603,7 +625,7 @@ pub struct Report {
 impl std::fmt::Display for Report {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let base = self.phases.first().map_or(0.0, |p| p.ok_per_sec);
-        writeln!(
+        write!(
             f,
             "{:<22} {:>6} {:>8} {:>6} {:>6} {:>7} {:>6} {:>6} {:>8} {:>8} {:>9}",
             "phase",
@@ -618,8 +640,12 @@ impl std::fmt::Display for Report {
             "last-fail",
             "slowest-f"
         )?;
+        for n in &self.nodes {
+            write!(f, " {:>8}", format!("{n}/s"))?;
+        }
+        writeln!(f)?;
         for p in &self.phases {
-            writeln!(
+            write!(
                 f,
                 "{:<22} {:>6.1} {:>8.1} {:>6.2} {:>6} {:>7} {:>6} {:>6} {:>7.2}s {:>7.2}s {:>8.2}s",
                 p.name,
@@ -634,6 +660,10 @@ impl std::fmt::Display for Report {
                 p.last_failure,
                 p.slowest_failure,
             )?;
+            for r in &p.node_ok_per_sec {
+                write!(f, " {r:>8.1}")?;
+            }
+            writeln!(f)?;
         }
         writeln!(f, "lifecycles completed: {}", self.lifecycles)?;
         if self.violations.is_empty() {
@@ -750,7 +780,7 @@ mod tests {
             call(113.0, 118.0, Code::Ok, ""),
             call(118.0, 119.0, Code::NotFound, "no such volume"),
         ];
-        let p = figures(&marks, 120.0, &calls);
+        let p = figures(&marks, 120.0, &calls, &["n1".to_string(), "n2".to_string()]);
         assert_eq!(p.len(), 2);
         assert_eq!((p[0].ok, p[0].failed, p[0].lost), (2, 0, 0));
         assert!((p[0].ok_per_sec - 0.2).abs() < 1e-9);
@@ -761,6 +791,8 @@ mod tests {
         assert!((p[1].slowest_failure - 3.0).abs() < 1e-9);
         assert!((p[1].last_failure - 3.0).abs() < 1e-9);
         assert!((p[1].stall - 8.0).abs() < 1e-9, "110 → 118");
+        // n1's one OK call in the 10 s after the fault; none by n2.
+        assert_eq!(p[1].node_ok_per_sec, vec![0.1, 0.0]);
     }
 
     #[test]
