@@ -287,9 +287,13 @@ figure() { awk -v p="$1" -v c="$2" '$1 == p { print $c }' "$work/lifecycles.out"
 for p in baseline leader-killed member-stopped n1-cut-from-two minority rolling-restart gateway-killed after; do
   [ "$(figure "$p" 8)" = 0 ] || fail "phase $p lost calls"
 done
-# The stream is back at the end: at least half the baseline's calls/s.
-awk -v a="$(figure after 3)" -v b="$(figure baseline 3)" 'BEGIN { exit !(a >= b / 2 && b > 0) }' ||
-  fail "calls/s after the faults ($(figure after 3)) below half the baseline's ($(figure baseline 3))"
+# The stream is back at the end: no call failed, no stall as long as the store's bound, and
+# calls/s not below a quarter of the baseline's (a loose floor: other work on the machine moves
+# calls/s by half between phases without faults).
+[ "$(figure after 6)" = 0 ] || fail "calls still failing after the faults: $(figure after 6)"
+awk -v s="$(figure after 9)" 'BEGIN { exit !(s + 0 < 3) }' || fail "a stall of $(figure after 9) after the faults"
+awk -v a="$(figure after 3)" -v b="$(figure baseline 3)" 'BEGIN { exit !(a >= b / 4 && b > 0) }' ||
+  fail "calls/s after the faults ($(figure after 3)) below a quarter of the baseline's ($(figure baseline 3))"
 # Calls answered OK by a node gateway in a window of the journal.
 ok_on() {
   awk -F'\t' -v g="$1" -v from="$2" -v to="$3" \
