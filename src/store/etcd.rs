@@ -447,6 +447,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn only_answers_about_reachability_send_a_call_to_the_next_member() {
+        // etcd's own: "no leader", "leader changed", "request timed out" (UNAVAILABLE), "too
+        // many requests" (RESOURCE_EXHAUSTED); a connection reset (UNKNOWN, CANCELLED).
+        for code in [
+            Code::Unavailable,
+            Code::DeadlineExceeded,
+            Code::Unknown,
+            Code::Cancelled,
+            Code::ResourceExhausted,
+        ] {
+            assert!(transient(code), "{code:?}");
+        }
+        // Every member would answer these alike: the call fails at once.
+        for code in [
+            Code::PermissionDenied,
+            Code::Unauthenticated,
+            Code::InvalidArgument,
+            Code::FailedPrecondition,
+            Code::OutOfRange,
+            Code::Internal,
+        ] {
+            assert!(!transient(code), "{code:?}");
+        }
+    }
+
+    #[test]
     fn prefix_end_is_the_prefix_plus_one() {
         assert_eq!(prefix_end(b"/gw/"), b"/gw0".to_vec());
         assert_eq!(prefix_end(b"a\xff"), b"b".to_vec());
