@@ -309,4 +309,9 @@ n2_minority=$(ok_on n2 "$(awk -v t="$minority_began" 'BEGIN { printf "%.3f", t +
 left=$(root 1 get --prefix --keys-only /csi-gateway/handle/ | grep -c . || true)
 [ "$left" = 0 ] || fail "etcd holds $left handle(s) of deleted volumes"
 step "n1 through one member: $n1_two calls OK; n2 through a minority member: $n2_minority OK"
+renewed=0
+for g in "${gateways[@]}"; do
+  renewed=$((renewed + $(docker logs "$P-$g" 2>&1 | grep -c 'auth token.*renewed' || true)))
+done
+step "etcd auth tokens renewed by the gateways: $renewed"
 step "passed in $((SECONDS - started))s"

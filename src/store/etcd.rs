@@ -231,6 +231,8 @@ impl Etcd {
         match perform(m, op.clone(), token).await {
             Err(s) if self.credentials.is_some() && expired(&s) => {
                 let token = self.token(m, true).await?;
+                // Never the token itself: it is a credential.
+                tracing::info!(member = %m.url, "etcd no longer knew the auth token (expired, or the member restarted): renewed");
                 perform(m, op, token).await
             }
             other => other,
