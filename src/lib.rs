@@ -44,6 +44,7 @@
 //! reference backend [`embedded`] runs.
 #![forbid(unsafe_code)]
 
+pub mod backoff;
 pub mod config;
 pub mod disk;
 pub mod gateway;
