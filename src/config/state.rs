@@ -145,7 +145,9 @@ fn default_etcd_prefix() -> String {
 pub enum StoreBackend {
     /// `<state.dir>/state.redb`.
     Embedded,
-    Etcd(etcd::Settings),
+    /// Boxed: the settings are large beside `Embedded`, and a `State` is copied into each
+    /// part of the gateway that reads it.
+    Etcd(Box<etcd::Settings>),
 }
 
 /// `[state]`, validated.
@@ -210,7 +212,7 @@ impl StateFile {
     pub fn check(&self, p: &mut Problems) -> Option<State> {
         let backend = match p.choice("state.backend", self.backend.clone()) {
             Some(Backend::Embedded) => Some(StoreBackend::Embedded),
-            Some(Backend::Etcd) => self.check_etcd(p).map(StoreBackend::Etcd),
+            Some(Backend::Etcd) => self.check_etcd(p).map(|e| StoreBackend::Etcd(Box::new(e))),
             None => None,
         };
         let dir = p.take(

@@ -910,10 +910,7 @@ mod tests {
                 reference(&mut loona_hpack::Decoder::new(), &encoded),
                 expected
             );
-            assert!(
-                encoded.iter().any(|&b| b == 0x10),
-                "never-indexed stays never-indexed"
-            );
+            assert!(encoded.contains(&0x10), "never-indexed stays never-indexed");
         }
     }
 

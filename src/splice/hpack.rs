@@ -12,6 +12,7 @@
 //! - table-driven Huffman decoding: `loona-hpack` walks each bit through hash maps;
 //! - the table itself, to begin the gateway's own blocks with the size update a peer's decoder
 //!   expects; `h2` (which does all of this) keeps its HPACK module private.
+//!
 //! `httlib-hpack`, used before, has had no release since 2021. This module is small, and its
 //! tests check it against `loona-hpack`'s decoder and encoder as an independent reference.
 
@@ -110,10 +111,13 @@ pub fn static_entry(index: usize) -> Option<(&'static [u8], &'static [u8])> {
     index.checked_sub(1).and_then(|i| STATIC.get(i)).copied()
 }
 
+/// A dynamic table entry: name and value.
+type Entry = (Box<[u8]>, Box<[u8]>);
+
 /// The header table: the static entries, then the dynamic ones, newest first (RFC 7541 §2.3).
 /// Its sizes, and so its evictions, are kept by a [`Sizes`].
 pub struct Table {
-    dynamic: VecDeque<(Box<[u8]>, Box<[u8]>)>,
+    dynamic: VecDeque<Entry>,
     sizes: Sizes,
 }
 

@@ -482,7 +482,7 @@ fn v0_x_clients_get_unknown_for_no_node_capability() {
     // revisions accept, rather than the empty list v0.2 rejects.
     let bytes = encode_front(Dialect::V0_3, "/csi.v0.Node/NodeGetCapabilities", empty()).unwrap();
     let r = d3::NodeGetCapabilitiesResponse::decode(bytes.as_slice()).unwrap();
-    let types: Vec<_> = r.capabilities.iter().map(|c| c.r#type.clone()).collect();
+    let types: Vec<_> = r.capabilities.iter().map(|c| c.r#type).collect();
     use d3::node_service_capability::{rpc, Rpc, Type};
     let unknown = Type::Rpc(Rpc {
         r#type: rpc::Type::Unknown as i32,

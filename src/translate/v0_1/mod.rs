@@ -36,7 +36,7 @@ const D: Dialect = Dialect::V0_1;
 
 /// Checks a front request's `version`: v0.1.0 "Unsupported request version | 3 INVALID_ARGUMENT".
 fn check_version(v: &Option<d::Version>) -> Result<(), Status> {
-    version::check_front_version(D, v.clone().map(Version::from))
+    version::check_front_version(D, (*v).map(Version::from))
         .map_err(|e| Status::invalid_argument(e.message(D)))
 }
 

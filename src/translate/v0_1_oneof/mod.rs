@@ -47,7 +47,7 @@ pub(crate) fn error_reply(e: &d::Error) -> Vec<u8> {
 /// MISSING_REQUIRED_FIELD, as the draft prescribes.
 fn check_version(v: &Option<d::Version>) -> Result<(), Vec<u8>> {
     use d::error::general_error::GeneralErrorCode as G;
-    version::check_front_version(D, v.clone().map(Version::from)).map_err(|e| {
+    version::check_front_version(D, (*v).map(Version::from)).map_err(|e| {
         let code = match e {
             FrontVersionError::Missing => G::MissingRequiredField,
             FrontVersionError::Unsupported(_) => G::UnsupportedRequestVersion,
