@@ -580,3 +580,122 @@ async fn max_connections_fits_the_open_files_limit() {
         gw.log_text()
     );
 }
+
+/// Resident memory once it has stopped growing: sampled every 500 ms until two samples in a
+/// row differ by less than 1 MiB (or 60 s passed).
+async fn settled_rss_kib(pid: u32) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = support::rss_kib(pid);
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = support::rss_kib(pid);
+        if now.abs_diff(last) < 1024 || Instant::now() > deadline {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// Clients that send most of a large message and never finish it — 100 connections, 20 calls
+/// each that the gateway reads itself (a v0.3 CreateVolume to a v1 plugin), each with 1 MiB
+/// sent of a message that declares 4 MiB — hold no more of the gateway's memory than
+/// `max_buffered_bytes` and what each connection was granted before it ran out: past the
+/// budget the gateway grants no more window, and a client that obeys flow control (h2's) sends
+/// no more. With a budget of 32 MiB instead of the default 256 MiB the gateway holds about
+/// that much less. Once they close, the memory is given back. Spliced front.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unfinished_requests_are_held_within_the_buffer_budget() {
+    /// Past the budget, each connection: the connection window the plugin grants (1 MiB,
+    /// tonic's), its streams' bodies rounded up as they grow, and its own buffers.
+    const PER_CONNECTION_MIB: u64 = 2;
+    /// What the gateway may keep once they closed.
+    const KEPT_MIB: u64 = 64;
+    let backend = Backend::start(Options::new("v1")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let small = config(dir.path(), "max_buffered_bytes = 33554432");
+    let mut grown = Vec::new();
+    for (budget_mib, flags) in [(256, vec![]), (32, vec![small.as_str()])] {
+        let gw = Gateway::start(&backend.socket, "v0.1", &flags).await;
+        let (held, kept) = flood_of_unfinished_requests(&gw).await;
+        println!(
+            "max_buffered_bytes {budget_mib} MiB: +{held} MiB held, +{kept} MiB kept once closed"
+        );
+        assert!(
+            held < budget_mib + FLOOD_CONNECTIONS as u64 * PER_CONNECTION_MIB,
+            "budget {budget_mib} MiB: {FLOOD_CONNECTIONS} connections grew the gateway by {held} MiB"
+        );
+        assert!(
+            kept < KEPT_MIB,
+            "budget {budget_mib} MiB: {kept} MiB kept after the connections closed"
+        );
+        grown.push(held);
+    }
+    assert!(
+        grown[0] > grown[1] + 150,
+        "a budget 224 MiB smaller held {} MiB instead of {} MiB",
+        grown[1],
+        grown[0]
+    );
+}
+
+const FLOOD_CONNECTIONS: usize = 100;
+
+/// The flood of [`unfinished_requests_are_held_within_the_buffer_budget`] on `gw`: how much its
+/// resident memory grew (MiB) while the connections held their requests, and how much of that
+/// it kept once they closed. A call is served meanwhile.
+async fn flood_of_unfinished_requests(gw: &Gateway) -> (u64, u64) {
+    const STREAMS: usize = 20;
+    const SENT: usize = 1 << 20;
+    let mut p = Peer::connect(&gw.socket).await;
+    p.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+    expect_ok(&mut p, 1, "warm-up").await;
+    let before = settled_rss_kib(gw.pid()).await;
+
+    let mut body = vec![0];
+    body.extend_from_slice(&(4u32 << 20).to_be_bytes());
+    body.resize(SENT, 0x0a);
+    let body = bytes::Bytes::from(body);
+    let mut held = Vec::new();
+    for _ in 0..FLOOD_CONNECTIONS {
+        let io = tokio::net::UnixStream::connect(&gw.socket).await.unwrap();
+        let (client, connection) = h2::client::handshake(io).await.unwrap();
+        let driver = tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        let mut client = client.ready().await.unwrap();
+        let mut streams = Vec::new();
+        for _ in 0..STREAMS {
+            let request = http::Request::post("http://gateway/csi.v0.Controller/CreateVolume")
+                .header("content-type", "application/grpc")
+                .header("te", "trailers")
+                .body(())
+                .unwrap();
+            let (reply, mut send) = client.send_request(request, false).unwrap();
+            // Buffered by h2, sent as the gateway's windows allow.
+            send.send_data(body.clone(), false).unwrap();
+            streams.push((reply, send));
+            client = client.ready().await.unwrap();
+        }
+        held.push((client, streams, driver));
+    }
+    let during = settled_rss_kib(gw.pid()).await;
+    println!(
+        "VmRSS {before} KiB -> {during} KiB with {FLOOD_CONNECTIONS} connections x {STREAMS} unfinished 1 MiB requests"
+    );
+    // Served all the same: a call that needs no buffer.
+    let mut q = Peer::connect(&gw.socket).await;
+    q.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+    expect_ok(&mut q, 1, "while the budget is used").await;
+
+    for (_, _, driver) in &held {
+        driver.abort();
+    }
+    drop(held);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = settled_rss_kib(gw.pid()).await;
+    println!("VmRSS {after} KiB once they closed");
+    (
+        during.saturating_sub(before) / 1024,
+        after.saturating_sub(before) / 1024,
+    )
+}

@@ -85,6 +85,8 @@ const MAX_LOCAL_CALLS: usize = 1024;
 /// The request bodies of local calls buffered at once on one connection: past it a request
 /// gets RESOURCE_EXHAUSTED, so that a connection's memory stays bounded.
 const MAX_LOCAL_BODIES: usize = 4 * MAX_MESSAGE_BYTES;
+/// How often a connection whose window is withheld looks whether the gateway has room again.
+const BUDGET_RETRY: Duration = Duration::from_millis(50);
 /// The largest frame the splice lets either side send (SETTINGS_MAX_FRAME_SIZE is capped at
 /// this): bounds the buffer one frame needs.
 const MAX_FRAME: u32 = 64 * 1024;
@@ -151,6 +153,9 @@ pub struct Splice<C, U> {
     resets: Rate,
     /// Request body bytes of local calls held now.
     local_bodies: usize,
+    /// Connection window the client's DATA for local calls took and that is not given back
+    /// yet: the connection or the gateway holds all the request bytes it may (`give_back`).
+    withheld: u64,
     /// Since when the connection has had no stream, and since when a request header block
     /// waits for its CONTINUATION frames.
     idle_since: Option<Instant>,
@@ -413,6 +418,16 @@ const OWED_UPSTREAM_FLUSH: u64 = 16 * 1024;
 /// How many streams reset on the upstream are remembered (see `reset_upstream`).
 const RESET_REMEMBERED: usize = 256;
 
+/// A local call's request bytes, on the gateway's count (`Shared::buffered`) until the call
+/// ends, however it ends.
+struct Held(Arc<Shared>, usize);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.buffered.give(self.1);
+    }
+}
+
 /// A local reply's frames still to go.
 struct Reply {
     head: Option<Vec<u8>>,
@@ -433,6 +448,8 @@ enum Timeout {
     /// The client has sent nothing for `idle_timeout` while it has streams open: any whose
     /// request it never finished is stalled.
     Stalled,
+    /// Window is withheld (`withheld`): whether it may be granted now.
+    Budget,
 }
 
 /// The payload of the splice's keepalive PINGs: its ACK is told from others' by it.
@@ -492,6 +509,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             upstream_draining: false,
             resets: Rate::default(),
             local_bodies: 0,
+            withheld: 0,
             idle_since: Some(Instant::now()),
             client_heard: Instant::now(),
             block_since: None,
@@ -648,6 +666,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 self.send_replies();
             }
             self.send_replies();
+            self.grant_withheld();
             if self.owed_upstream > 0 {
                 self.settle_owed();
             }
@@ -1249,31 +1268,40 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             Side::Local(local) => {
                 let range = frame::content(&head, payload).map_err(|_| malformed())?;
-                if local.refused.is_some() {
+                let (mut held, mut dropped) = (0, 0);
+                let mut refused_now = false;
+                // Refused, or answered already (`start_local`): what comes is dropped.
+                if local.refused.is_some() || local.cancel.is_some() {
                 } else if local.body.len() + range.len() > MAX_MESSAGE_BYTES + 5 {
                     local.refused = Some(Status::resource_exhausted(format!(
                         "request larger than {MAX_MESSAGE_BYTES} bytes"
                     )));
-                    self.local_bodies -= local.body.len();
+                    dropped = local.body.len();
                     local.body = BytesMut::new();
+                    refused_now = true;
                 } else if self.local_bodies + range.len() > MAX_LOCAL_BODIES {
+                    // Only a client that sends past its window gets here (`CONNECTION_BUFFERED`).
                     local.refused = Some(Status::resource_exhausted(format!(
                         "the connection's calls hold {MAX_LOCAL_BODIES} bytes of requests already"
                     )));
-                    self.local_bodies -= local.body.len();
+                    dropped = local.body.len();
                     local.body = BytesMut::new();
                 } else {
-                    self.local_bodies += range.len();
+                    held = range.len();
                     local.body.extend_from_slice(&payload[range]);
                 }
-                // The splice consumed it: the credit comes from here, not the upstream.
-                if head.len > 0 {
-                    frame::put_window_update(own, 0, head.len as u32);
-                    if !end {
-                        frame::put_window_update(own, head.stream, head.len as u32);
-                    }
+                // The splice consumed it: the credit comes from here, not the upstream. The
+                // stream's at once (one message is bounded); the connection's once the
+                // connection and the gateway may hold more (`give_back`).
+                if head.len > 0 && !end {
+                    frame::put_window_update(own, head.stream, head.len as u32);
                 }
-                if end {
+                self.let_go(dropped);
+                self.hold(held);
+                self.give_back(head.len as u32);
+                // A request past the message limit is answered at once, not read to its end
+                // (`send_replies` then resets the stream: NO_ERROR, the client stops sending).
+                if end || refused_now {
                     self.start_local(head.stream);
                 }
             }
@@ -1774,6 +1802,11 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// reset (nothing of it reaches the client), the client gets back the window its DATA
     /// took, and the stream becomes a local one with what it has of its request.
     fn translated_to_local(&mut self, id: u32) {
+        // Given back with what the local call holds (`give_back`), not at once.
+        let credit = match self.streams.get_mut(&id).map(|s| &mut s.side) {
+            Some(Side::Translated(t)) => std::mem::take(&mut t.credit),
+            _ => 0,
+        };
         self.release_translated(id);
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
@@ -1787,8 +1820,10 @@ impl<C: Io, U: Io> Splice<C, U> {
             window: t.window,
             ..Local::default()
         };
-        self.local_bodies += local.body.len();
+        let held = local.body.len();
         stream.side = Side::Local(local);
+        self.hold(held);
+        self.give_back(credit as u32);
     }
 
     /// Lets go of a translated call's stream on the upstream (reset, unless its reply ended)
@@ -1874,7 +1909,9 @@ impl<C: Io, U: Io> Splice<C, U> {
             return;
         };
         let body = std::mem::take(&mut local.body).freeze();
+        // Off the connection's count, on the gateway's until the call ends with its request.
         self.local_bodies -= body.len();
+        let held = Held(self.shared.clone(), body.len());
         let started = stream.started;
         let refused = local.refused.take();
         let timeout = local.timeout;
@@ -1882,6 +1919,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let (cancel, mut cancelled) = tokio::sync::oneshot::channel();
         local.cancel = Some(cancel);
         self.calls.push(Box::pin(async move {
+            let _held = held;
             let outcome = if let Some(s) = refused {
                 reply::error_reply(report.route, Origin::Client, s, &mut report)
             } else {
@@ -1898,6 +1936,37 @@ impl<C: Io, U: Io> Splice<C, U> {
             };
             (id, started, report, outcome)
         }));
+    }
+
+    /// `n` more request bytes held for a local call, on the connection's count and the
+    /// gateway's (`Shared::buffered`).
+    fn hold(&mut self, n: usize) {
+        self.local_bodies += n;
+        self.shared.buffered.take(n);
+    }
+
+    fn let_go(&mut self, n: usize) {
+        self.local_bodies -= n;
+        self.shared.buffered.give(n);
+    }
+
+    /// Connection window for `n` bytes of a local call's request the splice consumed: given
+    /// back now if the connection and the gateway may hold more, else once they may
+    /// (`withheld`), so that a client obeying flow control sends no more meanwhile.
+    fn give_back(&mut self, n: u32) {
+        self.withheld += n as u64;
+        self.grant_withheld();
+    }
+
+    fn grant_withheld(&mut self) {
+        if self.withheld == 0
+            || self.local_bodies >= limits::CONNECTION_BUFFERED
+            || !self.shared.buffered.room()
+        {
+            return;
+        }
+        let n = std::mem::take(&mut self.withheld);
+        frame::put_window_update(self.own_out(), 0, n as u32);
     }
 
     /// A local call's outcome, turned into the frames of its reply.
@@ -2049,7 +2118,9 @@ impl<C: Io, U: Io> Splice<C, U> {
             None => self.deadlines.first().map(|&(at, _)| (at, Timeout::Call)),
             Some(_) => None,
         };
-        [self.client_deadline(), keepalive, handshake, call]
+        // Room another connection makes is not announced: looked for every `BUDGET_RETRY`.
+        let budget = (self.withheld > 0).then(|| (Instant::now() + BUDGET_RETRY, Timeout::Budget));
+        [self.client_deadline(), keepalive, handshake, call, budget]
             .into_iter()
             .flatten()
             .min_by_key(|&(at, _)| at)
@@ -2138,6 +2209,8 @@ impl<C: Io, U: Io> Splice<C, U> {
                 self.stalled();
                 None
             }
+            // `poll_run` grants what it may.
+            Timeout::Budget => None,
         }
     }
 
@@ -2968,7 +3041,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             // What a local call still held of its request (reset before it ended).
             if let Side::Local(local) = &stream.side {
-                self.local_bodies -= local.body.len();
+                self.let_go(local.body.len());
             }
             if matches!(stream.side, Side::Translated(_)) && !stream.reply_done {
                 // Ended before the plugin's reply did (the client reset it, say).
