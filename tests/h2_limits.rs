@@ -157,8 +157,20 @@ async fn a_request_never_finished_does_not_hold_the_connection() {
     assert!(!p.seen.iter().any(|f| f.kind == RST_STREAM), "{:?}", p.seen);
 }
 
-/// Past `max_connections`, a connection gets SETTINGS and GOAWAY ENHANCE_YOUR_CALM naming
-/// stream 0, and is closed; once a connection closes, a new one is served.
+/// A connection admitted, on which a call is completed (a connection that never completed one
+/// gives way to a new client when every slot is taken).
+async fn admitted_and_served(socket: &std::path::Path, name: &str) -> Peer {
+    let mut p = admitted(socket)
+        .await
+        .unwrap_or_else(|g| panic!("{name}: refused under the limit: {g:?}"));
+    p.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+    expect_ok(&mut p, 1, name).await;
+    p
+}
+
+/// Past `max_connections`, every connection having completed a call, a connection gets
+/// SETTINGS and GOAWAY ENHANCE_YOUR_CALM naming stream 0, and is closed; once a connection
+/// closes, a new one is served.
 #[tokio::test]
 async fn connections_past_the_limit_are_refused_with_goaway() {
     let backend = Backend::start(Options::new("v1")).await;
@@ -166,11 +178,7 @@ async fn connections_past_the_limit_are_refused_with_goaway() {
     for (name, gw) in &paths.gateways {
         let mut open = Vec::new();
         for _ in 0..3 {
-            open.push(
-                admitted(&gw.socket)
-                    .await
-                    .unwrap_or_else(|g| panic!("{name}: refused under the limit: {g:?}")),
-            );
+            open.push(admitted_and_served(&gw.socket, name).await);
         }
         // Told why, whether the client's preface comes before the refusal or after it (it
         // may not meet a closed socket).
@@ -186,8 +194,8 @@ async fn connections_past_the_limit_are_refused_with_goaway() {
         }
         // The ones admitted still work.
         let mut first = open.remove(0);
-        first.call(1, &request_block(&[], PROBE, &[]), &[]).await;
-        expect_ok(&mut first, 1, name).await;
+        first.call(3, &request_block(&[], PROBE, &[]), &[]).await;
+        expect_ok(&mut first, 3, name).await;
         drop(first);
         // One closed: a new connection is served (once the gateway noticed the close).
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -544,13 +552,7 @@ async fn max_connections_fits_the_open_files_limit() {
     );
     let mut held = Vec::new();
     for i in 0..68 {
-        let p = admitted(&gw.socket).await.unwrap_or_else(|g| {
-            panic!(
-                "connection {i} refused under the limit: {g:?}\n{}",
-                gw.log_text()
-            )
-        });
-        held.push(p);
+        held.push(admitted_and_served(&gw.socket, &format!("connection {i}")).await);
     }
     let Err(refused) = admitted(&gw.socket).await else {
         panic!("the 69th connection was admitted");
@@ -698,4 +700,67 @@ async fn flood_of_unfinished_requests(gw: &Gateway) -> (u64, u64) {
         during.saturating_sub(before) / 1024,
         after.saturating_sub(before) / 1024,
     )
+}
+
+/// Whether the gateway closed `io`: read (and dropped) until its end, or nothing came for
+/// `wait`.
+async fn closed_within(io: &mut tokio::net::UnixStream, wait: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut sink = [0u8; 4096];
+    loop {
+        match tokio::time::timeout(wait, io.read(&mut sink)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Every slot taken by connections on which no call was ever completed — silent after their
+/// preface, or silent altogether, 40 of them for 20 slots —, a new client is still served: the
+/// oldest such connection gives way (it is closed). A connection that completed a call keeps
+/// its slot through the flood. Both paths.
+#[tokio::test]
+async fn silent_connections_give_way_to_a_new_client() {
+    const SLOTS: usize = 20;
+    const FLOOD: usize = 40;
+    let backend = Backend::start(Options::new("v1")).await;
+    let paths = paths(&backend, &format!("max_connections = {SLOTS}")).await;
+    for (name, gw) in &paths.gateways {
+        let mut served = admitted_and_served(&gw.socket, name).await;
+        let mut flood = Vec::new();
+        for i in 0..FLOOD {
+            let mut io = tokio::net::UnixStream::connect(&gw.socket).await.unwrap();
+            if i % 2 == 0 {
+                let mut preface = PREFACE.to_vec();
+                preface.extend_from_slice(&settings(&[]));
+                tokio::io::AsyncWriteExt::write_all(&mut io, &preface)
+                    .await
+                    .unwrap();
+            }
+            flood.push(io);
+        }
+        let mut p = admitted(&gw.socket).await.unwrap_or_else(|g| {
+            panic!("{name}: a new client refused after a flood of silent connections: {g:?}")
+        });
+        p.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+        expect_ok(&mut p, 1, &format!("{name}: the new client")).await;
+        served.call(3, &request_block(&[], PROBE, &[]), &[]).await;
+        expect_ok(
+            &mut served,
+            3,
+            &format!("{name}: the one that had completed a call"),
+        )
+        .await;
+        // The slots left are the two served clients' and the newest of the flood's.
+        let mut closed = 0;
+        for io in &mut flood {
+            closed += closed_within(io, Duration::from_millis(200)).await as usize;
+        }
+        assert_eq!(
+            closed,
+            FLOOD + 1 - (SLOTS - 1),
+            "{name}: flood connections closed"
+        );
+    }
 }

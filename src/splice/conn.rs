@@ -221,6 +221,8 @@ pub struct Splice<C, U> {
     shutdown: watch::Receiver<bool>,
     /// What the client may call, for a peer of the appliance listener (`None`: anything).
     authorization: Option<Arc<Authorization>>,
+    /// Set once a stream whose request the client finished has ended (`served`).
+    served: crate::front::listener::Served,
     /// PINGs to the upstream (a bridge connection): a peer that vanished without a FIN is
     /// noticed within `timeout`, not after TCP's retransmissions.
     keepalive: Option<Keepalive>,
@@ -537,6 +539,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             upstream_initial_window: frame::DEFAULT_WINDOW,
             shutdown,
             authorization: None,
+            served: Default::default(),
             keepalive: None,
             ping_at: None,
             ping_out: false,
@@ -549,6 +552,13 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// is answered by the splice with PERMISSION_DENIED, as the terminating path answers it.
     pub fn authorized(mut self, authorization: Option<Arc<Authorization>>) -> Self {
         self.authorization = authorization;
+        self
+    }
+
+    /// Marks `served` once the client completed a call: the listener keeps such a connection's
+    /// slot when every slot is taken.
+    pub fn served(mut self, served: crate::front::listener::Served) -> Self {
+        self.served = served;
         self
     }
 
@@ -3030,6 +3040,9 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     fn remove(&mut self, id: u32) {
         if let Some(mut stream) = self.streams.remove(&id) {
+            if stream.request_done {
+                self.served.mark();
+            }
             if stream.client_ended {
                 self.remember_closed(id);
             }
