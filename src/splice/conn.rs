@@ -260,6 +260,8 @@ struct Stream {
     timeout: Option<Duration>,
     /// The client sent END_STREAM or RST_STREAM on it (see `client_closed`).
     client_ended: bool,
+    /// What is left of the request's `content-length`, when it declared one.
+    content_left: Option<u64>,
     _in_flight: InFlight,
     side: Side,
 }
@@ -1176,6 +1178,12 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             return Ok(());
         }
+        if self.content_length_broken(head, payload)? {
+            // Not passed on: its window is the splice's to give back.
+            frame::put_window_update(self.own_out(), 0, head.len as u32);
+            self.stream_error(head.stream, reason::PROTOCOL_ERROR, CONTENT_LENGTH);
+            return Ok(());
+        }
         let stream = &self.streams[&head.stream];
         let (too_large, verdict, reply_translated) = match &stream.side {
             Side::Translated(t) if t.credit + head.len as u64 > MAX_TRANSLATED_REQUEST => {
@@ -1324,6 +1332,28 @@ impl<C: Io, U: Io> Splice<C, U> {
         Ok(())
     }
 
+    /// Counts a client DATA frame against its stream's `content-length`: `true` if it goes
+    /// past it, or ends the request short of it (RFC 9113 §8.1.1: malformed).
+    fn content_length_broken(&mut self, head: Head, payload: &[u8]) -> Result<bool, Broken> {
+        let Some(stream) = self.streams.get_mut(&head.stream) else {
+            return Ok(false);
+        };
+        if stream.request_done {
+            return Ok(false);
+        }
+        let Some(left) = stream.content_left.as_mut() else {
+            return Ok(false);
+        };
+        let len = frame::content(&head, payload)
+            .map_err(|_| malformed())?
+            .len() as u64;
+        if len > *left || (head.has(frame::END_STREAM) && len < *left) {
+            return Ok(true);
+        }
+        *left -= len;
+        Ok(false)
+    }
+
     /// Whether this client DATA frame starts a translated call's request that goes on as it
     /// came (`Translated::check`): the first of the request, holding its whole message, which
     /// the translation would copy, and nothing of the plugin's reply yet (not even a block
@@ -1407,8 +1437,10 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         if self.streams.contains_key(&id) {
             // Trailers must end the stream and hold no pseudo-header (RFC 9113 §8.1).
+            let short = self.streams[&id].content_left.is_some_and(|n| n > 0);
             let malformed = match end_stream {
                 false => Some("trailers without END_STREAM"),
+                true if short => Some(CONTENT_LENGTH),
                 true => request.malformed_trailers,
             };
             // Nor come after the client ended its half (RFC 9113 §5.1: half-closed).
@@ -1457,7 +1489,12 @@ impl<C: Io, U: Io> Splice<C, U> {
         self.last_stream = id;
         // A malformed request is a stream error (RFC 9113 §8.1.1), on every path: what a
         // server behind the splice would answer, also for calls the splice answers itself.
-        if let Some(why) = request.malformed {
+        let no_content = end_stream && request.content_length.is_some_and(|n| n > 0);
+        let malformed = match no_content {
+            true => Some("a content-length and no DATA"),
+            false => request.malformed,
+        };
+        if let Some(why) = malformed {
             tracing::debug!(
                 stream = id,
                 why,
@@ -1570,6 +1607,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             })
         };
         let starts_local = end_stream && matches!(side, Side::Local(_));
+        let content_length = request.content_length;
         // The splice's own calls keep their deadlines themselves (`call::answer`,
         // `local_stream`); the upstream's are kept here.
         let timeout = request.timeout.filter(|_| side.on_upstream());
@@ -1590,6 +1628,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 reply_done: false,
                 timeout,
                 client_ended: false,
+                content_left: content_length,
                 _in_flight: InFlight::start(),
                 side,
             },
@@ -3111,6 +3150,9 @@ fn client_decoder(shared: &Shared, live: &Live) -> headers::Decoder {
     decoder.follow_renames(shared.router.renames(live.detected.dialect, staging));
     decoder
 }
+
+/// Why a request whose DATA does not add up to its `content-length` was reset.
+const CONTENT_LENGTH: &str = "DATA other than the request's content-length";
 
 fn malformed() -> Broken {
     Broken::Client("malformed frame", reason::PROTOCOL_ERROR)
