@@ -764,3 +764,71 @@ async fn silent_connections_give_way_to_a_new_client() {
         );
     }
 }
+
+/// The grpc-status of a reply h2 received: in its trailers, or its headers (trailers-only).
+async fn grpc_status(reply: h2::client::ResponseFuture) -> Option<String> {
+    let reply = reply.await.ok()?;
+    let status = |h: &http::HeaderMap| {
+        h.get("grpc-status")
+            .map(|v| v.to_str().unwrap_or_default().to_string())
+    };
+    if let Some(s) = status(reply.headers()) {
+        return Some(s);
+    }
+    let mut body = reply.into_body();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.ok()?;
+        let _ = body.flow_control().release_capacity(chunk.len());
+    }
+    status(&body.trailers().await.ok()??)
+}
+
+/// Requests that wait for each other's room — three whole messages of almost 4 MiB at once on
+/// one connection, which may buffer 8 MiB — are not left waiting until the idle timeout: after
+/// 10 s without room the largest is answered RESOURCE_EXHAUSTED and its bytes let go, and the
+/// others go on. Spliced front.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_waiting_for_room_are_answered() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let gw = Gateway::start(&backend.socket, "v0.1", &[]).await;
+    let io = tokio::net::UnixStream::connect(&gw.socket).await.unwrap();
+    let (client, connection) = h2::client::handshake(io).await.unwrap();
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let len = (4 << 20) - 1024;
+    let mut body = vec![0];
+    body.extend_from_slice(&(len as u32).to_be_bytes());
+    body.resize(5 + len, 0x0a);
+    let body = bytes::Bytes::from(body);
+    let mut client = client.ready().await.unwrap();
+    let mut replies = Vec::new();
+    for _ in 0..3 {
+        let request = http::Request::post("http://gateway/csi.v0.Controller/CreateVolume")
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())
+            .unwrap();
+        let (reply, mut send) = client.send_request(request, false).unwrap();
+        send.send_data(body.clone(), true).unwrap();
+        replies.push(tokio::spawn(async move {
+            let _send = send;
+            grpc_status(reply).await
+        }));
+        client = client.ready().await.unwrap();
+    }
+    let mut statuses = Vec::new();
+    for reply in replies {
+        let status = tokio::time::timeout(Duration::from_secs(30), reply)
+            .await
+            .unwrap_or_else(|_| panic!("a request still unanswered after 30 s\n{}", gw.log_text()))
+            .unwrap();
+        statuses.push(status.expect("a reply with a grpc-status"));
+    }
+    println!("grpc-status of the three requests: {statuses:?}");
+    let refused = statuses.iter().filter(|s| *s == "8").count();
+    assert!(
+        (1..3).contains(&refused),
+        "one or two of three refused for room, the rest answered by the plugin: {statuses:?}"
+    );
+}

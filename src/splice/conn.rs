@@ -87,6 +87,11 @@ const MAX_LOCAL_CALLS: usize = 1024;
 const MAX_LOCAL_BODIES: usize = 4 * MAX_MESSAGE_BYTES;
 /// How often a connection whose window is withheld looks whether the gateway has room again.
 const BUDGET_RETRY: Duration = Duration::from_millis(50);
+/// How long window may stay withheld before the connection's largest unfinished request is
+/// refused (RESOURCE_EXHAUSTED) to make room: requests that each wait for another to finish
+/// (three 4 MiB messages at once on one connection, or every connection's under a full
+/// budget) would otherwise wait until the idle timeout.
+const BUDGET_WAIT: Duration = Duration::from_secs(10);
 /// The largest frame the splice lets either side send (SETTINGS_MAX_FRAME_SIZE is capped at
 /// this): bounds the buffer one frame needs.
 const MAX_FRAME: u32 = 64 * 1024;
@@ -156,6 +161,8 @@ pub struct Splice<C, U> {
     /// Connection window the client's DATA for local calls took and that is not given back
     /// yet: the connection or the gateway holds all the request bytes it may (`give_back`).
     withheld: u64,
+    /// Since when window has been withheld, or the last request refused for room.
+    withheld_since: Option<Instant>,
     /// Since when the connection has had no stream, and since when a request header block
     /// waits for its CONTINUATION frames.
     idle_since: Option<Instant>,
@@ -514,6 +521,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             resets: Rate::default(),
             local_bodies: 0,
             withheld: 0,
+            withheld_since: None,
             idle_since: Some(Instant::now()),
             client_heard: Instant::now(),
             block_since: None,
@@ -2004,6 +2012,9 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// (`withheld`), so that a client obeying flow control sends no more meanwhile.
     fn give_back(&mut self, n: u32) {
         self.withheld += n as u64;
+        if self.withheld > 0 && self.withheld_since.is_none() {
+            self.withheld_since = Some(self.now);
+        }
         self.grant_withheld();
     }
 
@@ -2015,7 +2026,39 @@ impl<C: Io, U: Io> Splice<C, U> {
             return;
         }
         let n = std::mem::take(&mut self.withheld);
+        self.withheld_since = None;
         frame::put_window_update(self.own_out(), 0, n as u32);
+    }
+
+    /// Window withheld `BUDGET_WAIT`: the connection's largest unfinished local request is
+    /// answered RESOURCE_EXHAUSTED now and what it held let go.
+    fn make_room(&mut self) {
+        self.withheld_since = Some(Instant::now());
+        let largest = self
+            .streams
+            .iter()
+            .filter_map(|(id, s)| match &s.side {
+                Side::Local(l) if !s.request_done && l.cancel.is_none() && !l.body.is_empty() => {
+                    Some((l.body.len(), *id))
+                }
+                _ => None,
+            })
+            .max();
+        let Some((_, id)) = largest else {
+            return;
+        };
+        let Some(Side::Local(local)) = self.streams.get_mut(&id).map(|s| &mut s.side) else {
+            return;
+        };
+        local.refused = Some(Status::resource_exhausted(format!(
+            "the gateway holds all the requests it may (max_buffered_bytes, or {} bytes on this connection); this one waited {BUDGET_WAIT:?} for room",
+            limits::CONNECTION_BUFFERED
+        )));
+        let held = std::mem::take(&mut local.body).len();
+        tracing::debug!(stream = id, held, "request refused: no room to buffer it");
+        self.let_go(held);
+        self.start_local(id);
+        self.grant_withheld();
     }
 
     /// A local call's outcome, turned into the frames of its reply.
@@ -2168,7 +2211,13 @@ impl<C: Io, U: Io> Splice<C, U> {
             Some(_) => None,
         };
         // Room another connection makes is not announced: looked for every `BUDGET_RETRY`.
-        let budget = (self.withheld > 0).then(|| (Instant::now() + BUDGET_RETRY, Timeout::Budget));
+        let budget = self
+            .withheld_since
+            .filter(|_| self.withheld > 0)
+            .map(|since| {
+                let at = (Instant::now() + BUDGET_RETRY).min(since + BUDGET_WAIT);
+                (at, Timeout::Budget)
+            });
         [self.client_deadline(), keepalive, handshake, call, budget]
             .into_iter()
             .flatten()
@@ -2259,7 +2308,15 @@ impl<C: Io, U: Io> Splice<C, U> {
                 None
             }
             // `poll_run` grants what it may.
-            Timeout::Budget => None,
+            Timeout::Budget => {
+                if self
+                    .withheld_since
+                    .is_some_and(|t| t.elapsed() >= BUDGET_WAIT)
+                {
+                    self.make_room();
+                }
+                None
+            }
         }
     }
 
