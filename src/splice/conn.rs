@@ -3199,6 +3199,14 @@ impl<C: Io, U: Io> Splice<C, U> {
     }
 }
 
+/// What the connection still holds of its requests is the gateway's again, however it ended:
+/// also when the listener closed it for a new client (its task aborted, `finish_all` never run).
+impl<C, U> Drop for Splice<C, U> {
+    fn drop(&mut self) {
+        self.shared.buffered.give(self.local_bodies);
+    }
+}
+
 /// The decoding context of a client's request blocks, keeping apart the table of the plugin
 /// they go on to where the splice rewrites a `:path` to one of another length.
 fn client_decoder(shared: &Shared, live: &Live) -> headers::Decoder {
