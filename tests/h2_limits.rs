@@ -168,7 +168,7 @@ async fn admitted_and_served(socket: &std::path::Path, name: &str) -> Peer {
     p
 }
 
-/// Past `max_connections`, every connection having completed a call, a connection gets
+/// Past `max_connections`, every connection having finished a request, a connection gets
 /// SETTINGS and GOAWAY ENHANCE_YOUR_CALM naming stream 0, and is closed; once a connection
 /// closes, a new one is served.
 #[tokio::test]
@@ -896,7 +896,7 @@ async fn h2_calls(
     (client, sends, replies, driver)
 }
 
-/// A connection closed for a new client (every slot taken, it never completed a call) gives
+/// A connection closed for a new client (every slot taken, it never finished a request) gives
 /// back the request bytes it held: with a budget of 9 MiB, 7 MiB held by a connection then
 /// closed that way do not keep the next 3 MiB request waiting for room. Spliced front.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -932,4 +932,27 @@ async fn a_connection_closed_for_another_gives_back_what_it_held() {
         "grpc-status {status:?} after {took:?}: the closed connection's bytes still counted\n{}",
         gw.log_text()
     );
+}
+
+/// A connection whose first call is in flight — its request whole, its plugin not answering
+/// yet — keeps its slot through a flood of silent connections, and gets its answer once the
+/// plugin does. Spliced front (`--splice=false` counts a call once it completed).
+#[tokio::test]
+async fn a_first_call_in_flight_keeps_its_slot() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let flag = config(dir.path(), "max_connections = 4");
+    let gw = Gateway::start(&backend.socket, "v0.1", &[&flag]).await;
+    // The connection's own to the plugin is up before the plugin stops answering.
+    let mut waiting = admitted(&gw.socket).await.unwrap();
+    backend.pause();
+    waiting.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut flood = Vec::new();
+    for _ in 0..8 {
+        flood.push(tokio::net::UnixStream::connect(&gw.socket).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    backend.resume();
+    expect_ok(&mut waiting, 1, "the call in flight through the flood").await;
 }

@@ -46,7 +46,7 @@ pub async fn serve(
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((io, _)) if slots.len() >= max && !slots.make_room() => {
-                    tracing::warn!(limit = max, "too many client connections, each of which completed a call; one refused");
+                    tracing::warn!(limit = max, "too many client connections, each with a request finished; one refused");
                     refuse(io, &lingering);
                 }
                 Ok((io, _)) => {
@@ -88,8 +88,10 @@ pub async fn serve(
     }
 }
 
-/// Whether a client completed a call on its connection: set by the connection, read by the
-/// listener when every slot is taken.
+/// Whether the client sent a whole request on its connection (the splice marks it as the
+/// request ends, so a first call in flight counts however long it takes; the terminated path
+/// once a call completes): set by the connection, read by the listener when every slot is
+/// taken.
 #[derive(Clone, Default)]
 pub struct Served(Arc<std::sync::atomic::AtomicBool>);
 
@@ -106,9 +108,9 @@ impl Served {
 }
 
 /// The connections being served, oldest first. Every slot taken, the oldest connection on which
-/// the client never completed a call gives way to a new one: a flood of connections that stay
+/// the client never finished a request gives way to a new one: a flood of connections that stay
 /// silent (or never finish a request) cannot lock every other client out, while a connection
-/// that completed a call keeps its slot. Only with every slot held by such is a new connection
+/// with a request finished keeps its slot. Only with every slot held by such is a new connection
 /// refused.
 #[derive(Default)]
 struct Slots(std::collections::VecDeque<(tokio::task::Id, Served, tokio::task::AbortHandle)>);
@@ -128,7 +130,7 @@ impl Slots {
         }
     }
 
-    /// Closes the oldest connection without a completed call; `false` if there is none.
+    /// Closes the oldest connection without a finished request; `false` if there is none.
     fn make_room(&mut self) -> bool {
         let Some(at) = self.0.iter().position(|(_, served, _)| !served.yes()) else {
             return false;
@@ -136,7 +138,7 @@ impl Slots {
         if let Some((_, _, task)) = self.0.remove(at) {
             task.abort();
         }
-        tracing::debug!("every connection slot taken: the oldest connection without a completed call closed for a new one");
+        tracing::debug!("every connection slot taken: the oldest connection without a finished request closed for a new one");
         true
     }
 }
@@ -194,7 +196,7 @@ pub async fn splice_or_serve_authorized<C: Io>(
     splice_or_serve_served(io, shared, shutdown, authorization, Served::default()).await
 }
 
-/// [`splice_or_serve_authorized`], marking `served` once the client completed a call.
+/// [`splice_or_serve_authorized`], marking `served` once the client finished a request.
 async fn splice_or_serve_served<C: Io>(
     io: C,
     shared: Arc<Shared>,
@@ -308,7 +310,7 @@ pub async fn serve_connection_authorized<T>(
     serve_connection_served(io, shared, shutdown, authorization, Served::default()).await
 }
 
-/// [`serve_connection_authorized`], marking `served` once the client completed a call.
+/// [`serve_connection_authorized`], marking `served` once a call completed.
 async fn serve_connection_served<T>(
     io: T,
     shared: Arc<Shared>,

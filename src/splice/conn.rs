@@ -228,7 +228,8 @@ pub struct Splice<C, U> {
     shutdown: watch::Receiver<bool>,
     /// What the client may call, for a peer of the appliance listener (`None`: anything).
     authorization: Option<Arc<Authorization>>,
-    /// Set once a stream whose request the client finished has ended (`served`).
+    /// Set once the client finished a request (`served`): a call in flight counts, however
+    /// long its plugin takes.
     served: crate::front::listener::Served,
     /// PINGs to the upstream (a bridge connection): a peer that vanished without a FIN is
     /// noticed within `timeout`, not after TCP's retransmissions.
@@ -565,8 +566,8 @@ impl<C: Io, U: Io> Splice<C, U> {
         self
     }
 
-    /// Marks `served` once the client completed a call: the listener keeps such a connection's
-    /// slot when every slot is taken.
+    /// Marks `served` once the client finished a request: the listener keeps such a
+    /// connection's slot when every slot is taken.
     pub fn served(mut self, served: crate::front::listener::Served) -> Self {
         self.served = served;
         self
@@ -1256,6 +1257,9 @@ impl<C: Io, U: Io> Splice<C, U> {
             return Ok(());
         }
         stream.request_done = end;
+        if end {
+            self.served.mark();
+        }
         match &mut stream.side {
             Side::Translated(t) if !t.asked.relayed() => {
                 let range = frame::content(&head, payload).map_err(|_| malformed())?;
@@ -1468,6 +1472,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         if let Some(stream) = self.streams.get_mut(&id) {
             // Trailers from the client end its half of the stream.
             stream.request_done = true;
+            self.served.mark();
             match stream.side {
                 Side::Relayed => {
                     self.forward_request_block(id, end_stream, bytes, frames, request, true)
@@ -1615,6 +1620,9 @@ impl<C: Io, U: Io> Splice<C, U> {
             })
         };
         let starts_local = end_stream && matches!(side, Side::Local(_));
+        if end_stream {
+            self.served.mark();
+        }
         let content_length = request.content_length;
         // The splice's own calls keep their deadlines themselves (`call::answer`,
         // `local_stream`); the upstream's are kept here.
@@ -3136,9 +3144,6 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     fn remove(&mut self, id: u32) {
         if let Some(mut stream) = self.streams.remove(&id) {
-            if stream.request_done {
-                self.served.mark();
-            }
             if stream.client_ended {
                 self.remember_closed(id);
             }
