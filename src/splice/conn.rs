@@ -2033,7 +2033,8 @@ impl<C: Io, U: Io> Splice<C, U> {
         {
             return;
         }
-        let n = std::mem::take(&mut self.withheld);
+        // Never more than a window may be: only a client sending past its window withholds more.
+        let n = std::mem::take(&mut self.withheld).min(frame::MAX_WINDOW as u64);
         self.withheld_since = None;
         frame::put_window_update(self.own_out(), 0, n as u32);
     }
