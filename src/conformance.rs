@@ -5,6 +5,12 @@
 //! gateway would send them. Steps the plugin does not advertise (controller publish, staging)
 //! are skipped, not failed. The scenario creates one volume (named after the process and the
 //! time) and deletes it again.
+//!
+//! As a CO splits its calls, controller calls may go to an endpoint of their own (a controller
+//! gateway) while identity and node calls go to the node's. With [`Options::check_mounts`] the
+//! caller stands where kubelet does — sharing the node's mounts — and the rows also check what
+//! a node plugin's publish leaves there: a mount at the target, data written through it kept in
+//! the volume, and no mount (nor, for a v1 endpoint, target) after the unpublish.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -18,6 +24,7 @@ use crate::grpc::{Code, Status};
 use crate::hub::{v1, Request, Response};
 use crate::translate::{self, HandleStore, StoreFuture, UpstreamSession};
 use crate::upstream::{detect, Connection};
+use csi_gateway_mountinfo::is_mount_point;
 
 /// How one row went.
 #[derive(Debug, PartialEq, Eq)]
@@ -37,7 +44,23 @@ pub struct Row {
 #[derive(Debug)]
 pub struct Outcome {
     pub dialect: Dialect,
+    /// The controller endpoint and its dialect, when controller calls went to one of their own.
+    pub controller: Option<(Endpoint, Dialect)>,
     pub rows: Vec<Row>,
+}
+
+/// Where and how the scenario runs.
+pub struct Options<'a> {
+    /// Identity and node calls; controller calls too unless `controller` is set.
+    pub endpoint: &'a Endpoint,
+    pub controller: Option<&'a Endpoint>,
+    /// Skip detection and assume this dialect (of both endpoints).
+    pub dialect: Option<Dialect>,
+    pub timeout: Duration,
+    /// Staging and target paths are made under it.
+    pub work: &'a Path,
+    /// Check the node plugin's mounts from this process's mount namespace.
+    pub check_mounts: bool,
 }
 
 impl Outcome {
@@ -51,7 +74,14 @@ impl Outcome {
     /// One line per row, then the totals.
     pub fn render(&self, endpoint: &Endpoint) -> String {
         let mut out = String::new();
-        let _ = writeln!(out, "conformance of {endpoint} (dialect {})", self.dialect);
+        let _ = write!(out, "conformance of {endpoint} (dialect {})", self.dialect);
+        if let Some((controller, dialect)) = &self.controller {
+            let _ = write!(
+                out,
+                ", controller calls on {controller} (dialect {dialect})"
+            );
+        }
+        let _ = writeln!(out);
         let (mut pass, mut skip) = (0, 0);
         for r in &self.rows {
             let (tag, text) = match &r.verdict {
@@ -98,17 +128,60 @@ impl HandleStore for Memory {
     }
 }
 
-struct Scenario {
+/// One endpoint the scenario calls, detected.
+struct Side {
     conn: Connection,
     session: UpstreamSession,
+    dialect: Dialect,
+}
+
+impl Side {
+    async fn open(
+        endpoint: &Endpoint,
+        dialect: Option<Dialect>,
+        timeout: Duration,
+    ) -> Result<Side, Status> {
+        let conn = Connection::connect(endpoint, timeout)
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        let detected = tokio::time::timeout(timeout, detect::detect(&conn, dialect))
+            .await
+            .map_err(|_| {
+                Status::deadline_exceeded(format!("detection on {endpoint} timed out"))
+            })??;
+        Ok(Side {
+            conn,
+            session: detected.session(),
+            dialect: detected.dialect,
+        })
+    }
+}
+
+struct Scenario {
+    node: Side,
+    /// Controller calls' endpoint when it is not the node's.
+    controller: Option<Side>,
     store: Memory,
     timeout: Duration,
     rows: Vec<Row>,
 }
 
 impl Scenario {
+    /// The endpoint a CO sends `request` to.
+    fn side(&self, request: &Request) -> &Side {
+        match &self.controller {
+            Some(c) if request.method().service() == "Controller" => c,
+            _ => &self.node,
+        }
+    }
+
+    fn controller(&self) -> &Side {
+        self.controller.as_ref().unwrap_or(&self.node)
+    }
+
     async fn call(&self, request: Request) -> Result<Response, Status> {
-        let call = translate::call_upstream(&self.session, &self.conn, Some(&self.store), request);
+        let side = self.side(&request);
+        let call = translate::call_upstream(&side.session, &side.conn, Some(&self.store), request);
         tokio::time::timeout(self.timeout, call)
             .await
             .map(|r| r.map_err(Status::from))
@@ -179,49 +252,57 @@ fn wrong(r: &Response) -> String {
     format!("unexpected reply {:?}", r.method())
 }
 
-/// Runs the scenario against `endpoint`, with staging and target paths under `work`.
-pub async fn run(
-    endpoint: &Endpoint,
-    dialect: Option<Dialect>,
-    timeout: Duration,
-    work: &Path,
-) -> Result<Outcome, Status> {
-    let conn = Connection::connect(endpoint, timeout)
-        .await
-        .map_err(|e| Status::unavailable(e.to_string()))?;
-    let detected = tokio::time::timeout(timeout, detect::detect(&conn, dialect))
-        .await
-        .map_err(|_| Status::deadline_exceeded(format!("detection on {endpoint} timed out")))??;
+/// Runs the scenario as `options` say.
+pub async fn run(options: &Options<'_>) -> Result<Outcome, Status> {
+    let node = Side::open(options.endpoint, options.dialect, options.timeout).await?;
+    let controller = match options.controller {
+        Some(e) => Some(Side::open(e, options.dialect, options.timeout).await?),
+        None => None,
+    };
     let mut s = Scenario {
-        conn,
-        session: detected.session(),
+        node,
+        controller,
         store: Memory::default(),
-        timeout,
+        timeout: options.timeout,
         rows: Vec::new(),
     };
-    lifecycle(&mut s, detected.dialect, work).await;
+    lifecycle(&mut s, options.work, options.check_mounts).await;
+    let controller = options
+        .controller
+        .zip(s.controller.as_ref())
+        .map(|(e, side)| (e.clone(), side.dialect));
     Ok(Outcome {
-        dialect: detected.dialect,
+        dialect: s.node.dialect,
+        controller,
         rows: s.rows,
     })
 }
 
-async fn lifecycle(s: &mut Scenario, dialect: Dialect, work: &Path) {
-    s.ok(
-        "GetPluginInfo names the plugin",
-        Request::GetPluginInfo(Default::default()),
-        |r| match r {
-            Response::GetPluginInfo(i) if !i.name.is_empty() && !i.vendor_version.is_empty() => {
-                Ok((format!("{} {}", i.name, i.vendor_version), ()))
-            }
-            Response::GetPluginInfo(i) => Err(format!(
-                "name {:?}, vendor_version {:?}: both are REQUIRED",
-                i.name, i.vendor_version
-            )),
-            r => Err(wrong(&r)),
-        },
-    )
-    .await;
+async fn lifecycle(s: &mut Scenario, work: &Path, check_mounts: bool) {
+    // Controller rows answer in the controller's dialect.
+    let dialect = s.controller().dialect;
+    let plugin = s
+        .ok(
+            "GetPluginInfo names the plugin",
+            Request::GetPluginInfo(Default::default()),
+            |r| match r {
+                Response::GetPluginInfo(i)
+                    if !i.name.is_empty() && !i.vendor_version.is_empty() =>
+                {
+                    Ok((format!("{} {}", i.name, i.vendor_version), i.name))
+                }
+                Response::GetPluginInfo(i) => Err(format!(
+                    "name {:?}, vendor_version {:?}: both are REQUIRED",
+                    i.name, i.vendor_version
+                )),
+                r => Err(wrong(&r)),
+            },
+        )
+        .await;
+    if s.controller.is_some() {
+        let verdict = same_plugin(s, plugin.as_deref()).await;
+        s.row("GetPluginInfo on the controller: the same plugin", verdict);
+    }
     s.ok(
         "Probe answers ready",
         Request::Probe(Default::default()),
@@ -374,7 +455,7 @@ async fn lifecycle(s: &mut Scenario, dialect: Dialect, work: &Path) {
                 volume_context: volume.volume_context.clone(),
                 ..Default::default()
             }),
-            |r| ok_reply(r),
+            ok_reply,
         )
         .await;
     } else {
@@ -399,6 +480,16 @@ async fn lifecycle(s: &mut Scenario, dialect: Dialect, work: &Path) {
         })
     };
     s.ok("NodePublishVolume", publish(), ok_reply).await;
+    if check_mounts {
+        s.row(
+            "NodePublishVolume: the target is a mount here",
+            mounted(&target),
+        );
+        s.row(
+            "a file written through the target",
+            write_marker(&target, &name),
+        );
+    }
     s.ok(
         "NodePublishVolume again: OK (idempotent)",
         publish(),
@@ -412,6 +503,25 @@ async fn lifecycle(s: &mut Scenario, dialect: Dialect, work: &Path) {
         })
     };
     s.ok("NodeUnpublishVolume", unpublish(), ok_reply).await;
+    if check_mounts {
+        let owned = s.node.dialect == Dialect::V1;
+        s.row(
+            "NodeUnpublishVolume: the mount is gone",
+            unmounted(&target, owned),
+        );
+        // Published anew at a fresh target, the file is there only if it went to the volume.
+        let verdict = match s.call(publish()).await {
+            Err(e) => Verdict::Fail(format!("publishing again: {}", status_text(&e))),
+            Ok(_) => {
+                let found = read_marker(&target, &name);
+                match s.call(unpublish()).await {
+                    Err(e) => Verdict::Fail(format!("unpublishing again: {}", status_text(&e))),
+                    Ok(_) => found,
+                }
+            }
+        };
+        s.row("published again: the file is in the volume", verdict);
+    }
     s.ok(
         "NodeUnpublishVolume again: OK (idempotent)",
         unpublish(),
@@ -502,6 +612,85 @@ async fn lifecycle(s: &mut Scenario, dialect: Dialect, work: &Path) {
     }
 }
 
+/// Whether the controller endpoint names the plugin the node endpoint named.
+async fn same_plugin(s: &Scenario, node_plugin: Option<&str>) -> Verdict {
+    let side = s.controller();
+    let call = translate::call_upstream(
+        &side.session,
+        &side.conn,
+        Some(&s.store),
+        Request::GetPluginInfo(Default::default()),
+    );
+    match tokio::time::timeout(s.timeout, call).await {
+        Err(_) => Verdict::Fail(format!("no answer within {:?}", s.timeout)),
+        Ok(Err(e)) => Verdict::Fail(status_text(&Status::from(e))),
+        Ok(Ok(Response::GetPluginInfo(i))) if Some(i.name.as_str()) == node_plugin => {
+            Verdict::Pass(i.name)
+        }
+        Ok(Ok(Response::GetPluginInfo(i))) => Verdict::Fail(format!(
+            "{:?}, the node endpoint's is {node_plugin:?}: a CO takes them for two drivers",
+            i.name
+        )),
+        Ok(Ok(r)) => Verdict::Fail(wrong(&r)),
+    }
+}
+
+/// The file the mount rows write through the target.
+const MARKER: &str = "csi-gateway-conformance";
+
+/// Whether `target` is a mount point in this process's mount namespace.
+fn mounted(target: &Path) -> Verdict {
+    match is_mount_point(target) {
+        Ok(true) => Verdict::Pass("in /proc/self/mountinfo".into()),
+        Ok(false) => Verdict::Fail(format!(
+            "{} is not a mount point in /proc/self/mountinfo (a symlink publish, or a mount \
+             in another mount namespace that did not propagate here)",
+            target.display()
+        )),
+        Err(e) => Verdict::Fail(e.to_string()),
+    }
+}
+
+/// Writes the volume's name into a file at the target.
+fn write_marker(target: &Path, name: &str) -> Verdict {
+    let file = target.join(MARKER);
+    let written = std::fs::write(&file, name).and_then(|()| std::fs::read_to_string(&file));
+    match written {
+        Ok(back) if back == name => Verdict::Pass(format!("{} written", file.display())),
+        Ok(back) => Verdict::Fail(format!("read back {back:?}, wrote {name:?}")),
+        Err(e) => Verdict::Fail(format!("{}: {e}", file.display())),
+    }
+}
+
+/// Whether the file [`write_marker`] wrote is at the target again.
+fn read_marker(target: &Path, name: &str) -> Verdict {
+    let file = target.join(MARKER);
+    match std::fs::read_to_string(&file) {
+        Ok(text) if text == name => Verdict::Pass(format!("{} read back", file.display())),
+        Ok(text) => Verdict::Fail(format!("{} holds {text:?}", file.display())),
+        Err(e) => Verdict::Fail(format!("{}: {e}", file.display())),
+    }
+}
+
+/// No mount at `target`; and no target either where the endpoint `owns` it (v1: "the SP MUST
+/// delete the file or directory it created"; in v0.x it is the CO's).
+fn unmounted(target: &Path, owns: bool) -> Verdict {
+    match is_mount_point(target) {
+        Ok(false) => {}
+        Ok(true) => return Verdict::Fail(format!("{} is still a mount point", target.display())),
+        Err(e) => return Verdict::Fail(e.to_string()),
+    }
+    let exists = std::fs::symlink_metadata(target).is_ok();
+    match (owns, exists) {
+        (true, true) => Verdict::Fail(format!(
+            "no mount, but {} is still there: a v1 plugin removes the target",
+            target.display()
+        )),
+        (true, false) => Verdict::Pass("no mount, target removed".into()),
+        (false, _) => Verdict::Pass("no mount (the target is the CO's in v0.x)".into()),
+    }
+}
+
 /// DeleteVolume of a deleted volume sent to a draft plugin as it is, not through the hub.
 async fn draft_second_delete(
     s: &Scenario,
@@ -513,7 +702,7 @@ async fn draft_second_delete(
     use draft::error::delete_volume_error::DeleteVolumeErrorCode;
     use prost::Message;
     let request = draft::DeleteVolumeRequest {
-        version: s.session.version.map(|v| draft::Version {
+        version: s.controller().session.version.map(|v| draft::Version {
             major: v.major,
             minor: v.minor,
             patch: v.patch,
@@ -525,7 +714,10 @@ async fn draft_second_delete(
         user_credentials: None,
     };
     let body = request.encode_to_vec();
-    let call = s.conn.unary("/csi.Controller/DeleteVolume", &body);
+    let call = s
+        .controller()
+        .conn
+        .unary("/csi.Controller/DeleteVolume", &body);
     let reply = match tokio::time::timeout(s.timeout, call).await {
         Err(_) => return Verdict::Fail(format!("no answer within {:?}", s.timeout)),
         Ok(Err(e)) => return Verdict::Fail(status_text(&e.status)),

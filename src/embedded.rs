@@ -2,20 +2,39 @@
 //! configuration: a newcomer gets a legacy plugin to translate to without installing one. It is
 //! served on its own UNIX socket, so the gateway reaches it exactly as it reaches any plugin.
 
+//!
+//! It is the `embedded-backend` feature (on by default): a gateway built without it refuses
+//! that configuration at start, naming the feature, and needs no reference backend crate.
+
 use std::path::Path;
+#[cfg(feature = "embedded-backend")]
 use std::time::Duration;
 
 use crate::dialect::Dialect;
-use csi_gateway_backend::engine::{self, mounter::PublishMode};
-use csi_gateway_backend::serve::{self, Options};
+#[cfg(feature = "embedded-backend")]
+use csi_gateway_backend::{
+    engine::{self, mounter::PublishMode},
+    serve::{self, Options},
+};
 
 pub struct Embedded {
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
 
+/// Refused: this build has no reference backend to embed.
+#[cfg(not(feature = "embedded-backend"))]
+pub async fn start(_: Dialect, _: &Path, _: &Path) -> Result<Embedded, String> {
+    Err(
+        "this csi-gateway was built without the embedded reference backend (cargo feature \
+         `embedded-backend`): set [upstream] endpoint to your plugin"
+            .into(),
+    )
+}
+
 /// Serves the reference backend in `dialect` on `socket`, storing volumes in `data_dir`.
 /// Volumes are published as symlinks, so the demo needs no mount privilege.
+#[cfg(feature = "embedded-backend")]
 pub async fn start(dialect: Dialect, socket: &Path, data_dir: &Path) -> Result<Embedded, String> {
     let options = Options {
         endpoint: socket.display().to_string(),

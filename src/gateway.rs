@@ -98,13 +98,19 @@ pub struct Running {
     appliance: Option<JoinHandle<()>>,
 }
 
+/// Whether the plugin is across the bridge (TCP, mutual TLS), on another host.
+fn bridged(target: &UpstreamTarget) -> bool {
+    matches!(target, UpstreamTarget::Endpoint(Endpoint::Tcp(_)))
+}
+
 /// Starts the gateway described by `config`.
 pub async fn start(config: &Config) -> Result<Running, StartError> {
     // First, so nothing recorded while starting up (the upstream's state) is lost.
     let prometheus = metrics::install();
     let router = Router::new(&config.listen.front_dialects())?
         .serving_v0_2(config.listen.serves_v0_2())
-        .decoding(&config.calls);
+        .decoding(&config.calls)
+        .bridging(bridged(&config.upstream.target), config.appliance.is_some());
     // The store before anything binds or spawns: a wrong etcd address fails the start-up.
     let kv = open_store(config).await?;
     // Staging emulation shares the store, so its records are as durable as the handles.
@@ -213,6 +219,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         limits: crate::front::limits::fit_open_files(config.listen.limits.clone()),
         services,
         protection: Protection::new(config.calls.clone()),
+        node_paths: config.node_paths.clone(),
         resets: Default::default(),
         buffered: crate::front::limits::Budget::new(config.listen.limits.max_buffered_bytes),
     });

@@ -7,9 +7,10 @@
 //!   dialects, the hub model, the wire-identical verdicts, etcd's client — re-exported here as
 //!   [`dialect`] and [`hub`];
 //! - `csi-gateway-tls` (crates/tls): mutual TLS on TCP, re-exported here as [`tls`];
+//! - `csi-gateway-mountinfo` (crates/mountinfo): whether a path is a mount point;
 //! - `csi-gateway-backend` (crates/backend): the reference CSI plugin (binary
 //!   `csi-reference-backend`), which the built-in default configuration runs in-process
-//!   ([`embedded`]);
+//!   ([`embedded`]; an optional dependency, the `embedded-backend` feature);
 //! - `csi-gateway-load` (crates/load): the load tool, on top of this library;
 //! - `csi-gateway-test-support` (crates/test-support): what the tests in `tests/` share.
 //!
@@ -29,7 +30,8 @@
 //!   listener with per-service authorization (docs/bridge.md).
 //! - [`store`]: durable gateway state (VolumeHandle metadata for draft plugins), embedded or
 //!   on etcd; [`staging`]: staging emulation for pre-staging clients, on that store;
-//!   [`target`]: the target paths a v1 client leaves to a v0.x plugin.
+//!   [`target`]: the node paths a v1 client leaves to the plugin side, owned by the hop that
+//!   shares the CO's filesystem (across the bridge, the appliance mirrors them).
 //! - [`observe`] and [`metrics`]: the log line and metrics every call leaves; secret stripping.
 //!
 //! Around them: [`endpoint`] (endpoint syntax), [`check`] (identify any CSI endpoint),
@@ -37,10 +39,12 @@
 //! [`validate`] (spec validation rules), and [`embedded`] (the reference backend run
 //! in-process).
 //!
-//! Cargo feature `test-hooks` (off unless the test suite builds it): the hidden
-//! `--test-crash-at` flag ([`staging`]'s crash hook).
+//! Cargo features: `test-hooks` (off unless the test suite builds it), the hidden
+//! `--test-crash-at` flag ([`staging`]'s crash hook); `embedded-backend` (on by default), the
+//! reference backend [`embedded`] runs.
 #![forbid(unsafe_code)]
 
+pub mod backoff;
 pub mod config;
 pub mod disk;
 pub mod gateway;

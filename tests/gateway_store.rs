@@ -663,6 +663,43 @@ async fn a_hung_etcd_delays_only_the_calls_that_need_it() {
     }
 }
 
+/// A member that accepts connections and never answers (as one behind a network split can)
+/// costs a call at most its share of `state.timeout`: the next member answers, and the calls
+/// after it start there. Before, the first member held every call for the whole timeout and
+/// the gateway could not even start.
+#[tokio::test]
+async fn a_member_that_never_answers_is_passed_over_within_the_timeout() {
+    let etcd = support::etcd::Etcd::start().await;
+    // Connections complete in the kernel's backlog; nothing ever reads them.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent = format!("http://{}", silent.local_addr().unwrap());
+    let backend = Backend::start(Options::new("v0.1-oneof")).await;
+    let gateway = Gateway::start(
+        &backend.socket,
+        "v0.1",
+        &[
+            "--state-backend=etcd",
+            &format!("--etcd-endpoints={silent},{}", etcd.endpoint),
+            "--state-timeout=3s",
+        ],
+    )
+    .await;
+    let f = Front::new(Dialect::V1, gateway.channel().await);
+    for i in 0..3 {
+        let began = std::time::Instant::now();
+        let v = f
+            .create(&format!("vol-pass-{i}"), 1 << 20, &HashMap::new())
+            .await
+            .unwrap();
+        f.delete(&v.id_only(), &HashMap::new()).await.unwrap();
+        assert!(
+            began.elapsed() < Duration::from_secs(1),
+            "create and delete took {:?} with the silent member first",
+            began.elapsed()
+        );
+    }
+}
+
 /// The stored value of `key` with its last byte flipped: its checksum no longer holds.
 fn flipped(mut value: Vec<u8>) -> Vec<u8> {
     *value.last_mut().unwrap() ^= 0x01;

@@ -71,6 +71,8 @@ enum Command {
         /// and failed; exit code 1 on any failure. Creates and deletes one volume.
         #[arg(long)]
         conformance: bool,
+        #[command(flatten)]
+        scenario: ScenarioArgs,
     },
     /// Ask a gateway's /healthz (exit 0 when healthy, 1 otherwise): the image's HEALTHCHECK,
     /// which needs no shell or curl.
@@ -95,6 +97,25 @@ enum Command {
         #[arg(long = "client-uri")]
         client_uris: Vec<String>,
     },
+}
+
+/// How `check --conformance` runs its scenario.
+#[derive(Args)]
+struct ScenarioArgs {
+    /// Send controller calls to this endpoint (a controller plugin or gateway) and identity
+    /// and node calls to --endpoint, as a CO does.
+    #[arg(long, requires = "conformance")]
+    controller_endpoint: Option<String>,
+    /// Make the staging and target paths in a fresh directory inside DIR (created if
+    /// missing; default: TMPDIR), e.g. under kubelet's directory, where a node plugin's
+    /// mounts show.
+    #[arg(long, value_name = "DIR", requires = "conformance")]
+    work_dir: Option<PathBuf>,
+    /// Also check, from this process's mount namespace, that a published target is a mount,
+    /// that a file written through it is in the volume, and that unpublishing leaves no
+    /// mount (nor, for a v1 endpoint, the target).
+    #[arg(long, requires = "conformance")]
+    check_mounts: bool,
 }
 
 #[derive(Args, Clone, Default)]
@@ -204,13 +225,15 @@ fn main() -> ExitCode {
             dialect,
             timeout,
             conformance: false,
+            ..
         }) => check(&endpoint, dialect.as_deref(), timeout),
         Some(Command::Check {
             endpoint,
             dialect,
             timeout,
             conformance: true,
-        }) => conformance(&endpoint, dialect.as_deref(), timeout),
+            scenario,
+        }) => conformance(&endpoint, dialect.as_deref(), timeout, &scenario),
         Some(Command::GenCerts {
             dir,
             server_names,
@@ -348,22 +371,30 @@ fn conformance(
     endpoint: &str,
     dialect: Option<&str>,
     timeout: Duration,
+    args: &ScenarioArgs,
 ) -> anyhow::Result<ExitCode> {
     let endpoint: Endpoint = endpoint.parse()?;
+    let controller: Option<Endpoint> = args
+        .controller_endpoint
+        .as_deref()
+        .map(str::parse)
+        .transpose()?;
     let dialect = dialect.map(str::parse::<Dialect>).transpose()?;
-    // Staging and target paths for the scenario's volume, removed afterwards.
-    let work = tempfile::Builder::new()
-        .prefix("csi-gateway-conformance-")
-        .tempdir()?;
+    let work = work_dir(args.work_dir.as_deref())?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let outcome = runtime.block_on(csi_gateway::conformance::run(
-        &endpoint,
-        dialect,
-        timeout,
-        work.path(),
+        &csi_gateway::conformance::Options {
+            endpoint: &endpoint,
+            controller: controller.as_ref(),
+            dialect,
+            timeout,
+            work: work.path(),
+            check_mounts: args.check_mounts,
+        },
     ));
+    remove_work_dir(work);
     match outcome {
         Ok(outcome) => {
             print!("{}", outcome.render(&endpoint));
@@ -374,6 +405,44 @@ fn conformance(
             })
         }
         Err(s) => anyhow::bail!("{endpoint}: {:?}: {}", s.code(), s.message()),
+    }
+}
+
+/// A fresh directory for the scenario's staging and target paths, inside `parent` or TMPDIR.
+fn work_dir(parent: Option<&std::path::Path>) -> anyhow::Result<tempfile::TempDir> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("csi-gateway-conformance-");
+    match parent {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("creating the work directory {}", dir.display()))?;
+            builder.tempdir_in(dir)
+        }
+        None => builder.tempdir(),
+    }
+    .context("creating the scenario's work directory")
+}
+
+/// Removes the work directory, unless a mount is left in it: removing that recursively would
+/// delete the volume's data through the mount.
+fn remove_work_dir(work: tempfile::TempDir) {
+    use csi_gateway_mountinfo::mounts_under;
+    match mounts_under(work.path()) {
+        Ok(left) if left.is_empty() => drop(work),
+        Ok(left) => {
+            let kept = work.keep();
+            eprintln!(
+                "csi-gateway: {} left in place: still mounted there: {left:?}",
+                kept.display()
+            );
+        }
+        Err(e) => {
+            let kept = work.keep();
+            eprintln!(
+                "csi-gateway: {} left in place: cannot read its mounts: {e}",
+                kept.display()
+            );
+        }
     }
 }
 

@@ -142,6 +142,8 @@ pub struct Config {
     pub state: State,
     pub upstream: Upstream,
     pub appliance: Option<crate::tls::ServerSettings>,
+    /// `appliance.node_paths`, where there is an appliance listener (validated: absolute).
+    pub node_paths: Option<PathBuf>,
     pub log: Log,
     pub metrics: Metrics,
     pub runtime: Runtime,
@@ -228,6 +230,17 @@ impl File {
         let listen = self.listen.check(&mut p);
         let state = self.state.check(&mut p);
         let upstream = self.upstream.check(self.embedded, &mut p);
+        let node_paths = self.appliance.as_ref().and_then(|a| {
+            let default = || Some(state.as_ref()?.dir.join("node-paths"));
+            let path = a.node_paths.clone().or_else(default)?;
+            p.check(path.is_absolute(), "appliance.node_paths", || {
+                format!(
+                    "{}: must be an absolute path (the plugin receives paths under it)",
+                    path.display()
+                )
+            })
+            .then_some(path)
+        });
         let appliance = self.appliance.map(|a| a.check(&mut p));
         let log = self.log.check(&mut p);
         let metrics = self.metrics.check(&mut p);
@@ -272,6 +285,7 @@ impl File {
             state,
             upstream,
             appliance: appliance.flatten(),
+            node_paths,
             log,
             metrics,
             runtime,
@@ -654,6 +668,14 @@ validate = "strict"
             (
                 "compose/node.toml",
                 include_str!("../../deploy/compose/node.toml").to_string(),
+            ),
+            (
+                "compose/bridged-node.toml",
+                include_str!("../../deploy/compose/bridged-node.toml").to_string(),
+            ),
+            (
+                "compose/controller.toml",
+                include_str!("../../deploy/compose/controller.toml").to_string(),
             ),
             (
                 "compose/appliance.toml",

@@ -30,7 +30,8 @@ pub struct StateFile {
     /// etcd user (etcd's `auth enable`); its password is read from `etcd_password_file`.
     pub etcd_username: Option<String>,
     pub etcd_password_file: Option<PathBuf>,
-    /// Bounds every store operation: past it the call gets UNAVAILABLE naming the store.
+    /// Bounds every store operation: past it the call gets UNAVAILABLE naming the store (each
+    /// etcd member is tried for at most its share of it: `store::etcd`).
     #[serde(default = "default_timeout", with = "humantime_serde")]
     pub timeout: Duration,
     /// This node's name, keying its staging records (node gateways may share one etcd);

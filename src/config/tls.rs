@@ -55,6 +55,10 @@ pub struct ApplianceFile {
     /// Allow-list; empty admits every certificate the CA signed, for every service.
     #[serde(default)]
     pub peers: Vec<PeerFile>,
+    /// Where the plugin gets its peers' node paths (staging and target paths, which are on
+    /// the peer's host): each under this directory (`crate::target::mirror`). Default:
+    /// `node-paths` in `state.dir`.
+    pub node_paths: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Deserialize)]

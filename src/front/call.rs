@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use crate::grpc::{self, body, frame, status, Code, Status, CONTENT_TYPE};
 use crate::metrics::{InFlight, Origin};
 use crate::observe::{self, Report};
+use crate::target;
 use crate::tls::Authorization;
 use crate::translate::{self, CallError, FrontCall};
 use crate::upstream::{Connection, Live};
@@ -97,6 +98,7 @@ async fn serve(
     report.route = Some(route);
     // A peer of the appliance listener may call only the CSI services it is allowed.
     if let Some(a) = request.extensions().get::<Arc<Authorization>>() {
+        report.bridge_peer = true;
         if !a.allows(route.method.service) {
             let s = a.denied(&report.path, route.method.service);
             tracing::warn!(peer = %a.peer, method = %report.path, "call refused: service not allowed for this peer");
@@ -282,7 +284,12 @@ async fn decoded(
         return refusal.answer(report);
     }
     let (deadline, by_default) = protection.deadline(route, deadline);
-    let encoded = if route.passes_to(live.detected.dialect) {
+    let side = side(shared, conn, report);
+    let upstream = live.detected.dialect;
+    let acts = route
+        .hub
+        .is_some_and(|m| target::acts_on(side, route.dialect, upstream, m));
+    let encoded = if route.passes_to(upstream) && !acts {
         passed_on(conn, route, message, deadline, report).await
     } else {
         translated(shared, live, conn, route, message, deadline, report).await
@@ -297,6 +304,12 @@ async fn decoded(
         },
         Err(_) => encoded,
     }
+}
+
+/// Where the call's CO keeps its node paths, seen from here ([`target::Side`]).
+fn side<'a>(shared: &'a Shared, conn: &Connection, report: &Report) -> target::Side<'a> {
+    let bridged = matches!(conn.endpoint(), crate::endpoint::Endpoint::Tcp(_));
+    target::Side::of(report.bridge_peer, bridged, shared.node_paths.as_deref())
 }
 
 /// A call whose messages pass untouched, read by the gateway: passed on within `deadline`.
@@ -371,7 +384,8 @@ async fn translated(
         Err(s) => return error_reply(Some(route), Origin::Client, s, report),
     };
     let began = Instant::now();
-    let upstream_call = crate::target::call_upstream(
+    let upstream_call = target::call_upstream(
+        side(shared, conn, report),
         shared.staging.as_deref(),
         dialect,
         &live.session,

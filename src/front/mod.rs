@@ -40,6 +40,9 @@ pub struct Shared {
     pub protection: protect::Protection,
     /// The gateway's own services: reflection and health.
     pub services: services::Services,
+    /// `appliance.node_paths`: where the appliance listener's peers' node paths are mirrored
+    /// for the plugin ([`crate::target::mirror`]); `None` without an appliance listener.
+    pub node_paths: Option<std::path::PathBuf>,
     /// Streams reset by clients, all connections together: `max_resets_per_second` bounds
     /// the gateway's, not one connection's (a client opens several).
     pub resets: std::sync::Mutex<limits::Rate>,

@@ -2,6 +2,8 @@
 //! tables of the dialects a listener serves; `csi.*` paths belong to whichever of `v0.1` and
 //! `v0.1-oneof` the listener is configured for, since both use the package `csi`.
 
+use std::path::Path;
+
 use crate::dialect::{Dialect, MethodInfo};
 use crate::hub::Method;
 
@@ -14,7 +16,8 @@ pub struct Route {
     /// A `csi.v0` route served as v0.2 (`listen.v0_dialect = "v0.2"`).
     pub v0_2: bool,
     /// The gateway reads this method's messages (protection or validation is configured for
-    /// it, `[calls]`), so it is never relayed undecoded.
+    /// it, `[calls]`, or it acts on the node paths they name: [`Router::bridging`]), so it is
+    /// never relayed undecoded.
     pub decode: bool,
     /// The upstream dialect whose messages for this method are wire-identical to the front's,
     /// and its path there ([`super::identical`]).
@@ -218,6 +221,31 @@ impl Router {
         for r in self.routes.values_mut() {
             r.decode = policy.decodes(r.method);
             *r = r.with_inline();
+        }
+        self
+    }
+
+    /// Marks the calls whose node paths the gateway acts on whatever the plugin's dialect
+    /// ([`crate::target::acts_on`]): a v1 client's publish and unpublish when the plugin is
+    /// across the bridge (`bridged_upstream`), and every call naming node paths when there is
+    /// an appliance listener, whose peers' paths are mirrored (its local clients' calls are
+    /// read too, and passed on as they came).
+    pub fn bridging(mut self, bridged_upstream: bool, appliance: bool) -> Router {
+        use crate::target::{acts_on, Side};
+        let here = Path::new("/");
+        for r in self.routes.values_mut() {
+            let Some(m) = r.hub else { continue };
+            let acts = |side| {
+                Dialect::ALL
+                    .iter()
+                    .any(|&up| acts_on(side, r.dialect, up, m))
+            };
+            if (bridged_upstream && acts(Side::Bridged))
+                || (appliance && acts(Side::Appliance { root: here }))
+            {
+                r.decode = true;
+                *r = r.with_inline();
+            }
         }
         self
     }

@@ -35,6 +35,8 @@ pub struct Report {
     pub origin: Option<Origin>,
     /// A call to one of the gateway's own services (reflection, health), not to the plugin.
     pub service: bool,
+    /// A call of a peer on the appliance listener (a node gateway on another host).
+    pub bridge_peer: bool,
     /// The request and reply messages in the front's dialect, when captured.
     pub request: Option<Bytes>,
     pub response: Option<Bytes>,
@@ -53,6 +55,7 @@ impl Report {
             translated: false,
             origin: None,
             service: false,
+            bridge_peer: false,
             request: None,
             response: None,
         }

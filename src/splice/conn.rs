@@ -1588,6 +1588,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             );
         }
         let mut report = Report::new(path);
+        report.bridge_peer = self.authorization.is_some();
         report.route = route;
         // Counted and logged as the translated call it stands for.
         report.translated = relayed && rewrite.is_some();

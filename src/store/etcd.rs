@@ -10,13 +10,23 @@
 //! `crates/proto/build.rs`), because the `etcd-client` crate needs a system `protoc` to build.
 //!
 //! Every operation is async on the caller's runtime: a hung member delays only the calls that
-//! use the store, each bounded by [`super::Store`]'s timeout. Members are tried in turn while
-//! they are unreachable, starting with the last one that answered.
+//! use the store, each bounded by [`super::Store`]'s timeout. Within that bound, members are
+//! tried in turn, starting with the last one that answered, each for at most its share of the
+//! bound (a member cut off by a network split hangs rather than refuses, and must not take the
+//! whole bound); when none answered, the round is tried again after a jittered pause
+//! ([`crate::backoff`]), so a leader election or a member's restart costs a few retries, not the
+//! call.
+//!
+//! Every request asks for a member with a leader (etcd's `hasleader` metadata): a member cut off
+//! from the majority refuses at once ("no leader") instead of holding the call until its own
+//! request timeout, and the next member is tried. Reads are linearizable (etcd's default, never
+//! `serializable`): a minority member cannot serve them, so no gateway reads metadata older
+//! than a write another gateway had acknowledged.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hyper_util::rt::TokioIo;
 use tonic::metadata::MetadataValue;
@@ -24,6 +34,7 @@ use tonic::transport::{Channel, Endpoint, Uri};
 use tonic::Code;
 
 use super::{KeyValue, KvFuture, StoreError};
+use crate::backoff::Backoff;
 use crate::tls::{ClientSettings, Dialer};
 
 /// The generated client and messages (`proto-etcd/`, compiled in crates/proto).
@@ -69,7 +80,16 @@ pub struct Etcd {
     credentials: Option<Credentials>,
     token: Mutex<Option<MetadataValue<tonic::metadata::Ascii>>>,
     name: String,
+    /// `state.timeout`, which bounds every operation in [`super::Store`].
+    timeout: Duration,
+    /// How long one operation keeps trying: a little under `timeout`, so the answer names
+    /// the members rather than only the timeout.
+    budget: Duration,
 }
+
+/// The first retry pause's ceiling, and the cap (see [`crate::backoff`]).
+const RETRY_INITIAL: Duration = Duration::from_millis(50);
+const RETRY_MAX: Duration = Duration::from_millis(800);
 
 #[derive(Clone)]
 enum Op {
@@ -80,6 +100,27 @@ enum Op {
 }
 
 type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Why a round over the members failed.
+enum Failure {
+    /// Every member was unreachable, had no leader or did not answer in time: worth a retry.
+    Unreachable(Vec<String>),
+    /// An answer that another member would give too.
+    Final(StoreError),
+}
+
+/// Codes after which another member (or a later round) may succeed: unreachable, no leader or
+/// leader changed, a request timed out in Raft, a connection reset under the call.
+fn transient(code: Code) -> bool {
+    matches!(
+        code,
+        Code::Unavailable
+            | Code::DeadlineExceeded
+            | Code::Unknown
+            | Code::Cancelled
+            | Code::ResourceExhausted
+    )
+}
 
 impl Etcd {
     /// Connects to the endpoints and checks that the cluster answers (and accepts the
@@ -118,6 +159,8 @@ impl Etcd {
             credentials,
             token: Mutex::new(None),
             name: name.clone(),
+            timeout,
+            budget: timeout.mul_f64(0.9),
         };
         match tokio::time::timeout(timeout, store.run(Op::Get(store.key("health")))).await {
             Ok(Ok(_)) => Ok(store),
@@ -130,29 +173,55 @@ impl Etcd {
         format!("{}{key}", self.prefix).into_bytes()
     }
 
-    /// One operation, on each member in turn while they are unreachable.
+    /// One operation: rounds over the members until one answers, paused by jittered backoff,
+    /// within the budget. An answer that is not about reachability (a refused permission, a
+    /// damaged request) ends it at once.
     async fn run(&self, op: Op) -> Result<Pairs, StoreError> {
+        let deadline = Instant::now() + self.budget;
+        let mut backoff = Backoff::new(RETRY_INITIAL, RETRY_MAX);
+        loop {
+            let unreachable = match self.round(&op, deadline).await {
+                Ok(out) => return Ok(out),
+                Err(Failure::Final(e)) => return Err(e),
+                Err(Failure::Unreachable(list)) => list,
+            };
+            let pause = backoff.next_pause();
+            if Instant::now() + pause >= deadline {
+                return Err(StoreError::Io(format!(
+                    "no member answered within state.timeout ({:?}): {}",
+                    self.timeout,
+                    unreachable.join("; ")
+                )));
+            }
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// Each member once, from the last one that answered, each bounded by its share of what
+    /// is left of the budget.
+    async fn round(&self, op: &Op, deadline: Instant) -> Result<Pairs, Failure> {
         let n = self.members.len();
         let first = self.current.load(Ordering::Relaxed);
         let mut unreachable = Vec::new();
         for i in 0..n {
             let at = (first + i) % n;
             let m = &self.members[at];
-            match self.on_member(m, op.clone()).await {
-                Ok(out) => {
+            let share = self.budget / n as u32;
+            let left = deadline.saturating_duration_since(Instant::now());
+            let bound = share.min(left);
+            match tokio::time::timeout(bound, self.on_member(m, op.clone())).await {
+                Ok(Ok(out)) => {
                     self.current.store(at, Ordering::Relaxed);
                     return Ok(out);
                 }
-                Err(s) if s.code() == Code::Unavailable => {
-                    unreachable.push(format!("{}: {}", m.url, s.message()))
+                Ok(Err(s)) if transient(s.code()) => {
+                    unreachable.push(format!("{}: {:?}: {}", m.url, s.code(), s.message()))
                 }
-                Err(s) => return Err(rpc(&m.url, s)),
+                Ok(Err(s)) => return Err(Failure::Final(rpc(&m.url, s))),
+                Err(_) => unreachable.push(format!("{}: no answer within {bound:?}", m.url)),
             }
         }
-        Err(StoreError::Io(format!(
-            "no member reachable: {}",
-            unreachable.join("; ")
-        )))
+        Err(Failure::Unreachable(unreachable))
     }
 
     /// One operation on one member, authenticating first when credentials are configured and
@@ -162,6 +231,8 @@ impl Etcd {
         match perform(m, op.clone(), token).await {
             Err(s) if self.credentials.is_some() && expired(&s) => {
                 let token = self.token(m, true).await?;
+                // Never the token itself: it is a credential.
+                tracing::info!(member = %m.url, "etcd no longer knew the auth token (expired, or the member restarted): renewed");
                 perform(m, op, token).await
             }
             other => other,
@@ -181,13 +252,14 @@ impl Etcd {
                 return Ok(Some(t));
             }
         }
+        let ask = AuthenticateRequest {
+            name: c.name.clone(),
+            password: c.password.clone(),
+        };
         let reply = m
             .auth
             .clone()
-            .authenticate(AuthenticateRequest {
-                name: c.name.clone(),
-                password: c.password.clone(),
-            })
+            .authenticate(request(ask, None))
             .await?
             .into_inner();
         let token = MetadataValue::try_from(reply.token)
@@ -205,7 +277,12 @@ fn member(
 ) -> Result<Member, String> {
     let endpoint = Endpoint::from_shared(url.to_string())
         .map_err(|e| format!("{url}: {e}"))?
-        .connect_timeout(connect_timeout);
+        .connect_timeout(connect_timeout)
+        // A connection to a member behind a network split hangs without an error: pings find
+        // it (etcd refuses pings more often than every 5 s: --grpc-keepalive-min-time).
+        .http2_keep_alive_interval(Duration::from_secs(10))
+        .keep_alive_timeout(Duration::from_secs(5))
+        .keep_alive_while_idle(true);
     let channel = match (url.starts_with("https://"), dialer) {
         (false, _) => endpoint.connect_lazy(),
         (true, Some(dialer)) => {
@@ -268,6 +345,10 @@ fn request<T>(
     token: Option<MetadataValue<tonic::metadata::Ascii>>,
 ) -> tonic::Request<T> {
     let mut r = tonic::Request::new(message);
+    // Refused at once by a member without a leader (cut off from the majority), instead of
+    // held until etcd's own request timeout: the next member is tried.
+    r.metadata_mut()
+        .insert("hasleader", MetadataValue::from_static("true"));
     if let Some(t) = token {
         r.metadata_mut().insert("token", t);
     }
@@ -366,6 +447,32 @@ impl KeyValue for Etcd {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_answers_about_reachability_send_a_call_to_the_next_member() {
+        // etcd's own: "no leader", "leader changed", "request timed out" (UNAVAILABLE), "too
+        // many requests" (RESOURCE_EXHAUSTED); a connection reset (UNKNOWN, CANCELLED).
+        for code in [
+            Code::Unavailable,
+            Code::DeadlineExceeded,
+            Code::Unknown,
+            Code::Cancelled,
+            Code::ResourceExhausted,
+        ] {
+            assert!(transient(code), "{code:?}");
+        }
+        // Every member would answer these alike: the call fails at once.
+        for code in [
+            Code::PermissionDenied,
+            Code::Unauthenticated,
+            Code::InvalidArgument,
+            Code::FailedPrecondition,
+            Code::OutOfRange,
+            Code::Internal,
+        ] {
+            assert!(!transient(code), "{code:?}");
+        }
+    }
 
     #[test]
     fn prefix_end_is_the_prefix_plus_one() {

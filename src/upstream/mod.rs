@@ -1,8 +1,9 @@
 //! The plugin behind the gateway: one supervised connection, its detected dialect and
-//! negotiated session. The supervisor reconnects with bounded backoff and re-detects after every
-//! reconnect, so a driver upgraded in place is noticed; while the plugin is down every call gets
-//! UNAVAILABLE naming it, and the gateway keeps serving. Whoever asks whether the plugin is
-//! healthy (health Checks and Watches, `/healthz`) shares one Probe per [`PROBE_SHARED_FOR`].
+//! negotiated session. The supervisor reconnects with bounded, jittered backoff and re-detects
+//! after every reconnect, so a driver upgraded in place is noticed; while the plugin is down
+//! every call gets UNAVAILABLE naming it, and the gateway keeps serving. Whoever asks whether
+//! the plugin is healthy (health Checks and Watches, `/healthz`) shares one Probe per
+//! [`PROBE_SHARED_FOR`].
 
 pub mod conn;
 pub mod detect;
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
+use crate::backoff::Backoff;
 use crate::dialect::Dialect;
 use crate::endpoint::Endpoint;
 use crate::grpc::Status;
@@ -207,14 +209,16 @@ async fn supervise(settings: Settings, state: watch::Sender<State>) {
         .collect();
     // The endpoint to try next: the one that last worked, else the next in the list.
     let mut at = 0;
-    let mut backoff = settings.backoff_initial;
+    // Full jitter: node gateways that lost one plugin or appliance together do not all
+    // reconnect in lockstep (crate::backoff).
+    let mut backoff = Backoff::new(settings.backoff_initial, settings.backoff_max);
     let mut previous: Option<Dialect> = None;
     metrics::upstream_state(false);
     loop {
         let endpoint = &endpoints[at];
         match establish(&settings, endpoint).await {
             Ok(live) => {
-                backoff = settings.backoff_initial;
+                backoff.reset();
                 announce(endpoint, &live, previous);
                 if previous.is_some() {
                     metrics::upstream_reconnected();
@@ -238,7 +242,8 @@ async fn supervise(settings: Settings, state: watch::Sender<State>) {
                 });
             }
             Err(error) => {
-                tracing::warn!(upstream = %endpoint, %error, retry_in = ?backoff, "upstream not reachable");
+                let pause = backoff.next_pause();
+                tracing::warn!(upstream = %endpoint, %error, retry_in = ?pause, "upstream not reachable");
                 if state
                     .send(State::Connecting {
                         last_error: Some(error),
@@ -251,8 +256,7 @@ async fn supervise(settings: Settings, state: watch::Sender<State>) {
                     at = (at + 1) % endpoints.len();
                     tracing::info!(next = %endpoints[at], "failing over to the next upstream");
                 }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(settings.backoff_max);
+                tokio::time::sleep(pause).await;
             }
         }
     }

@@ -181,7 +181,7 @@ fn free_port() -> Result<u16, String> {
 }
 
 /// A tonic channel to a UNIX socket (reconnecting on its own after a kill).
-fn channel(path: &Path) -> Channel {
+pub(crate) fn channel(path: &Path) -> Channel {
     let path = path.to_path_buf();
     Endpoint::from_static("http://localhost")
         .connect_timeout(Duration::from_secs(2))

@@ -7,12 +7,14 @@
 //! pass-through proxy ([`tonic_proxy`]) is the reference point measured beside socat. The crash
 //! loop ([`crashloop`]) SIGKILLs the gateway at random moments under concurrent clients and
 //! checks, through the gateway library's stores, that its durable state lost and leaked
-//! nothing.
+//! nothing. [`cluster`] runs volume lifecycles through gateways sharing one etcd while a driver
+//! injects faults, and reports each phase's figures and what was lost.
 //!
 //! Its own crate, on top of the gateway library (`csi-gateway`), so the gateway's binary does
 //! not carry it. The benches (`benches/` at the workspace root) drive its binary.
 #![forbid(unsafe_code)]
 
+pub mod cluster;
 pub mod cpu;
 pub mod crashloop;
 pub mod fixed;

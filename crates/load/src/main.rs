@@ -106,6 +106,46 @@ enum Command {
         #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
         step_timeout: Duration,
     },
+    /// Run volume lifecycles through a controller gateway and node gateways that share one
+    /// etcd, until --stop-file exists; then check that nothing answered OK was lost and print
+    /// the figures of each phase --phases marks. Exits 1 on any violation.
+    Lifecycles {
+        /// The controller gateway's socket.
+        #[arg(long)]
+        controller: PathBuf,
+        /// NAME=SOCKET of a node gateway (repeat).
+        #[arg(long = "node", required = true)]
+        nodes: Vec<String>,
+        #[arg(long, default_value = "4")]
+        clients: usize,
+        /// Volumes created first and kept through every phase, checked at the end.
+        #[arg(long, default_value = "4")]
+        standing: usize,
+        /// Where the plugin makes publish targets (a directory in the plugin's file system).
+        #[arg(long, default_value = "/tmp")]
+        target_dir: String,
+        #[arg(long)]
+        stop_file: PathBuf,
+        /// Phase marks, `UNIX_SECONDS NAME` per line, written by whoever injects the faults.
+        #[arg(long)]
+        phases: PathBuf,
+        /// Every call, one TSV line each.
+        #[arg(long)]
+        journal: Option<PathBuf>,
+        #[arg(long, default_value = "90s", value_parser = humantime::parse_duration)]
+        step_timeout: Duration,
+    },
+    /// Check one gateway cut off from its store: Probe and GetPluginInfo answer OK, and a call
+    /// that needs the store answers UNAVAILABLE naming etcd within --bound. Exits 1 otherwise.
+    StoreProbe {
+        #[arg(long)]
+        socket: PathBuf,
+        /// The target path of the NodePublishVolume that needs the store.
+        #[arg(long)]
+        target: String,
+        #[arg(long, value_parser = humantime::parse_duration)]
+        bound: Duration,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -262,6 +302,46 @@ fn main() -> anyhow::Result<()> {
             if !report.violations.is_empty() {
                 std::process::exit(1);
             }
+        }
+        Command::Lifecycles {
+            controller,
+            nodes,
+            clients,
+            standing,
+            target_dir,
+            stop_file,
+            phases,
+            journal,
+            step_timeout,
+        } => {
+            let settings = load::cluster::Settings {
+                controller,
+                nodes: load::cluster::named_paths(&nodes).map_err(anyhow::Error::msg)?,
+                clients,
+                standing,
+                target_dir,
+                stop_file,
+                phases,
+                journal,
+                step_timeout,
+            };
+            let report = tokio::runtime::Runtime::new()?
+                .block_on(load::cluster::run(&settings))
+                .map_err(anyhow::Error::msg)?;
+            println!("{report}");
+            if !report.violations.is_empty() {
+                std::process::exit(1);
+            }
+        }
+        Command::StoreProbe {
+            socket,
+            target,
+            bound,
+        } => {
+            let out = tokio::runtime::Runtime::new()?
+                .block_on(load::cluster::probe(&socket, &target, bound))
+                .map_err(anyhow::Error::msg)?;
+            print!("{out}");
         }
     }
     Ok(())

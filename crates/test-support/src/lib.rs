@@ -364,14 +364,9 @@ pub fn unmount_under(dir: &Path) {
     }
 }
 
-/// Whether `path` is a mount point right now (from /proc/self/mountinfo).
+/// Whether `path` is a mount point right now (from /proc/self/mountinfo; unreadable: no).
 pub fn is_mount_point(path: &Path) -> bool {
-    let Ok(info) = fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    let path = path.to_string_lossy();
-    info.lines()
-        .any(|l| l.split(' ').nth(4) == Some(path.as_ref()))
+    csi_gateway_mountinfo::is_mount_point(path).unwrap_or(false)
 }
 
 /// A tonic channel over the UNIX socket at `path`, with [`RPC_TIMEOUT`] per call.

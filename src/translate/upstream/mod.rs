@@ -351,7 +351,9 @@ pub fn single_call_path(front: Dialect, upstream: Dialect, method: Method) -> Op
 }
 
 /// Whether the gateway does more than one call's translation for `method` between a `front`
-/// client and an `upstream` plugin: node publish and unpublish where it owns the target path
+/// client and an `upstream` plugin on one host (across the bridge, or on the appliance
+/// listener, the routes that name node paths are read by the gateway: `Router::bridging`):
+/// node publish and unpublish where it owns the target path
 /// ([`crate::target::owns_targets`]), emulates staging for a client that predates it
 /// ([`crate::staging`]) or recodes a status by the target's state ([`errors::CODES`]);
 /// NodeGetInfo to a `csi.v0` plugin, which may answer as v0.2's, asked NodeGetId instead (a
@@ -361,7 +363,7 @@ pub fn single_call_path(front: Dialect, upstream: Dialect, method: Method) -> Op
 fn acted_around(front: Dialect, upstream: Dialect, method: Method) -> bool {
     match method {
         Method::NodePublishVolume | Method::NodeUnpublishVolume => {
-            crate::target::owns_targets(front, upstream)
+            crate::target::owns_targets(crate::target::Side::Local, front, upstream)
                 || matches!(front, Dialect::V0_1 | Dialect::V0_1Oneof)
                 || super::errors::CODES
                     .iter()

@@ -6,6 +6,7 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::Path;
 
+pub use csi_gateway_mountinfo::is_mount_point;
 use rustix::mount::{mount_bind, mount_remount, unmount, MountFlags, UnmountFlags};
 
 use super::error::{EngineError, Result};
@@ -115,51 +116,6 @@ pub fn attach(
     }
 }
 
-/// Whether `path` is a mount point now, from /proc/self/mountinfo. A mountinfo that cannot be
-/// read is an error, never "not a mount point": a caller that took it for one would stack a
-/// second mount, or forget a mount that exists.
-pub fn is_mount_point(path: &Path) -> std::io::Result<bool> {
-    is_mount_point_in(Path::new("/proc/self/mountinfo"), path)
-}
-
-/// [`is_mount_point`] against the mountinfo file `mountinfo`.
-fn is_mount_point_in(mountinfo: &Path, path: &Path) -> std::io::Result<bool> {
-    use std::os::unix::ffi::OsStrExt as _;
-    let info = fs::read(mountinfo).map_err(|e| {
-        std::io::Error::new(e.kind(), format!("reading {}: {e}", mountinfo.display()))
-    })?;
-    let want = path.as_os_str().as_bytes();
-    // Field 5 is the mount point.
-    Ok(info
-        .split(|b| *b == b'\n')
-        .filter_map(|line| line.split(|b| *b == b' ').nth(4))
-        .any(|field| unescape(field) == want))
-}
-
-/// A mountinfo field with the kernel's octal escapes undone: `\040` space, `\011` tab, `\012`
-/// newline, `\134` backslash (any `\` and three octal digits).
-fn unescape(field: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(field.len());
-    let mut i = 0;
-    while i < field.len() {
-        let octal = field
-            .get(i + 1..i + 4)
-            .filter(|d| field[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)))
-            .and_then(|d| u8::from_str_radix(std::str::from_utf8(d).ok()?, 8).ok());
-        match octal {
-            Some(byte) => {
-                out.push(byte);
-                i += 4;
-            }
-            None => {
-                out.push(field[i]);
-                i += 1;
-            }
-        }
-    }
-    out
-}
-
 /// Unmounts `target`; not mounted (EINVAL) or gone (ENOENT) is fine, as for a repeated call.
 fn unmount_once(target: &Path) -> Result<()> {
     match unmount(target, UnmountFlags::empty()) {
@@ -247,23 +203,6 @@ mod tests {
         );
         assert!(err.is_err());
         assert!(target.join("keep").exists());
-    }
-
-    #[test]
-    fn mountinfo_escapes_are_undone() {
-        assert_eq!(unescape(br"/a\040b\011c\012d\134e"), b"/a b\tc\nd\\e");
-        assert_eq!(unescape(br"/plain\9x\"), br"/plain\9x\");
-        let dir = tempfile::tempdir().unwrap();
-        let info = dir.path().join("mountinfo");
-        fs::write(
-            &info,
-            "36 35 98:0 / /mnt/with\\040space\\011tab rw - ext3 /dev/x rw\n",
-        )
-        .unwrap();
-        assert!(is_mount_point_in(&info, Path::new("/mnt/with space\ttab")).unwrap());
-        assert!(!is_mount_point_in(&info, Path::new("/mnt/with")).unwrap());
-        let e = is_mount_point_in(&dir.path().join("gone"), Path::new("/")).unwrap_err();
-        assert!(e.to_string().contains("reading"), "{e}");
     }
 
     #[test]
