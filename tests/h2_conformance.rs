@@ -1162,3 +1162,137 @@ async fn frames_on_closed_streams_and_self_dependencies_are_errors() {
         }
     }
 }
+
+/// A relayed call, a call translated by the gateway, one it answers itself (no route) and one
+/// to its own services: the kinds of stream a request may open.
+const EVERY_KIND: [&str; 4] = [PROBE, PROBE_V03, "/", "/grpc.health.v1.Health/Check"];
+
+/// RFC 9113 §5.1.2 (h2spec's 5.1.2/1): a stream past the SETTINGS_MAX_CONCURRENT_STREAMS the
+/// gateway advertised is refused — RST_STREAM REFUSED_STREAM or PROTOCOL_ERROR (or GOAWAY
+/// PROTOCOL_ERROR) — whatever kind of call it is, on every path, with the shipped limit.
+#[tokio::test]
+async fn streams_past_the_advertised_limit_are_refused() {
+    let backend = Backend::start(Options::new("v1")).await;
+    for p in &paths(&backend).await {
+        for path in EVERY_KIND {
+            let name = format!("{}: {path}", p.name);
+            let (mut peer, first) = p.open().await;
+            let max = peer
+                .server_settings
+                .iter()
+                .find(|(id, _)| *id == 0x3)
+                .map(|&(_, v)| v)
+                .unwrap_or_else(|| panic!("{name}: no SETTINGS_MAX_CONCURRENT_STREAMS"));
+            let block = request_block(&[], path, &[]);
+            // `max` streams open (HEADERS, no END_STREAM; the translated path's first call has
+            // ended), then one more.
+            let mut out = Vec::new();
+            let ids: Vec<u32> = (0..=max).map(|i| first + 2 * i).collect();
+            for &id in &ids {
+                out.extend_from_slice(&frame(HEADERS, END_HEADERS, id, &block));
+            }
+            peer.send(&out).await;
+            let last = *ids.last().unwrap();
+            loop {
+                let f = peer
+                    .next()
+                    .await
+                    .unwrap_or_else(|| panic!("{name}: stream {last} past {max} neither refused nor the connection ended: {:?}", peer.seen.iter().rev().take(5).collect::<Vec<_>>()));
+                match f.kind {
+                    RST_STREAM if f.stream == last => {
+                        assert!(
+                            [REFUSED_STREAM, PROTOCOL_ERROR].contains(&f.code()),
+                            "{name}: {f:?}"
+                        );
+                        break;
+                    }
+                    GOAWAY => {
+                        assert_eq!(f.code(), PROTOCOL_ERROR, "{name}: {f:?}");
+                        break;
+                    }
+                    HEADERS if f.stream == last => panic!("{name}: stream {last} answered: {f:?}"),
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// RFC 9113 §8.1.1 (h2spec's 8.1.2.6/1–2): a request whose DATA does not add up to its
+/// `content-length` — one frame longer, two frames longer, or ended short — is malformed: a
+/// stream error PROTOCOL_ERROR (or GOAWAY PROTOCOL_ERROR), whatever kind of call, on every
+/// path; nothing of it is answered, and the connection serves on.
+#[tokio::test]
+async fn data_other_than_the_content_length_is_a_stream_error() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let body = message(b"\x0a\x02ab");
+    for p in &paths(&backend).await {
+        for path in EVERY_KIND {
+            let (mut peer, mut id) = p.open().await;
+            let cases: [(&str, String, Vec<&[u8]>); 4] = [
+                ("one DATA over it", "1".into(), vec![&body]),
+                ("two DATA over it", "1".into(), vec![&body[..3], &body[3..]]),
+                (
+                    "ended short of it",
+                    (body.len() + 4).to_string(),
+                    vec![&body],
+                ),
+                ("HEADERS ending the stream", "5".into(), vec![]),
+            ];
+            for (case, length, frames) in cases {
+                let what = format!("{}: {path}: content-length {length}, {case}", p.name);
+                let block = request_block(&[], path, &[("content-length", &length)]);
+                let mut out = match frames.is_empty() {
+                    true => frame(HEADERS, END_HEADERS | END_STREAM, id, &block),
+                    false => frame(HEADERS, END_HEADERS, id, &block),
+                };
+                for (i, data) in frames.iter().enumerate() {
+                    let end = if i + 1 == frames.len() { END_STREAM } else { 0 };
+                    out.extend_from_slice(&frame(DATA, end, id, data));
+                }
+                peer.send(&out).await;
+                if !protocol_error(&mut peer, id, &what).await {
+                    (peer, id) = p.open().await;
+                    continue;
+                }
+                id += 2;
+            }
+            // The right length is served.
+            let block = request_block(&[], PROBE, &[("content-length", "5")]);
+            peer.call(id, &block, &[]).await;
+            p.expect_ok(&mut peer, id, &format!("{path}: after the bad lengths"))
+                .await;
+        }
+    }
+}
+
+/// A request the gateway reads itself (a translated v0.3 CreateVolume) that goes past the
+/// message limit (4 MiB) is answered RESOURCE_EXHAUSTED as soon as it does, and its stream
+/// reset (NO_ERROR: the client may stop sending), not read to its end: the client here never
+/// ends it. Spliced front.
+#[tokio::test]
+async fn a_request_past_the_message_limit_is_refused_before_its_end() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let p = &paths(&backend).await[0];
+    let (mut peer, id) = p.open().await;
+    let block = request_block(&[], "/csi.v0.Controller/CreateVolume", &[]);
+    // A message declaring 100 MiB; 5 MiB of it sent, in frames of 16 KiB.
+    let mut out = frame(HEADERS, END_HEADERS, id, &block);
+    let mut body = vec![0];
+    body.extend_from_slice(&(100u32 << 20).to_be_bytes());
+    body.resize(5 << 20, 0x0a);
+    for chunk in body.chunks(16 * 1024) {
+        out.extend_from_slice(&frame(DATA, 0, id, chunk));
+    }
+    peer.send(&out).await;
+    let r = peer.reply(id).await;
+    assert_eq!(r.get("grpc-status"), Some("8"), "{r:?}");
+    let reset = peer
+        .expect(|f| f.kind == RST_STREAM && f.stream == id)
+        .await;
+    assert_eq!(reset.code(), NO_ERROR, "{reset:?}");
+    peer.call(id + 2, &request_block(&[], PROBE, &[]), &[])
+        .await;
+    p.expect_ok(&mut peer, id + 2, "after the refused request")
+        .await;
+}

@@ -157,8 +157,20 @@ async fn a_request_never_finished_does_not_hold_the_connection() {
     assert!(!p.seen.iter().any(|f| f.kind == RST_STREAM), "{:?}", p.seen);
 }
 
-/// Past `max_connections`, a connection gets SETTINGS and GOAWAY ENHANCE_YOUR_CALM naming
-/// stream 0, and is closed; once a connection closes, a new one is served.
+/// A connection admitted, on which a call is completed (a connection that never completed one
+/// gives way to a new client when every slot is taken).
+async fn admitted_and_served(socket: &std::path::Path, name: &str) -> Peer {
+    let mut p = admitted(socket)
+        .await
+        .unwrap_or_else(|g| panic!("{name}: refused under the limit: {g:?}"));
+    p.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+    expect_ok(&mut p, 1, name).await;
+    p
+}
+
+/// Past `max_connections`, every connection having finished a request, a connection gets
+/// SETTINGS and GOAWAY ENHANCE_YOUR_CALM naming stream 0, and is closed; once a connection
+/// closes, a new one is served.
 #[tokio::test]
 async fn connections_past_the_limit_are_refused_with_goaway() {
     let backend = Backend::start(Options::new("v1")).await;
@@ -166,11 +178,7 @@ async fn connections_past_the_limit_are_refused_with_goaway() {
     for (name, gw) in &paths.gateways {
         let mut open = Vec::new();
         for _ in 0..3 {
-            open.push(
-                admitted(&gw.socket)
-                    .await
-                    .unwrap_or_else(|g| panic!("{name}: refused under the limit: {g:?}")),
-            );
+            open.push(admitted_and_served(&gw.socket, name).await);
         }
         // Told why, whether the client's preface comes before the refusal or after it (it
         // may not meet a closed socket).
@@ -186,8 +194,8 @@ async fn connections_past_the_limit_are_refused_with_goaway() {
         }
         // The ones admitted still work.
         let mut first = open.remove(0);
-        first.call(1, &request_block(&[], PROBE, &[]), &[]).await;
-        expect_ok(&mut first, 1, name).await;
+        first.call(3, &request_block(&[], PROBE, &[]), &[]).await;
+        expect_ok(&mut first, 3, name).await;
         drop(first);
         // One closed: a new connection is served (once the gateway noticed the close).
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -544,13 +552,7 @@ async fn max_connections_fits_the_open_files_limit() {
     );
     let mut held = Vec::new();
     for i in 0..68 {
-        let p = admitted(&gw.socket).await.unwrap_or_else(|g| {
-            panic!(
-                "connection {i} refused under the limit: {g:?}\n{}",
-                gw.log_text()
-            )
-        });
-        held.push(p);
+        held.push(admitted_and_served(&gw.socket, &format!("connection {i}")).await);
     }
     let Err(refused) = admitted(&gw.socket).await else {
         panic!("the 69th connection was admitted");
@@ -579,4 +581,378 @@ async fn max_connections_fits_the_open_files_limit() {
         "{}",
         gw.log_text()
     );
+}
+
+/// Resident memory once it has stopped growing: sampled every 500 ms until two samples in a
+/// row differ by less than 1 MiB (or 60 s passed).
+async fn settled_rss_kib(pid: u32) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = support::rss_kib(pid);
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = support::rss_kib(pid);
+        if now.abs_diff(last) < 1024 || Instant::now() > deadline {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// Clients that send most of a large message and never finish it — 100 connections, 20 calls
+/// each that the gateway reads itself (a v0.3 CreateVolume to a v1 plugin), each with 1 MiB
+/// sent of a message that declares 4 MiB — hold no more of the gateway's memory than
+/// `max_buffered_bytes` and what each connection was granted before it ran out: past the
+/// budget the gateway grants no more window, and a client that obeys flow control (h2's) sends
+/// no more. With a budget of 32 MiB instead of the default 256 MiB the gateway holds about
+/// that much less. Once they close, the memory is given back. Spliced front.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unfinished_requests_are_held_within_the_buffer_budget() {
+    /// Past the budget, each connection: the connection window the plugin grants (1 MiB,
+    /// tonic's), its streams' bodies rounded up as they grow, and its own buffers.
+    const PER_CONNECTION_MIB: u64 = 2;
+    /// What the gateway may keep once they closed.
+    const KEPT_MIB: u64 = 64;
+    let backend = Backend::start(Options::new("v1")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let small = config(dir.path(), "max_buffered_bytes = 33554432");
+    let mut grown = Vec::new();
+    for (budget_mib, flags) in [(256, vec![]), (32, vec![small.as_str()])] {
+        let gw = Gateway::start(&backend.socket, "v0.1", &flags).await;
+        let (held, kept) = flood_of_unfinished_requests(&gw).await;
+        println!(
+            "max_buffered_bytes {budget_mib} MiB: +{held} MiB held, +{kept} MiB kept once closed"
+        );
+        assert!(
+            held < budget_mib + FLOOD_CONNECTIONS as u64 * PER_CONNECTION_MIB,
+            "budget {budget_mib} MiB: {FLOOD_CONNECTIONS} connections grew the gateway by {held} MiB"
+        );
+        assert!(
+            kept < KEPT_MIB,
+            "budget {budget_mib} MiB: {kept} MiB kept after the connections closed"
+        );
+        grown.push(held);
+    }
+    assert!(
+        grown[0] > grown[1] + 150,
+        "a budget 224 MiB smaller held {} MiB instead of {} MiB",
+        grown[1],
+        grown[0]
+    );
+}
+
+const FLOOD_CONNECTIONS: usize = 100;
+
+/// The flood of [`unfinished_requests_are_held_within_the_buffer_budget`] on `gw`: how much its
+/// resident memory grew (MiB) while the connections held their requests, and how much of that
+/// it kept once they closed. A call is served meanwhile.
+async fn flood_of_unfinished_requests(gw: &Gateway) -> (u64, u64) {
+    const STREAMS: usize = 20;
+    const SENT: usize = 1 << 20;
+    let mut p = Peer::connect(&gw.socket).await;
+    p.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+    expect_ok(&mut p, 1, "warm-up").await;
+    let before = settled_rss_kib(gw.pid()).await;
+
+    let mut body = vec![0];
+    body.extend_from_slice(&(4u32 << 20).to_be_bytes());
+    body.resize(SENT, 0x0a);
+    let body = bytes::Bytes::from(body);
+    let mut held = Vec::new();
+    for _ in 0..FLOOD_CONNECTIONS {
+        let io = tokio::net::UnixStream::connect(&gw.socket).await.unwrap();
+        let (client, connection) = h2::client::handshake(io).await.unwrap();
+        let driver = tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        let mut client = client.ready().await.unwrap();
+        let mut streams = Vec::new();
+        for _ in 0..STREAMS {
+            let request = http::Request::post("http://gateway/csi.v0.Controller/CreateVolume")
+                .header("content-type", "application/grpc")
+                .header("te", "trailers")
+                .body(())
+                .unwrap();
+            let (reply, mut send) = client.send_request(request, false).unwrap();
+            // Buffered by h2, sent as the gateway's windows allow.
+            send.send_data(body.clone(), false).unwrap();
+            streams.push((reply, send));
+            client = client.ready().await.unwrap();
+        }
+        held.push((client, streams, driver));
+    }
+    let during = settled_rss_kib(gw.pid()).await;
+    println!(
+        "VmRSS {before} KiB -> {during} KiB with {FLOOD_CONNECTIONS} connections x {STREAMS} unfinished 1 MiB requests"
+    );
+    // Served all the same: a call that needs no buffer.
+    let mut q = Peer::connect(&gw.socket).await;
+    q.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+    expect_ok(&mut q, 1, "while the budget is used").await;
+
+    for (_, _, driver) in &held {
+        driver.abort();
+    }
+    drop(held);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = settled_rss_kib(gw.pid()).await;
+    println!("VmRSS {after} KiB once they closed");
+    (
+        during.saturating_sub(before) / 1024,
+        after.saturating_sub(before) / 1024,
+    )
+}
+
+/// Whether the gateway closed `io`: read (and dropped) until its end, or nothing came for
+/// `wait`.
+async fn closed_within(io: &mut tokio::net::UnixStream, wait: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut sink = [0u8; 4096];
+    loop {
+        match tokio::time::timeout(wait, io.read(&mut sink)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => {}
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Every slot taken by connections on which no call was ever completed — silent after their
+/// preface, or silent altogether, 40 of them for 20 slots —, a new client is still served: the
+/// oldest such connection gives way (it is closed). A connection that completed a call keeps
+/// its slot through the flood. Both paths.
+#[tokio::test]
+async fn silent_connections_give_way_to_a_new_client() {
+    const SLOTS: usize = 20;
+    const FLOOD: usize = 40;
+    let backend = Backend::start(Options::new("v1")).await;
+    let paths = paths(&backend, &format!("max_connections = {SLOTS}")).await;
+    for (name, gw) in &paths.gateways {
+        let mut served = admitted_and_served(&gw.socket, name).await;
+        let mut flood = Vec::new();
+        for i in 0..FLOOD {
+            let mut io = tokio::net::UnixStream::connect(&gw.socket).await.unwrap();
+            if i % 2 == 0 {
+                let mut preface = PREFACE.to_vec();
+                preface.extend_from_slice(&settings(&[]));
+                tokio::io::AsyncWriteExt::write_all(&mut io, &preface)
+                    .await
+                    .unwrap();
+            }
+            flood.push(io);
+        }
+        let mut p = admitted(&gw.socket).await.unwrap_or_else(|g| {
+            panic!("{name}: a new client refused after a flood of silent connections: {g:?}")
+        });
+        p.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+        expect_ok(&mut p, 1, &format!("{name}: the new client")).await;
+        served.call(3, &request_block(&[], PROBE, &[]), &[]).await;
+        expect_ok(
+            &mut served,
+            3,
+            &format!("{name}: the one that had completed a call"),
+        )
+        .await;
+        // The slots left are the two served clients' and the newest of the flood's.
+        let mut closed = 0;
+        for io in &mut flood {
+            closed += closed_within(io, Duration::from_millis(200)).await as usize;
+        }
+        assert_eq!(
+            closed,
+            FLOOD + 1 - (SLOTS - 1),
+            "{name}: flood connections closed"
+        );
+    }
+}
+
+/// The grpc-status of a reply h2 received: in its trailers, or its headers (trailers-only).
+async fn grpc_status(reply: h2::client::ResponseFuture) -> Option<String> {
+    let reply = reply.await.ok()?;
+    let status = |h: &http::HeaderMap| {
+        h.get("grpc-status")
+            .map(|v| v.to_str().unwrap_or_default().to_string())
+    };
+    if let Some(s) = status(reply.headers()) {
+        return Some(s);
+    }
+    let mut body = reply.into_body();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.ok()?;
+        let _ = body.flow_control().release_capacity(chunk.len());
+    }
+    status(&body.trailers().await.ok()??)
+}
+
+/// Requests that wait for each other's room — three whole messages of almost 4 MiB at once on
+/// one connection, which may buffer 8 MiB, sent a frame of each in turn within the windows —
+/// are not left waiting until the idle timeout: after 10 s without room the largest is
+/// answered RESOURCE_EXHAUSTED and its bytes let go, and the others are finished and go on.
+/// Spliced front.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_waiting_for_room_are_answered() {
+    const PIECE: usize = 16 * 1024;
+    let backend = Backend::start(Options::new("v1")).await;
+    let gw = Gateway::start(&backend.socket, "v0.1", &[]).await;
+    let io = tokio::net::UnixStream::connect(&gw.socket).await.unwrap();
+    let (client, connection) = h2::client::handshake(io).await.unwrap();
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let len = (4 << 20) - 1024;
+    let mut body = vec![0];
+    body.extend_from_slice(&(len as u32).to_be_bytes());
+    body.resize(5 + len, 0x0a);
+    let body = bytes::Bytes::from(body);
+    let mut client = client.ready().await.unwrap();
+    let (mut replies, mut sends) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        let request = http::Request::post("http://gateway/csi.v0.Controller/CreateVolume")
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())
+            .unwrap();
+        let (reply, send) = client.send_request(request, false).unwrap();
+        replies.push(tokio::spawn(grpc_status(reply)));
+        sends.push(Some(send));
+        client = client.ready().await.unwrap();
+    }
+    // A piece of each in turn, each once the windows allow it: the three grow together.
+    let sending = async {
+        for at in (0..body.len()).step_by(PIECE) {
+            let piece = body.slice(at..(at + PIECE).min(body.len()));
+            let last = at + PIECE >= body.len();
+            for slot in &mut sends {
+                let Some(send) = slot else { continue };
+                send.reserve_capacity(piece.len());
+                let granted = loop {
+                    match std::future::poll_fn(|cx| send.poll_capacity(cx)).await {
+                        Some(Ok(n)) if n >= piece.len() => break true,
+                        Some(Ok(_)) => {}
+                        _ => break false, // reset: answered already
+                    }
+                };
+                if !granted || send.send_data(piece.clone(), last).is_err() {
+                    *slot = None;
+                }
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), sending)
+        .await
+        .unwrap_or_else(|_| panic!("the requests still not sent after 60 s\n{}", gw.log_text()));
+    let mut statuses = Vec::new();
+    for reply in replies {
+        let status = tokio::time::timeout(Duration::from_secs(30), reply)
+            .await
+            .unwrap_or_else(|_| panic!("a request still unanswered after 30 s\n{}", gw.log_text()))
+            .unwrap();
+        statuses.push(status.expect("a reply with a grpc-status"));
+    }
+    println!("grpc-status of the three requests: {statuses:?}");
+    let refused = statuses.iter().filter(|s| *s == "8").count();
+    assert_eq!(
+        refused, 1,
+        "one of three refused for room, the others answered by the plugin: {statuses:?}"
+    );
+}
+
+/// An h2 client connection to `gw` with `calls` calls (v0.3 CreateVolume, which the gateway
+/// reads whole), each sending `sent` bytes of a message of `declared` bytes, ended if they are
+/// equal; with the grpc-status of each, and the connection's task.
+async fn h2_calls(
+    gw: &Gateway,
+    calls: usize,
+    declared: usize,
+    sent: usize,
+) -> (
+    h2::client::SendRequest<bytes::Bytes>,
+    Vec<h2::SendStream<bytes::Bytes>>,
+    Vec<tokio::task::JoinHandle<Option<String>>>,
+    tokio::task::JoinHandle<()>,
+) {
+    let io = tokio::net::UnixStream::connect(&gw.socket).await.unwrap();
+    let (client, connection) = h2::client::handshake(io).await.unwrap();
+    let driver = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    let mut client = client.ready().await.unwrap();
+    let mut body = vec![0];
+    body.extend_from_slice(&(declared as u32).to_be_bytes());
+    body.resize(5 + sent, 0x0a);
+    let body = bytes::Bytes::from(body);
+    let (mut sends, mut replies) = (Vec::new(), Vec::new());
+    for _ in 0..calls {
+        let request = http::Request::post("http://gateway/csi.v0.Controller/CreateVolume")
+            .header("content-type", "application/grpc")
+            .header("te", "trailers")
+            .body(())
+            .unwrap();
+        let (reply, mut send) = client.send_request(request, false).unwrap();
+        send.send_data(body.clone(), sent == declared).unwrap();
+        sends.push(send);
+        replies.push(tokio::spawn(grpc_status(reply)));
+        client = client.ready().await.unwrap();
+    }
+    (client, sends, replies, driver)
+}
+
+/// A connection closed for a new client (every slot taken, it never finished a request) gives
+/// back the request bytes it held: with a budget of 9 MiB, 7 MiB held by a connection then
+/// closed that way do not keep the next 3 MiB request waiting for room. Spliced front.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_closed_for_another_gives_back_what_it_held() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let flag = config(
+        dir.path(),
+        "max_connections = 4\nmax_buffered_bytes = 9437184",
+    );
+    let gw = Gateway::start(&backend.socket, "v0.1", &[&flag]).await;
+    // Two calls, 3.5 MiB of 4 MiB each.
+    let (_c, _s, _replies, holder) = h2_calls(&gw, 2, 4 << 20, 7 << 19).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Four silent connections: the holder, the oldest, gives way.
+    let mut silent = Vec::new();
+    for _ in 0..4 {
+        silent.push(tokio::net::UnixStream::connect(&gw.socket).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(holder.is_finished(), "the holder's connection still open");
+    drop(silent);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    let (_c, _s, mut replies, _d) = h2_calls(&gw, 1, 3 << 20, 3 << 20).await;
+    let status = tokio::time::timeout(Duration::from_secs(30), replies.remove(0))
+        .await
+        .expect("answered")
+        .unwrap();
+    let took = started.elapsed();
+    assert!(
+        status.as_deref() != Some("8") && took < Duration::from_secs(8),
+        "grpc-status {status:?} after {took:?}: the closed connection's bytes still counted\n{}",
+        gw.log_text()
+    );
+}
+
+/// A connection whose first call is in flight — its request whole, its plugin not answering
+/// yet — keeps its slot through a flood of silent connections, and gets its answer once the
+/// plugin does. Spliced front (`--splice=false` counts a call once it completed).
+#[tokio::test]
+async fn a_first_call_in_flight_keeps_its_slot() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let flag = config(dir.path(), "max_connections = 4");
+    let gw = Gateway::start(&backend.socket, "v0.1", &[&flag]).await;
+    // The connection's own to the plugin is up before the plugin stops answering.
+    let mut waiting = admitted(&gw.socket).await.unwrap();
+    backend.pause();
+    waiting.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut flood = Vec::new();
+    for _ in 0..8 {
+        flood.push(tokio::net::UnixStream::connect(&gw.socket).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    backend.resume();
+    expect_ok(&mut waiting, 1, "the call in flight through the flood").await;
 }

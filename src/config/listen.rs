@@ -149,6 +149,12 @@ impl ListenFile {
                 None
             }
         };
+        let least = crate::front::limits::CONNECTION_BUFFERED;
+        p.check(
+            self.limits.max_buffered_bytes >= least,
+            "listen.limits.max_buffered_bytes",
+            || format!("at least {least}: two of the largest messages (4 MiB each) must fit"),
+        );
         Some(Listen {
             endpoint: endpoint?,
             socket_mode: socket_mode?,

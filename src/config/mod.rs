@@ -408,6 +408,13 @@ mod tests {
                 base.replace("[upstream]", "owner_uid = 1\n[upstream]"),
                 "listen.owner_uid",
             ),
+            (
+                base.replace(
+                    "[upstream]",
+                    "[listen.limits]\nmax_buffered_bytes = 1048576\n[upstream]",
+                ),
+                "listen.limits.max_buffered_bytes",
+            ),
             (format!("{base}[log]\nformat = \"xml\"\n"), "log.format"),
             (
                 format!("{base}[metrics]\nlisten = \"localhost\"\n"),

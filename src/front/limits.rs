@@ -30,6 +30,11 @@ pub struct Limits {
     /// peer holding a partial block).
     #[serde(with = "humantime_serde")]
     pub header_block_timeout: Duration,
+    /// Request bytes the gateway holds for the calls it reads itself (translated or refused
+    /// calls, whose message it needs whole), all connections together: once they hold this
+    /// much, no connection is granted window for more (WINDOW_UPDATE withheld) until some is
+    /// let go, so that clients that never finish their messages hold at most this.
+    pub max_buffered_bytes: usize,
 }
 
 impl Default for Limits {
@@ -41,6 +46,7 @@ impl Default for Limits {
             max_resets_per_second: 200,
             idle_timeout: Duration::from_secs(600),
             header_block_timeout: Duration::from_secs(10),
+            max_buffered_bytes: 256 * 1024 * 1024,
         }
     }
 }
@@ -118,6 +124,45 @@ pub fn refusal() -> bytes::BytesMut {
     out
 }
 
+/// Request bytes buffered on one connection past which it is granted no more window, whatever
+/// the gateway's total: two of the largest messages, so that one connection cannot take the
+/// whole budget (`max_buffered_bytes`), and one message can always be finished.
+pub const CONNECTION_BUFFERED: usize = 2 * (crate::grpc::MAX_MESSAGE_BYTES + 5);
+
+/// The request bytes buffered by every connection together, against `max_buffered_bytes`.
+#[derive(Debug)]
+pub struct Budget {
+    used: std::sync::atomic::AtomicUsize,
+    limit: usize,
+}
+
+impl Budget {
+    pub fn new(limit: usize) -> Budget {
+        Budget {
+            used: std::sync::atomic::AtomicUsize::new(0),
+            limit,
+        }
+    }
+
+    /// `n` more bytes are held: already granted, they are counted even past the limit.
+    pub fn take(&self, n: usize) {
+        self.used.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn give(&self, n: usize) {
+        self.used.fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether more may be granted.
+    pub fn room(&self) -> bool {
+        self.used() < self.limit
+    }
+
+    pub fn used(&self) -> usize {
+        self.used.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// Counts events in one-second windows: `true` once more than `per_second` came in one.
 #[derive(Debug)]
 pub struct Rate {
@@ -162,5 +207,17 @@ mod tests {
             !r.exceeded(start + Duration::from_secs(2), 3),
             "a new second"
         );
+    }
+
+    #[test]
+    fn budget_has_room_until_its_limit() {
+        let b = Budget::new(10);
+        b.take(9);
+        assert!(b.room());
+        b.take(5);
+        assert!(!b.room(), "granted bytes are counted past the limit");
+        b.give(5);
+        assert!(b.room());
+        assert_eq!(b.used(), 9);
     }
 }

@@ -38,22 +38,26 @@ pub async fn serve(
     splice: bool,
 ) {
     let mut connections = JoinSet::new();
+    let mut slots = Slots::default();
     let mut stop = shutdown.clone();
     let max = shared.limits.max_connections;
     let lingering = Arc::new(AtomicUsize::new(0));
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((io, _)) if connections.len() >= max => {
-                    tracing::warn!(limit = max, "too many client connections; one refused");
+                Ok((io, _)) if slots.len() >= max && !slots.make_room() => {
+                    tracing::warn!(limit = max, "too many client connections, each with a request finished; one refused");
                     refuse(io, &lingering);
                 }
-                Ok((io, _)) if splice => {
-                    connections.spawn(splice_or_serve(io, shared.clone(), shutdown.clone()));
-                }
                 Ok((io, _)) => {
-                    connection_counted("terminated", "unix", upstream_kind(&shared));
-                    connections.spawn(serve_connection(io, shared.clone(), shutdown.clone()));
+                    let served = Served::default();
+                    let task = if splice {
+                        connections.spawn(splice_or_serve(io, shared.clone(), shutdown.clone(), served.clone()))
+                    } else {
+                        connection_counted("terminated", "unix", upstream_kind(&shared));
+                        connections.spawn(serve_connection_served(io, shared.clone(), shutdown.clone(), None, served.clone()))
+                    };
+                    slots.add(task, served);
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
@@ -61,7 +65,9 @@ pub async fn serve(
                 }
             },
             _ = stopped(&mut stop) => break,
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            Some(ended) = connections.join_next_with_id(), if !connections.is_empty() => {
+                slots.remove(ended.map_or_else(|e| e.id(), |(id, ())| id));
+            }
         }
     }
     drop(listener);
@@ -79,6 +85,61 @@ pub async fn serve(
         connections.abort_all();
     } else if in_flight > 0 {
         tracing::info!(connections = in_flight, "drained");
+    }
+}
+
+/// Whether the client sent a whole request on its connection (the splice marks it as the
+/// request ends, so a first call in flight counts however long it takes; the terminated path
+/// once a call completes): set by the connection, read by the listener when every slot is
+/// taken.
+#[derive(Clone, Default)]
+pub struct Served(Arc<std::sync::atomic::AtomicBool>);
+
+impl Served {
+    pub fn mark(&self) {
+        if !self.0.load(Ordering::Relaxed) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn yes(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The connections being served, oldest first. Every slot taken, the oldest connection on which
+/// the client never finished a request gives way to a new one: a flood of connections that stay
+/// silent (or never finish a request) cannot lock every other client out, while a connection
+/// with a request finished keeps its slot. Only with every slot held by such is a new connection
+/// refused.
+#[derive(Default)]
+struct Slots(std::collections::VecDeque<(tokio::task::Id, Served, tokio::task::AbortHandle)>);
+
+impl Slots {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn add(&mut self, task: tokio::task::AbortHandle, served: Served) {
+        self.0.push_back((task.id(), served, task));
+    }
+
+    fn remove(&mut self, id: tokio::task::Id) {
+        if let Some(at) = self.0.iter().position(|(slot, ..)| *slot == id) {
+            self.0.remove(at);
+        }
+    }
+
+    /// Closes the oldest connection without a finished request; `false` if there is none.
+    fn make_room(&mut self) -> bool {
+        let Some(at) = self.0.iter().position(|(_, served, _)| !served.yes()) else {
+            return false;
+        };
+        if let Some((_, _, task)) = self.0.remove(at) {
+            task.abort();
+        }
+        tracing::debug!("every connection slot taken: the oldest connection without a finished request closed for a new one");
+        true
     }
 }
 
@@ -115,8 +176,13 @@ fn refuse(io: UnixStream, lingering: &Arc<AtomicUsize>) {
 /// had — a UNIX socket, or mutual TLS to a TCP upstream (the bridge), made as the supervisor's
 /// (same endpoint after failover, same client certificate, same keepalive) — otherwise
 /// (upstream down or refusing) terminates it.
-async fn splice_or_serve(io: UnixStream, shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
-    splice_or_serve_authorized(io, shared, shutdown, None).await
+async fn splice_or_serve(
+    io: UnixStream,
+    shared: Arc<Shared>,
+    shutdown: watch::Receiver<bool>,
+    served: Served,
+) {
+    splice_or_serve_served(io, shared, shutdown, None, served).await
 }
 
 /// [`splice_or_serve`] for a client that may call only what `authorization` allows (the
@@ -127,12 +193,24 @@ pub async fn splice_or_serve_authorized<C: Io>(
     shutdown: watch::Receiver<bool>,
     authorization: Option<Arc<Authorization>>,
 ) {
+    splice_or_serve_served(io, shared, shutdown, authorization, Served::default()).await
+}
+
+/// [`splice_or_serve_authorized`], marking `served` once the client finished a request.
+async fn splice_or_serve_served<C: Io>(
+    io: C,
+    shared: Arc<Shared>,
+    shutdown: watch::Receiver<bool>,
+    authorization: Option<Arc<Authorization>>,
+    served: Served,
+) {
     let client = C::KIND;
     match splice_upstream(&shared).await {
         Some((live, SpliceUpstream::Unix(upstream))) => {
             connection_counted("spliced", client, "unix");
             Splice::new(shared, live, io, upstream, shutdown)
                 .authorized(authorization)
+                .served(served)
                 .run()
                 .await
         }
@@ -140,13 +218,14 @@ pub async fn splice_or_serve_authorized<C: Io>(
             connection_counted("spliced", client, "tls");
             Splice::new(shared, live, io, *upstream, shutdown)
                 .authorized(authorization)
+                .served(served)
                 .keepalive(Some(keepalive))
                 .run()
                 .await
         }
         None => {
             connection_counted("terminated", client, upstream_kind(&shared));
-            serve_connection_authorized(io, shared, shutdown, authorization).await
+            serve_connection_served(io, shared, shutdown, authorization, served).await
         }
     }
 }
@@ -223,8 +302,21 @@ where
 pub async fn serve_connection_authorized<T>(
     io: T,
     shared: Arc<Shared>,
+    shutdown: watch::Receiver<bool>,
+    authorization: Option<Arc<Authorization>>,
+) where
+    T: AsyncRead + AsyncWrite + Unpin,
+{
+    serve_connection_served(io, shared, shutdown, authorization, Served::default()).await
+}
+
+/// [`serve_connection_authorized`], marking `served` once a call completed.
+async fn serve_connection_served<T>(
+    io: T,
+    shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
     authorization: Option<Arc<Authorization>>,
+    served: Served,
 ) where
     T: AsyncRead + AsyncWrite + Unpin,
 {
@@ -285,6 +377,7 @@ pub async fn serve_connection_authorized<T>(
                 watching = false;
             }
             Some(()) = calls.next(), if !calls.is_empty() => {
+                served.mark();
                 idle.as_mut().reset(tokio::time::Instant::now() + idle_timeout);
             }
             () = &mut idle, if calls.is_empty() && !going_away && !idle_timeout.is_zero() => {

@@ -46,4 +46,7 @@ pub struct Shared {
     /// Streams reset by clients, all connections together: `max_resets_per_second` bounds
     /// the gateway's, not one connection's (a client opens several).
     pub resets: std::sync::Mutex<limits::Rate>,
+    /// Request bytes held for calls the gateway reads itself, all connections together
+    /// (`max_buffered_bytes`).
+    pub buffered: limits::Budget,
 }

@@ -85,6 +85,13 @@ const MAX_LOCAL_CALLS: usize = 1024;
 /// The request bodies of local calls buffered at once on one connection: past it a request
 /// gets RESOURCE_EXHAUSTED, so that a connection's memory stays bounded.
 const MAX_LOCAL_BODIES: usize = 4 * MAX_MESSAGE_BYTES;
+/// How often a connection whose window is withheld looks whether the gateway has room again.
+const BUDGET_RETRY: Duration = Duration::from_millis(50);
+/// How long window may stay withheld before the connection's largest unfinished request is
+/// refused (RESOURCE_EXHAUSTED) to make room: requests that each wait for another to finish
+/// (three 4 MiB messages at once on one connection, or every connection's under a full
+/// budget) would otherwise wait until the idle timeout.
+const BUDGET_WAIT: Duration = Duration::from_secs(10);
 /// The largest frame the splice lets either side send (SETTINGS_MAX_FRAME_SIZE is capped at
 /// this): bounds the buffer one frame needs.
 const MAX_FRAME: u32 = 64 * 1024;
@@ -151,6 +158,11 @@ pub struct Splice<C, U> {
     resets: Rate,
     /// Request body bytes of local calls held now.
     local_bodies: usize,
+    /// Connection window the client's DATA for local calls took and that is not given back
+    /// yet: the connection or the gateway holds all the request bytes it may (`give_back`).
+    withheld: u64,
+    /// Since when window has been withheld, or the last request refused for room.
+    withheld_since: Option<Instant>,
     /// Since when the connection has had no stream, and since when a request header block
     /// waits for its CONTINUATION frames.
     idle_since: Option<Instant>,
@@ -216,6 +228,9 @@ pub struct Splice<C, U> {
     shutdown: watch::Receiver<bool>,
     /// What the client may call, for a peer of the appliance listener (`None`: anything).
     authorization: Option<Arc<Authorization>>,
+    /// Set once the client finished a request (`served`): a call in flight counts, however
+    /// long its plugin takes.
+    served: crate::front::listener::Served,
     /// PINGs to the upstream (a bridge connection): a peer that vanished without a FIN is
     /// noticed within `timeout`, not after TCP's retransmissions.
     keepalive: Option<Keepalive>,
@@ -253,6 +268,8 @@ struct Stream {
     timeout: Option<Duration>,
     /// The client sent END_STREAM or RST_STREAM on it (see `client_closed`).
     client_ended: bool,
+    /// What is left of the request's `content-length`, when it declared one.
+    content_left: Option<u64>,
     _in_flight: InFlight,
     side: Side,
 }
@@ -413,6 +430,16 @@ const OWED_UPSTREAM_FLUSH: u64 = 16 * 1024;
 /// How many streams reset on the upstream are remembered (see `reset_upstream`).
 const RESET_REMEMBERED: usize = 256;
 
+/// A local call's request bytes, on the gateway's count (`Shared::buffered`) until the call
+/// ends, however it ends.
+struct Held(Arc<Shared>, usize);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.buffered.give(self.1);
+    }
+}
+
 /// A local reply's frames still to go.
 struct Reply {
     head: Option<Vec<u8>>,
@@ -433,6 +460,8 @@ enum Timeout {
     /// The client has sent nothing for `idle_timeout` while it has streams open: any whose
     /// request it never finished is stalled.
     Stalled,
+    /// Window is withheld (`withheld`): whether it may be granted now.
+    Budget,
 }
 
 /// The payload of the splice's keepalive PINGs: its ACK is told from others' by it.
@@ -492,6 +521,8 @@ impl<C: Io, U: Io> Splice<C, U> {
             upstream_draining: false,
             resets: Rate::default(),
             local_bodies: 0,
+            withheld: 0,
+            withheld_since: None,
             idle_since: Some(Instant::now()),
             client_heard: Instant::now(),
             block_since: None,
@@ -519,6 +550,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             upstream_initial_window: frame::DEFAULT_WINDOW,
             shutdown,
             authorization: None,
+            served: Default::default(),
             keepalive: None,
             ping_at: None,
             ping_out: false,
@@ -531,6 +563,13 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// is answered by the splice with PERMISSION_DENIED, as the terminating path answers it.
     pub fn authorized(mut self, authorization: Option<Arc<Authorization>>) -> Self {
         self.authorization = authorization;
+        self
+    }
+
+    /// Marks `served` once the client finished a request: the listener keeps such a
+    /// connection's slot when every slot is taken.
+    pub fn served(mut self, served: crate::front::listener::Served) -> Self {
+        self.served = served;
         self
     }
 
@@ -648,6 +687,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 self.send_replies();
             }
             self.send_replies();
+            self.grant_withheld();
             if self.owed_upstream > 0 {
                 self.settle_owed();
             }
@@ -1147,6 +1187,12 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             return Ok(());
         }
+        if self.content_length_broken(head, payload)? {
+            // Not passed on: its window is the splice's to give back.
+            frame::put_window_update(self.own_out(), 0, head.len as u32);
+            self.stream_error(head.stream, reason::PROTOCOL_ERROR, CONTENT_LENGTH);
+            return Ok(());
+        }
         let stream = &self.streams[&head.stream];
         let (too_large, verdict, reply_translated) = match &stream.side {
             Side::Translated(t) if t.credit + head.len as u64 > MAX_TRANSLATED_REQUEST => {
@@ -1211,6 +1257,9 @@ impl<C: Io, U: Io> Splice<C, U> {
             return Ok(());
         }
         stream.request_done = end;
+        if end {
+            self.served.mark();
+        }
         match &mut stream.side {
             Side::Translated(t) if !t.asked.relayed() => {
                 let range = frame::content(&head, payload).map_err(|_| malformed())?;
@@ -1249,31 +1298,40 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             Side::Local(local) => {
                 let range = frame::content(&head, payload).map_err(|_| malformed())?;
-                if local.refused.is_some() {
+                let (mut held, mut dropped) = (0, 0);
+                let mut refused_now = false;
+                // Refused, or answered already (`start_local`): what comes is dropped.
+                if local.refused.is_some() || local.cancel.is_some() {
                 } else if local.body.len() + range.len() > MAX_MESSAGE_BYTES + 5 {
                     local.refused = Some(Status::resource_exhausted(format!(
                         "request larger than {MAX_MESSAGE_BYTES} bytes"
                     )));
-                    self.local_bodies -= local.body.len();
+                    dropped = local.body.len();
                     local.body = BytesMut::new();
+                    refused_now = true;
                 } else if self.local_bodies + range.len() > MAX_LOCAL_BODIES {
+                    // Only a client that sends past its window gets here (`CONNECTION_BUFFERED`).
                     local.refused = Some(Status::resource_exhausted(format!(
                         "the connection's calls hold {MAX_LOCAL_BODIES} bytes of requests already"
                     )));
-                    self.local_bodies -= local.body.len();
+                    dropped = local.body.len();
                     local.body = BytesMut::new();
                 } else {
-                    self.local_bodies += range.len();
+                    held = range.len();
                     local.body.extend_from_slice(&payload[range]);
                 }
-                // The splice consumed it: the credit comes from here, not the upstream.
-                if head.len > 0 {
-                    frame::put_window_update(own, 0, head.len as u32);
-                    if !end {
-                        frame::put_window_update(own, head.stream, head.len as u32);
-                    }
+                // The splice consumed it: the credit comes from here, not the upstream. The
+                // stream's at once (one message is bounded); the connection's once the
+                // connection and the gateway may hold more (`give_back`).
+                if head.len > 0 && !end {
+                    frame::put_window_update(own, head.stream, head.len as u32);
                 }
-                if end {
+                self.let_go(dropped);
+                self.hold(held);
+                self.give_back(head.len as u32);
+                // A request past the message limit is answered at once, not read to its end
+                // (`send_replies` then resets the stream: NO_ERROR, the client stops sending).
+                if end || refused_now {
                     self.start_local(head.stream);
                 }
             }
@@ -1284,6 +1342,28 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
         }
         Ok(())
+    }
+
+    /// Counts a client DATA frame against its stream's `content-length`: `true` if it goes
+    /// past it, or ends the request short of it (RFC 9113 §8.1.1: malformed).
+    fn content_length_broken(&mut self, head: Head, payload: &[u8]) -> Result<bool, Broken> {
+        let Some(stream) = self.streams.get_mut(&head.stream) else {
+            return Ok(false);
+        };
+        if stream.request_done {
+            return Ok(false);
+        }
+        let Some(left) = stream.content_left.as_mut() else {
+            return Ok(false);
+        };
+        let len = frame::content(&head, payload)
+            .map_err(|_| malformed())?
+            .len() as u64;
+        if len > *left || (head.has(frame::END_STREAM) && len < *left) {
+            return Ok(true);
+        }
+        *left -= len;
+        Ok(false)
     }
 
     /// Whether this client DATA frame starts a translated call's request that goes on as it
@@ -1369,8 +1449,10 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         if self.streams.contains_key(&id) {
             // Trailers must end the stream and hold no pseudo-header (RFC 9113 §8.1).
+            let short = self.streams[&id].content_left.is_some_and(|n| n > 0);
             let malformed = match end_stream {
                 false => Some("trailers without END_STREAM"),
+                true if short => Some(CONTENT_LENGTH),
                 true => request.malformed_trailers,
             };
             // Nor come after the client ended its half (RFC 9113 §5.1: half-closed).
@@ -1390,6 +1472,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         if let Some(stream) = self.streams.get_mut(&id) {
             // Trailers from the client end its half of the stream.
             stream.request_done = true;
+            self.served.mark();
             match stream.side {
                 Side::Relayed => {
                     self.forward_request_block(id, end_stream, bytes, frames, request, true)
@@ -1419,7 +1502,12 @@ impl<C: Io, U: Io> Splice<C, U> {
         self.last_stream = id;
         // A malformed request is a stream error (RFC 9113 §8.1.1), on every path: what a
         // server behind the splice would answer, also for calls the splice answers itself.
-        if let Some(why) = request.malformed {
+        let no_content = end_stream && request.content_length.is_some_and(|n| n > 0);
+        let malformed = match no_content {
+            true => Some("a content-length and no DATA"),
+            false => request.malformed,
+        };
+        if let Some(why) = malformed {
             tracing::debug!(
                 stream = id,
                 why,
@@ -1533,6 +1621,10 @@ impl<C: Io, U: Io> Splice<C, U> {
             })
         };
         let starts_local = end_stream && matches!(side, Side::Local(_));
+        if end_stream {
+            self.served.mark();
+        }
+        let content_length = request.content_length;
         // The splice's own calls keep their deadlines themselves (`call::answer`,
         // `local_stream`); the upstream's are kept here.
         let timeout = request.timeout.filter(|_| side.on_upstream());
@@ -1553,6 +1645,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 reply_done: false,
                 timeout,
                 client_ended: false,
+                content_left: content_length,
                 _in_flight: InFlight::start(),
                 side,
             },
@@ -1775,6 +1868,11 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// reset (nothing of it reaches the client), the client gets back the window its DATA
     /// took, and the stream becomes a local one with what it has of its request.
     fn translated_to_local(&mut self, id: u32) {
+        // Given back with what the local call holds (`give_back`), not at once.
+        let credit = match self.streams.get_mut(&id).map(|s| &mut s.side) {
+            Some(Side::Translated(t)) => std::mem::take(&mut t.credit),
+            _ => 0,
+        };
         self.release_translated(id);
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
@@ -1788,8 +1886,10 @@ impl<C: Io, U: Io> Splice<C, U> {
             window: t.window,
             ..Local::default()
         };
-        self.local_bodies += local.body.len();
+        let held = local.body.len();
         stream.side = Side::Local(local);
+        self.hold(held);
+        self.give_back(credit as u32);
     }
 
     /// Lets go of a translated call's stream on the upstream (reset, unless its reply ended)
@@ -1875,7 +1975,9 @@ impl<C: Io, U: Io> Splice<C, U> {
             return;
         };
         let body = std::mem::take(&mut local.body).freeze();
+        // Off the connection's count, on the gateway's until the call ends with its request.
         self.local_bodies -= body.len();
+        let held = Held(self.shared.clone(), body.len());
         let started = stream.started;
         let refused = local.refused.take();
         let timeout = local.timeout;
@@ -1883,6 +1985,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let (cancel, mut cancelled) = tokio::sync::oneshot::channel();
         local.cancel = Some(cancel);
         self.calls.push(Box::pin(async move {
+            let _held = held;
             let outcome = if let Some(s) = refused {
                 reply::error_reply(report.route, Origin::Client, s, &mut report)
             } else {
@@ -1899,6 +2002,73 @@ impl<C: Io, U: Io> Splice<C, U> {
             };
             (id, started, report, outcome)
         }));
+    }
+
+    /// `n` more request bytes held for a local call, on the connection's count and the
+    /// gateway's (`Shared::buffered`).
+    fn hold(&mut self, n: usize) {
+        self.local_bodies += n;
+        self.shared.buffered.take(n);
+    }
+
+    fn let_go(&mut self, n: usize) {
+        self.local_bodies -= n;
+        self.shared.buffered.give(n);
+    }
+
+    /// Connection window for `n` bytes of a local call's request the splice consumed: given
+    /// back now if the connection and the gateway may hold more, else once they may
+    /// (`withheld`), so that a client obeying flow control sends no more meanwhile.
+    fn give_back(&mut self, n: u32) {
+        self.withheld += n as u64;
+        if self.withheld > 0 && self.withheld_since.is_none() {
+            self.withheld_since = Some(self.now);
+        }
+        self.grant_withheld();
+    }
+
+    fn grant_withheld(&mut self) {
+        if self.withheld == 0
+            || self.local_bodies >= limits::CONNECTION_BUFFERED
+            || !self.shared.buffered.room()
+        {
+            return;
+        }
+        // Never more than a window may be: only a client sending past its window withholds more.
+        let n = std::mem::take(&mut self.withheld).min(frame::MAX_WINDOW as u64);
+        self.withheld_since = None;
+        frame::put_window_update(self.own_out(), 0, n as u32);
+    }
+
+    /// Window withheld `BUDGET_WAIT`: the connection's largest unfinished local request is
+    /// answered RESOURCE_EXHAUSTED now and what it held let go.
+    fn make_room(&mut self) {
+        self.withheld_since = Some(Instant::now());
+        let largest = self
+            .streams
+            .iter()
+            .filter_map(|(id, s)| match &s.side {
+                Side::Local(l) if !s.request_done && l.cancel.is_none() && !l.body.is_empty() => {
+                    Some((l.body.len(), *id))
+                }
+                _ => None,
+            })
+            .max();
+        let Some((_, id)) = largest else {
+            return;
+        };
+        let Some(Side::Local(local)) = self.streams.get_mut(&id).map(|s| &mut s.side) else {
+            return;
+        };
+        local.refused = Some(Status::resource_exhausted(format!(
+            "the gateway holds all the requests it may (max_buffered_bytes, or {} bytes on this connection); this one waited {BUDGET_WAIT:?} for room",
+            limits::CONNECTION_BUFFERED
+        )));
+        let held = std::mem::take(&mut local.body).len();
+        tracing::debug!(stream = id, held, "request refused: no room to buffer it");
+        self.let_go(held);
+        self.start_local(id);
+        self.grant_withheld();
     }
 
     /// A local call's outcome, turned into the frames of its reply.
@@ -2050,7 +2220,15 @@ impl<C: Io, U: Io> Splice<C, U> {
             None => self.deadlines.first().map(|&(at, _)| (at, Timeout::Call)),
             Some(_) => None,
         };
-        [self.client_deadline(), keepalive, handshake, call]
+        // Room another connection makes is not announced: looked for every `BUDGET_RETRY`.
+        let budget = self
+            .withheld_since
+            .filter(|_| self.withheld > 0)
+            .map(|since| {
+                let at = (Instant::now() + BUDGET_RETRY).min(since + BUDGET_WAIT);
+                (at, Timeout::Budget)
+            });
+        [self.client_deadline(), keepalive, handshake, call, budget]
             .into_iter()
             .flatten()
             .min_by_key(|&(at, _)| at)
@@ -2137,6 +2315,16 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             Timeout::Stalled => {
                 self.stalled();
+                None
+            }
+            // `poll_run` grants what it may.
+            Timeout::Budget => {
+                if self
+                    .withheld_since
+                    .is_some_and(|t| t.elapsed() >= BUDGET_WAIT)
+                {
+                    self.make_room();
+                }
                 None
             }
         }
@@ -2969,7 +3157,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             // What a local call still held of its request (reset before it ended).
             if let Side::Local(local) = &stream.side {
-                self.local_bodies -= local.body.len();
+                self.let_go(local.body.len());
             }
             if matches!(stream.side, Side::Translated(_)) && !stream.reply_done {
                 // Ended before the plugin's reply did (the client reset it, say).
@@ -3018,6 +3206,14 @@ impl<C: Io, U: Io> Splice<C, U> {
     }
 }
 
+/// What the connection still holds of its requests is the gateway's again, however it ended:
+/// also when the listener closed it for a new client (its task aborted, `finish_all` never run).
+impl<C, U> Drop for Splice<C, U> {
+    fn drop(&mut self) {
+        self.shared.buffered.give(self.local_bodies);
+    }
+}
+
 /// The decoding context of a client's request blocks, keeping apart the table of the plugin
 /// they go on to where the splice rewrites a `:path` to one of another length.
 fn client_decoder(shared: &Shared, live: &Live) -> headers::Decoder {
@@ -3026,6 +3222,9 @@ fn client_decoder(shared: &Shared, live: &Live) -> headers::Decoder {
     decoder.follow_renames(shared.router.renames(live.detected.dialect, staging));
     decoder
 }
+
+/// Why a request whose DATA does not add up to its `content-length` was reset.
+const CONTENT_LENGTH: &str = "DATA other than the request's content-length";
 
 fn malformed() -> Broken {
     Broken::Client("malformed frame", reason::PROTOCOL_ERROR)

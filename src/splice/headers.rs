@@ -378,6 +378,8 @@ pub struct Request {
     pub fields: Vec<Field>,
     pub path: Option<String>,
     pub timeout: Option<Duration>,
+    /// The `content-length` the client declared: its DATA must add up to it (RFC 9113 §8.1.1).
+    pub content_length: Option<u64>,
     /// The header list's size as SETTINGS_MAX_HEADER_LIST_SIZE counts it (RFC 9113 §6.5.2).
     pub size: usize,
     /// The `:authority` is [`LOCAL_AUTHORITY`]; anything else (the socket path a gRPC client
@@ -461,6 +463,14 @@ impl Shape {
     }
 }
 
+/// A `content-length` value: decimal digits only.
+fn content_length(value: &[u8]) -> Option<u64> {
+    if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(value).ok()?.parse().ok()
+}
+
 /// The `:authority` of every request the gateway sends on a UNIX socket: the authority names
 /// nothing there, and servers that check it (h2, so tonic) accept this one.
 pub const LOCAL_AUTHORITY: &str = "localhost";
@@ -493,6 +503,11 @@ pub fn request(
             }
             b":authority" => seen.local_authority = value == LOCAL_AUTHORITY.as_bytes(),
             b"grpc-timeout" => seen.timeout = grpc::parse_timeout(value),
+            b"content-length" => match (content_length(value), seen.content_length) {
+                (Some(n), None) => seen.content_length = Some(n),
+                (Some(n), Some(before)) if n == before => {}
+                _ => shape.request("a content-length that is not one decimal number"),
+            },
             _ => {}
         }
         seen.size += name.len() + value.len() + 32;
