@@ -30,10 +30,10 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// they close: 100 connections left 198 MiB resident behind without it (tests/h2_limits.rs).
 #[allow(non_upper_case_globals)]
 #[export_name = "_rjem_malloc_conf"]
-pub static malloc_conf: Option<&'static std::ffi::c_char> = Some(unsafe {
-    &*(b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0".as_ptr()
-        as *const std::ffi::c_char)
-});
+pub static malloc_conf: Option<&'static std::ffi::c_char> =
+    // SAFETY: a C string literal lives for the whole program; its first byte is what jemalloc
+    // reads, up to the literal's terminating NUL.
+    Some(unsafe { &*c"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0".as_ptr() });
 
 /// Exit code for a configuration the gateway refuses (sysexits EX_USAGE).
 const EXIT_CONFIG: u8 = 64;
