@@ -117,7 +117,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
     #[cfg(feature = "test-hooks")]
     let crash = staging::CrashPoint::new(config.test_crash_at.clone()).map_err(StartError::Hook)?;
     #[cfg(not(feature = "test-hooks"))]
-    let crash = staging::CrashPoint::default();
+    let crash = staging::CrashPoint;
     let emulation = staging::Emulation::new(
         kv.clone(),
         &config.state.node_id,

@@ -27,14 +27,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-fail() {
-  echo "cluster test: FAIL: $*" >&2
-  exit 1
-}
-step() { echo "cluster test: $*"; }
-
-command -v docker >/dev/null || fail "docker is not installed"
-docker info >/dev/null 2>&1 || fail "the Docker daemon does not answer (docker info)"
+TEST="cluster test"
+# shellcheck source=tests/containers.sh
+. tests/containers.sh
+need_docker
 [ -x /usr/bin/etcdctl ] || fail "/usr/bin/etcdctl is missing (Debian's etcd-client)"
 
 export IMAGE_TAG=cluster-test
@@ -63,20 +59,7 @@ teardown() {
   rm -rf "$work"
   exit "$status"
 }
-trap teardown EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# Retries `$@` every second until it succeeds, or fails the test after $1 seconds.
-within() {
-  local limit=$1 what=$2
-  shift 2
-  local deadline=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
-    [ "$SECONDS" -lt "$deadline" ] || fail "$what: not within ${limit}s"
-    sleep 1
-  done
-}
+on_exit teardown
 
 started=$SECONDS
 step "building the images and the load tool"

@@ -19,15 +19,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-fail() {
-  echo "compose test: FAIL: $*" >&2
-  exit 1
-}
-step() { echo "compose test: $*"; }
-
-command -v docker >/dev/null || fail "docker is not installed"
+TEST="compose test"
+# shellcheck source=tests/containers.sh
+. tests/containers.sh
+need_docker
 command -v docker-compose >/dev/null || fail "docker-compose is not installed"
-docker info >/dev/null 2>&1 || fail "the Docker daemon does not answer (docker info)"
 command -v curl >/dev/null || fail "curl is not installed"
 command -v jq >/dev/null || fail "jq is not installed"
 command -v findmnt >/dev/null || fail "findmnt (util-linux) is not installed"
@@ -56,20 +52,7 @@ teardown() {
   rm -rf --one-file-system "$KUBELET_DIR"
   exit "$status"
 }
-trap teardown EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# Retries `$@` every second until it succeeds, or fails the test after $1 seconds.
-within() {
-  local limit=$1 what=$2
-  shift 2
-  local deadline=$((SECONDS + limit))
-  until "$@" >/dev/null 2>&1; do
-    [ "$SECONDS" -lt "$deadline" ] || fail "$what: not within ${limit}s"
-    sleep 1
-  done
-}
+on_exit teardown
 
 # Mount points at or under the kubelet directory, on the host.
 host_mounts() { findmnt -rn -o TARGET | awk -v d="$KUBELET_DIR" '$0 == d || index($0, d "/") == 1'; }

@@ -171,16 +171,6 @@ impl Run {
     }
 }
 
-fn cap() -> v1::VolumeCapability {
-    use v1::volume_capability::{access_mode::Mode, AccessMode, AccessType, MountVolume};
-    v1::VolumeCapability {
-        access_type: Some(AccessType::Mount(MountVolume::default())),
-        access_mode: Some(AccessMode {
-            mode: Mode::SingleNodeWriter as i32,
-        }),
-    }
-}
-
 /// The gateways, as the clients reach them.
 #[derive(Clone)]
 struct Gateways {
@@ -200,17 +190,9 @@ async fn create(run: &Run, g: &Gateways, name: &str) -> Option<String> {
         .step(CONTROLLER, "CreateVolume", name, || {
             let mut c = controller.clone();
             async move {
-                c.create_volume(v1::CreateVolumeRequest {
-                    name: name.into(),
-                    capacity_range: Some(v1::CapacityRange {
-                        required_bytes: 1 << 20,
-                        limit_bytes: 0,
-                    }),
-                    volume_capabilities: vec![cap()],
-                    ..Default::default()
-                })
-                .await
-                .map(|r| r.into_inner().volume.unwrap_or_default().volume_id)
+                c.create_volume(crate::requests::create_volume(name))
+                    .await
+                    .map(|r| r.into_inner().volume.unwrap_or_default().volume_id)
             }
         })
         .await?;
@@ -236,7 +218,7 @@ async fn publish_round(run: &Run, g: &Gateways, node: usize, name: &str, id: &st
             let req = v1::ControllerPublishVolumeRequest {
                 volume_id: id.into(),
                 node_id: g.node_id.clone(),
-                volume_capability: Some(cap()),
+                volume_capability: Some(crate::requests::mount_capability()),
                 ..Default::default()
             };
             async move {
@@ -256,7 +238,7 @@ async fn publish_round(run: &Run, g: &Gateways, node: usize, name: &str, id: &st
                 volume_id: id.into(),
                 publish_context: publish.clone(),
                 target_path: target.clone(),
-                volume_capability: Some(cap()),
+                volume_capability: Some(crate::requests::mount_capability()),
                 ..Default::default()
             };
             async move { n.node_publish_volume(req).await.map(drop) }
@@ -718,7 +700,7 @@ pub async fn probe(socket: &Path, target: &str, bound: Duration) -> Result<Strin
         .node_publish_volume(v1::NodePublishVolumeRequest {
             volume_id: "probe-volume".into(),
             target_path: target.into(),
-            volume_capability: Some(cap()),
+            volume_capability: Some(crate::requests::mount_capability()),
             ..Default::default()
         })
         .await;

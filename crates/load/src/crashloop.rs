@@ -323,16 +323,6 @@ impl Run {
     }
 }
 
-fn cap_v1() -> v1::VolumeCapability {
-    use v1::volume_capability::{access_mode::Mode, AccessMode, AccessType, MountVolume};
-    v1::VolumeCapability {
-        access_type: Some(AccessType::Mount(MountVolume::default())),
-        access_mode: Some(AccessMode {
-            mode: Mode::SingleNodeWriter as i32,
-        }),
-    }
-}
-
 fn cap_v01() -> v0_1::VolumeCapability {
     use v0_1::volume_capability::{access_mode::Mode, AccessMode, AccessType, MountVolume};
     v0_1::VolumeCapability {
@@ -359,17 +349,9 @@ async fn handles_lifecycle(run: &Run, ch: &Channel, node: &str, name: &str, targ
         .step(&format!("CreateVolume {name}"), || {
             let mut c = controller.clone();
             async move {
-                c.create_volume(v1::CreateVolumeRequest {
-                    name: name.into(),
-                    capacity_range: Some(v1::CapacityRange {
-                        required_bytes: 1 << 20,
-                        limit_bytes: 0,
-                    }),
-                    volume_capabilities: vec![cap_v1()],
-                    ..Default::default()
-                })
-                .await
-                .map(|r| r.into_inner().volume.unwrap_or_default())
+                c.create_volume(crate::requests::create_volume(name))
+                    .await
+                    .map(|r| r.into_inner().volume.unwrap_or_default())
             }
         })
         .await
@@ -391,7 +373,7 @@ async fn handles_lifecycle(run: &Run, ch: &Channel, node: &str, name: &str, targ
             let req = v1::ControllerPublishVolumeRequest {
                 volume_id: id.clone(),
                 node_id: node.into(),
-                volume_capability: Some(cap_v1()),
+                volume_capability: Some(crate::requests::mount_capability()),
                 volume_context: context.clone(),
                 ..Default::default()
             };
@@ -413,7 +395,7 @@ async fn handles_lifecycle(run: &Run, ch: &Channel, node: &str, name: &str, targ
                 volume_id: id.clone(),
                 publish_context: publish.clone(),
                 target_path: target.clone(),
-                volume_capability: Some(cap_v1()),
+                volume_capability: Some(crate::requests::mount_capability()),
                 volume_context: context.clone(),
                 ..Default::default()
             };

@@ -20,6 +20,7 @@ pub mod crashloop;
 pub mod fixed;
 pub mod generate;
 pub mod h2load;
+pub mod requests;
 pub mod tonic_proxy;
 
 pub use generate::{measure, Figures, Load};
