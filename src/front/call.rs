@@ -292,7 +292,7 @@ async fn decoded(
     let encoded = if route.passes_to(upstream) && !acts {
         passed_on(conn, route, message, deadline, report).await
     } else {
-        translated(shared, live, conn, route, message, deadline, report).await
+        translated(shared, side, live, conn, route, message, deadline, report).await
     };
     if by_default && report.code == Code::DeadlineExceeded {
         protect::count(route, protect::Reason::Deadline);
@@ -359,8 +359,10 @@ async fn with_deadline<T>(
 
 /// Decodes the front's request, calls the upstream through the hub, and encodes the outcome in
 /// the front's dialect. Returns the reply message, or the status to send as the reply.
+#[allow(clippy::too_many_arguments)] // one call's parts, passed down as they are
 async fn translated(
     shared: &Shared,
+    side: target::Side<'_>,
     live: &Live,
     conn: &Connection,
     route: Route,
@@ -385,7 +387,7 @@ async fn translated(
     };
     let began = Instant::now();
     let upstream_call = target::call_upstream(
-        side(shared, conn, report),
+        side,
         shared.staging.as_deref(),
         dialect,
         &live.session,

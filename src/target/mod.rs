@@ -205,20 +205,20 @@ impl Node<'_> {
     /// target's parent) and, once the plugin is done with a path, what is left of it removed.
     async fn mirrored(&self, root: &Path, request: Req) -> Result<Resp, CallError> {
         let request = mirror::request(root, request).map_err(CallError::client)?;
-        let (made, done_with) = match &request {
-            Req::NodeStageVolume(r) => (Some(r.staging_target_path.clone()), None),
-            Req::NodeUnstageVolume(r) => (None, Some(r.staging_target_path.clone())),
+        // What to make first; what is left to remove once the plugin succeeded, or failed.
+        let (made, done_with, failed_clean_up) = match &request {
+            Req::NodeStageVolume(r) => {
+                let staging = Some(r.staging_target_path.clone());
+                (staging.clone(), None, staging)
+            }
+            Req::NodeUnstageVolume(r) => (None, Some(r.staging_target_path.clone()), None),
             Req::NodePublishVolume(r) => {
                 let parent = Path::new(&r.target_path).parent();
-                (parent.map(|p| p.display().to_string()), None)
+                let parent = parent.map(|p| p.display().to_string());
+                (parent, None, Some(r.target_path.clone()))
             }
-            Req::NodeUnpublishVolume(r) => (None, Some(r.target_path.clone())),
-            _ => (None, None),
-        };
-        let failed_clean_up = match &request {
-            Req::NodeStageVolume(r) => Some(r.staging_target_path.clone()),
-            Req::NodePublishVolume(r) => Some(r.target_path.clone()),
-            _ => None,
+            Req::NodeUnpublishVolume(r) => (None, Some(r.target_path.clone()), None),
+            _ => (None, None, None),
         };
         if let Some(dir) = made.filter(|d| !d.is_empty()) {
             off_runtime(WHAT, move || mirror::make_dir(Path::new(&dir))).await??;

@@ -298,10 +298,7 @@ fn main() -> anyhow::Result<()> {
             let report = tokio::runtime::Runtime::new()?
                 .block_on(load::crashloop::run(&settings))
                 .map_err(anyhow::Error::msg)?;
-            println!("{report}");
-            if !report.violations.is_empty() {
-                std::process::exit(1);
-            }
+            finish(&report, report.violations.is_empty());
         }
         Command::Lifecycles {
             controller,
@@ -328,10 +325,7 @@ fn main() -> anyhow::Result<()> {
             let report = tokio::runtime::Runtime::new()?
                 .block_on(load::cluster::run(&settings))
                 .map_err(anyhow::Error::msg)?;
-            println!("{report}");
-            if !report.violations.is_empty() {
-                std::process::exit(1);
-            }
+            finish(&report, report.violations.is_empty());
         }
         Command::StoreProbe {
             socket,
@@ -508,4 +502,12 @@ async fn answers_ok(target: &Endpoint, path: &str, request: &[u8]) -> anyhow::Re
         .await
         .map_err(|s| anyhow::anyhow!("{path} answered {:?}: {}", s.code(), s.message()))?;
     Ok(())
+}
+
+/// Prints a run's report; exit code 1 unless it found nothing wrong.
+fn finish(report: &impl std::fmt::Display, clean: bool) {
+    println!("{report}");
+    if !clean {
+        std::process::exit(1);
+    }
 }
