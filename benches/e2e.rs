@@ -228,7 +228,7 @@ fn main() {
     // v1 client's NodeGetInfo: neither request has a field, so the client's goes on as it came
     // and only the reply is translated. Its path is two octets longer on the plugin's side: the
     // splice rewrites it in the header block and keeps the plugin's HPACK table apart where
-    // it differs (`splice::headers::Follower`), so the connection's blocks are not re-encoded.
+    // it differs (`csi_gateway_wire::headers::Follower`), so the connection's blocks are not re-encoded.
     use csi_gateway::dialect::proto::v1;
     // The request every call of a row sends: the same bytes in both revisions.
     let request_file = |name: &str, message: &dyn Fn() -> Vec<u8>| {

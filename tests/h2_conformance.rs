@@ -479,15 +479,15 @@ async fn hpack_edge_cases() {
         path.expect_ok(&mut p, next, "two size updates").await;
         // Huffman-coded strings.
         let mut block = vec![0x83, 0x86, 0x04]; // :path, literal without indexing, name index 4
-        csi_gateway::splice::hpack::put_string(&mut block, PROBE.as_bytes(), true);
+        csi_gateway_wire::hpack::put_string(&mut block, PROBE.as_bytes(), true);
         for (n, v) in [
             (":authority", "localhost"),
             ("content-type", "application/grpc"),
             ("te", "trailers"),
         ] {
             block.push(0);
-            csi_gateway::splice::hpack::put_string(&mut block, n.as_bytes(), true);
-            csi_gateway::splice::hpack::put_string(&mut block, v.as_bytes(), true);
+            csi_gateway_wire::hpack::put_string(&mut block, n.as_bytes(), true);
+            csi_gateway_wire::hpack::put_string(&mut block, v.as_bytes(), true);
         }
         p.call(next + 2, &block, &[]).await;
         path.expect_ok(&mut p, next + 2, "Huffman").await;

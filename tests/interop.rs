@@ -487,7 +487,7 @@ async fn spliced_path_serves_every_client() {
     plugin_saw_only_localhost(&backend);
     // Whatever the clients sent, the plugin (which logs nothing about authorities) was asked
     // with `localhost`: an unpatched tonic plugin would have reset the streams otherwise. The
-    // splice's rewrite is covered by `splice::headers` unit tests; here, the calls succeeded.
+    // splice's rewrite is covered by the wire crate's `headers` unit tests; here, the calls succeeded.
 }
 
 /// A front dialect the plugin does not speak: the splice answers the calls itself.

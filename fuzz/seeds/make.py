@@ -1,6 +1,7 @@
-# Writes the seed inputs of the fuzz targets (fuzz/seeds/TARGET/*.bin): whole calls on a
-# connection after the preface, header blocks and frames. Needs the `hpack` package (PyPI);
-# run from fuzz/seeds/ (`python3 make.py`); its outputs are committed.
+# Writes the seed inputs of the fuzz targets: whole calls on a connection after the preface
+# (fuzz/seeds/connection/*.bin), header blocks and frames (the wire crate's targets,
+# crates/wire/fuzz/seeds/TARGET/*.bin). Needs the `hpack` package (PyPI); run from fuzz/seeds/
+# (`python3 make.py`); its outputs are committed.
 import struct, hpack, os
 def frame(kind, flags, stream, payload):
     return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
@@ -34,7 +35,9 @@ seeds["hpack/size_updates"] = bytes([0]) + b"\x20\x3f\xe1\x1f" + b7
 seeds["frames/settings"] = settings
 seeds["frames/headers_data"] = c1
 seeds["frames/padded"] = frame(DATA, 0x8, 1, b"\x03abc\x00\x00\x00")
+WIRE = "../../crates/wire/fuzz/seeds/"
 for name, data in seeds.items():
-    with open(name + ".bin", "wb") as f:
+    where = name if name.startswith("connection/") else WIRE + name
+    with open(where + ".bin", "wb") as f:
         f.write(data)
 print(len(seeds), "seeds")

@@ -257,7 +257,7 @@ impl Router {
     /// The calls whose `:path` the splice rewrites to one of another length for an `upstream`
     /// plugin (a v0.3 client's NodeGetId is a v1 plugin's NodeGetInfo): each front path, and
     /// the upstream path's length. The splice keeps the plugin's header table apart for them
-    /// (`splice::headers::Follower`).
+    /// (`csi_gateway_wire::headers::Follower`).
     pub fn renames(&self, upstream: Dialect, requires_staging: bool) -> Vec<(&'static str, usize)> {
         let mut renames: Vec<_> = self
             .routes

@@ -5,15 +5,9 @@ use bytes::{BufMut, Bytes, BytesMut};
 
 use super::{Status, MAX_MESSAGE_BYTES};
 
-pub const HEADER: usize = 5;
+pub use csi_gateway_wire::grpc::{prefix, HEADER};
 
 /// Frames one uncompressed message.
-/// The 5-octet prefix of an uncompressed message of `len` octets.
-pub fn prefix(len: usize) -> [u8; HEADER] {
-    let [a, b, c, d] = (len as u32).to_be_bytes();
-    [0, a, b, c, d]
-}
-
 pub fn encode(message: &[u8]) -> Bytes {
     let mut buf = BytesMut::with_capacity(HEADER + message.len());
     buf.put_u8(0);

@@ -3,6 +3,8 @@
 
 use http::{HeaderMap, HeaderValue};
 
+use csi_gateway_wire::headers;
+
 use super::{Code, Status, CONTENT_TYPE};
 
 /// Trailers (or trailers-only headers) that carry `status`.
@@ -45,6 +47,20 @@ pub fn missing_status() -> Status {
     Status::new(Code::Internal, "upstream reply ended without a gRPC status")
 }
 
+/// The fields of `status` (for trailers, or a trailers-only reply after
+/// [`headers::reply_head`]) appended to a header block as literals that leave the peer's table
+/// alone.
+pub fn status_fields(out: &mut Vec<u8>, status: &Status) {
+    for (name, value) in to_headers(status).iter() {
+        headers::put_field(
+            out,
+            name.as_str().as_bytes(),
+            value.as_bytes(),
+            headers::Indexing::Allowed,
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +73,15 @@ mod tests {
         assert_eq!(back.message(), s.message());
         assert_eq!(from_headers(&ok_trailers()).unwrap().code(), Code::Ok);
         assert!(from_headers(&HeaderMap::new()).is_none());
+    }
+
+    #[test]
+    fn status_fields_read_back_as_the_status() {
+        let mut block = Vec::new();
+        headers::reply_head(&mut block);
+        status_fields(&mut block, &Status::not_found("no volume \"a b\""));
+        let decoded = headers::reply(&mut headers::Decoder::default(), &block).unwrap();
+        assert_eq!(decoded.code.map(Code::from_i32), Some(Code::NotFound));
+        assert_eq!(decoded.message.as_deref(), Some("no volume \"a b\""));
     }
 }

@@ -47,6 +47,7 @@ use crate::front::identical::Verdict;
 use crate::front::router::{Inline, Route};
 use crate::front::Shared;
 use crate::front::{call, reply, services};
+use crate::grpc::status::status_fields;
 use crate::grpc::{frame as grpc_frame, Code, Status, MAX_MESSAGE_BYTES};
 use crate::metrics::{InFlight, Origin};
 use crate::observe::{self, Report};
@@ -56,10 +57,10 @@ use crate::upstream::Live;
 
 use crate::front::limits::{self, Limits, Rate};
 
-use super::frame::{self, reason, Head, Kind};
-use super::headers;
 use super::io::{write, Io};
 use super::local_stream::{self, LocalStreams};
+use csi_gateway_wire::frame::{self, reason, Head, Kind, Reason};
+use csi_gateway_wire::headers;
 
 /// Reading pauses while this much waits to be written the other way.
 const HIGH_WATER: usize = 256 * 1024;
@@ -471,7 +472,7 @@ const KEEPALIVE_PING: [u8; 8] = *b"csi-gw-k";
 #[derive(Debug, thiserror::Error)]
 enum Broken {
     #[error("client: {0}")]
-    Client(&'static str, u32),
+    Client(&'static str, Reason),
     #[error("upstream: {0}")]
     Upstream(String),
 }
@@ -1916,8 +1917,8 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// Resets a stream the splice opened on the upstream, and remembers it (`reset_upstream`).
     /// A stream error of the client's (RFC 9113 §5.4.2) on a stream the gateway knows: reset
     /// with `code` to the client and on the upstream, and ended.
-    fn stream_error(&mut self, id: u32, code: u32, why: &'static str) {
-        tracing::debug!(stream = id, why, code, "stream error: stream reset");
+    fn stream_error(&mut self, id: u32, code: Reason, why: &'static str) {
+        tracing::debug!(stream = id, why, %code, "stream error: stream reset");
         frame::put_rst_stream(self.own_out(), id, code);
         if self
             .streams
@@ -2704,10 +2705,12 @@ impl<C: Io, U: Io> Splice<C, U> {
     fn upstream_going_away(&mut self, payload: &[u8]) {
         let last =
             u32::from_be_bytes(payload[..4].try_into().expect("checked length")) & 0x7fff_ffff;
-        let code = u32::from_be_bytes(payload[4..8].try_into().expect("checked length"));
+        let code = Reason(u32::from_be_bytes(
+            payload[4..8].try_into().expect("checked length"),
+        ));
         tracing::debug!(
             last_stream = last,
-            code,
+            %code,
             debug = %String::from_utf8_lossy(&payload[8..]),
             "the upstream connection under a spliced client connection is going away"
         );
@@ -2747,7 +2750,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     fn reply_seen(&mut self, stream_id: u32, end_stream: bool, reply: headers::Reply) {
         if let Some(stream) = self.streams.get_mut(&stream_id) {
             stream.reply_started = true;
-            if let (Some(code), Some(report)) = (reply.code, stream.report.as_mut()) {
+            if let (Some(code), Some(report)) = (code_of(reply.code), stream.report.as_mut()) {
                 report.code = code;
                 if code != Code::Ok && report.translated {
                     // A wire-identical call's failure, as its translation reports it.
@@ -2762,7 +2765,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
         }
         if end_stream {
-            let code = reply.code.or(Some(Code::Unknown));
+            let code = code_of(reply.code).or(Some(Code::Unknown));
             self.reply_ended(stream_id, code);
         }
     }
@@ -2900,7 +2903,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             return;
         };
         // The plugin's reply, and what is wrong with it, are its own.
-        let plugin_status = match reply.code {
+        let plugin_status = match code_of(reply.code) {
             Some(Code::Ok) if t.reply_too_large => Err(Status::resource_exhausted(format!(
                 "the plugin's reply is larger than {MAX_MESSAGE_BYTES} bytes"
             ))),
@@ -2942,9 +2945,12 @@ impl<C: Io, U: Io> Splice<C, U> {
                 call::inline_reply(&self.shared, &self.live, t.route, request, plugin, report)
             }
         };
-        if let (Ok(message), Some(Code::Ok), true, false) =
-            (&answer, reply.code, head_sent, self.reencode_replies)
-        {
+        if let (Ok(message), Some(Code::Ok), true, false) = (
+            &answer,
+            code_of(reply.code),
+            head_sent,
+            self.reencode_replies,
+        ) {
             let len = grpc_frame::HEADER + message.len();
             if len as i64 <= self.window.min(t.window) && !settings_unacked {
                 frame::put_message(&mut self.to_client, id, message, 0, self.client_max_frame);
@@ -3090,7 +3096,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         if !stream.reply_started {
             headers::reply_head(&mut block);
         }
-        headers::status_fields(&mut block, &status);
+        status_fields(&mut block, &status);
         let still_sending = !std::mem::replace(&mut stream.request_done, true);
         let max_frame = self.client_max_frame;
         frame::put_headers(self.own_out(), id, &block, true, max_frame);
@@ -3226,6 +3232,11 @@ fn client_decoder(shared: &Shared, live: &Live) -> headers::Decoder {
 /// Why a request whose DATA does not add up to its `content-length` was reset.
 const CONTENT_LENGTH: &str = "DATA other than the request's content-length";
 
+/// A reply block's gRPC status as tonic's code.
+fn code_of(code: Option<i32>) -> Option<Code> {
+    code.map(Code::from_i32)
+}
+
 fn malformed() -> Broken {
     Broken::Client("malformed frame", reason::PROTOCOL_ERROR)
 }
@@ -3243,10 +3254,8 @@ fn bad_window_update() -> Option<String> {
     Some("bad WINDOW_UPDATE".into())
 }
 
-fn cancelled_by_client(code: u32) -> Option<String> {
-    Some(format!(
-        "the client reset the stream (HTTP/2 error code {code:#x})"
-    ))
+fn cancelled_by_client(code: Reason) -> Option<String> {
+    Some(format!("the client reset the stream ({code})"))
 }
 
 /// Hands the whole frames at the front of `buf` to `handle` in order, until it leaves one
@@ -3284,7 +3293,7 @@ fn reply_frames(outcome: Result<Vec<u8>, Status>, with_head: bool) -> Reply {
     match outcome {
         Ok(message) => {
             let mut trailers = Vec::with_capacity(16);
-            headers::status_fields(&mut trailers, &Status::ok(""));
+            status_fields(&mut trailers, &Status::ok(""));
             Reply {
                 head: with_head.then_some(head),
                 data: grpc_frame::encode(&message),
@@ -3292,7 +3301,7 @@ fn reply_frames(outcome: Result<Vec<u8>, Status>, with_head: bool) -> Reply {
             }
         }
         Err(s) => {
-            headers::status_fields(&mut head, &s);
+            status_fields(&mut head, &s);
             let (head, trailers) = match with_head {
                 true => (Some(head), None),
                 false => (None, Some(head)),

@@ -39,8 +39,8 @@ use tonic::body::Body;
 use crate::front::services::{self, Handler};
 use crate::grpc::{status, Status, MAX_MESSAGE_BYTES};
 
-use super::frame::{self, Kind};
-use super::headers;
+use csi_gateway_wire::frame::{self, Kind};
+use csi_gateway_wire::headers;
 
 /// Request bytes the services of one connection may hold unread: past it, the stream that
 /// would exceed it ends with RESOURCE_EXHAUSTED (its window, which the client obeys, is the
@@ -437,7 +437,7 @@ impl LocalStreams {
         if !head_sent {
             headers::reply_head(&mut block);
         }
-        headers::status_fields(&mut block, &status);
+        crate::grpc::status::status_fields(&mut block, &status);
         frame::put_headers(out.frames, id, &block, true, out.max_frame);
         self.remove(id);
         ended.push(Finished { id, status });

@@ -20,9 +20,6 @@
 //! same plus the translation of its two messages.
 
 pub mod conn;
-pub mod frame;
-pub mod headers;
-pub mod hpack;
 pub mod io;
 mod local_stream;
 

@@ -2,7 +2,7 @@
 //! per-kind checks, on arbitrary bytes.
 #![no_main]
 
-use csi_gateway::splice::frame;
+use csi_gateway_wire::frame;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -3,7 +3,7 @@
 //! a longer one, reach the upstream as the client's fields with that path renamed.
 #![no_main]
 
-use csi_gateway::splice::headers::{self, Decoder};
+use csi_gateway_wire::headers::{self, Decoder};
 use libfuzzer_sys::fuzz_target;
 
 /// The path the splice renames, and what to: 20 octets longer, so the tables part often.

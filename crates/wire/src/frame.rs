@@ -69,18 +69,61 @@ pub const END_HEADERS: u8 = 0x4;
 pub const PADDED: u8 = 0x8;
 pub const PRIORITY: u8 = 0x20;
 
-/// Error codes (RFC 9113 §7).
+/// An error code of RST_STREAM and GOAWAY (RFC 9113 §7). A peer may send any value, and an
+/// unknown one means INTERNAL_ERROR to its reader (§7); the named ones are in [`reason`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Reason(pub u32);
+
+impl Reason {
+    /// Its name in RFC 9113 §7, or `None` for a code the RFC does not define.
+    pub fn name(self) -> Option<&'static str> {
+        const NAMES: [&str; 14] = [
+            "NO_ERROR",
+            "PROTOCOL_ERROR",
+            "INTERNAL_ERROR",
+            "FLOW_CONTROL_ERROR",
+            "SETTINGS_TIMEOUT",
+            "STREAM_CLOSED",
+            "FRAME_SIZE_ERROR",
+            "REFUSED_STREAM",
+            "CANCEL",
+            "COMPRESSION_ERROR",
+            "CONNECT_ERROR",
+            "ENHANCE_YOUR_CALM",
+            "INADEQUATE_SECURITY",
+            "HTTP_1_1_REQUIRED",
+        ];
+        NAMES.get(self.0 as usize).copied()
+    }
+
+    pub fn to_be_bytes(self) -> [u8; 4] {
+        self.0.to_be_bytes()
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.name() {
+            Some(name) => f.write_str(name),
+            None => write!(f, "error code {:#x}", self.0),
+        }
+    }
+}
+
+/// The error codes the splice sends or reads (RFC 9113 §7).
 pub mod reason {
-    pub const NO_ERROR: u32 = 0x0;
-    pub const PROTOCOL_ERROR: u32 = 0x1;
-    pub const INTERNAL_ERROR: u32 = 0x2;
-    pub const FLOW_CONTROL_ERROR: u32 = 0x3;
-    pub const STREAM_CLOSED: u32 = 0x5;
-    pub const REFUSED_STREAM: u32 = 0x7;
-    pub const FRAME_SIZE_ERROR: u32 = 0x6;
-    pub const CANCEL: u32 = 0x8;
-    pub const COMPRESSION_ERROR: u32 = 0x9;
-    pub const ENHANCE_YOUR_CALM: u32 = 0xb;
+    use super::Reason;
+
+    pub const NO_ERROR: Reason = Reason(0x0);
+    pub const PROTOCOL_ERROR: Reason = Reason(0x1);
+    pub const INTERNAL_ERROR: Reason = Reason(0x2);
+    pub const FLOW_CONTROL_ERROR: Reason = Reason(0x3);
+    pub const STREAM_CLOSED: Reason = Reason(0x5);
+    pub const FRAME_SIZE_ERROR: Reason = Reason(0x6);
+    pub const REFUSED_STREAM: Reason = Reason(0x7);
+    pub const CANCEL: Reason = Reason(0x8);
+    pub const COMPRESSION_ERROR: Reason = Reason(0x9);
+    pub const ENHANCE_YOUR_CALM: Reason = Reason(0xb);
 }
 
 /// Settings identifiers the splice reads (RFC 9113 §6.5.2).
@@ -92,7 +135,7 @@ pub const SETTINGS_MAX_FRAME_SIZE: u16 = 0x5;
 pub const SETTINGS_MAX_HEADER_LIST_SIZE: u16 = 0x6;
 
 /// A connection error: what was wrong, and the error code its GOAWAY carries.
-pub type ConnectionError = (&'static str, u32);
+pub type ConnectionError = (&'static str, Reason);
 
 /// On which streams each kind of frame may come, and how long its payload must be
 /// (RFC 9113 §6): `None` where any length will do.
@@ -291,9 +334,9 @@ pub fn increment(payload: &[u8]) -> Result<u32, Malformed> {
 }
 
 /// An RST_STREAM's error code.
-pub fn rst_reason(payload: &[u8]) -> Result<u32, Malformed> {
+pub fn rst_reason(payload: &[u8]) -> Result<Reason, Malformed> {
     let b: [u8; 4] = payload.try_into().map_err(|_| Malformed(Kind::RstStream))?;
-    Ok(u32::from_be_bytes(b))
+    Ok(Reason(u32::from_be_bytes(b)))
 }
 
 /// Appends a whole frame.
@@ -314,12 +357,12 @@ pub fn put(out: &mut BytesMut, kind: Kind, flags: u8, stream: u32, payload: &[u8
 /// octets, the last with `flags`: written in place, without framing the message elsewhere
 /// first.
 pub fn put_message(out: &mut BytesMut, stream: u32, message: &[u8], flags: u8, max_frame: usize) {
-    let prefix = crate::grpc::frame::prefix(message.len());
+    let prefix = crate::grpc::prefix(message.len());
     let total = prefix.len() + message.len();
     if total <= max_frame {
         // The frame head and the message prefix as one write: a translated call's messages
         // are often a few octets, where each checked write costs more than its copy.
-        let mut start = [0u8; HEAD_LEN + crate::grpc::frame::HEADER];
+        let mut start = [0u8; HEAD_LEN + crate::grpc::HEADER];
         start[..HEAD_LEN].copy_from_slice(&Head::bytes(total, Kind::Data, flags, stream));
         start[HEAD_LEN..].copy_from_slice(&prefix);
         out.reserve(HEAD_LEN + total);
@@ -343,11 +386,11 @@ pub fn put_window_update(out: &mut BytesMut, stream: u32, increment: u32) {
     put(out, Kind::WindowUpdate, 0, stream, &increment.to_be_bytes());
 }
 
-pub fn put_rst_stream(out: &mut BytesMut, stream: u32, reason: u32) {
+pub fn put_rst_stream(out: &mut BytesMut, stream: u32, reason: Reason) {
     put(out, Kind::RstStream, 0, stream, &reason.to_be_bytes());
 }
 
-pub fn put_goaway(out: &mut BytesMut, last_stream: u32, reason: u32) {
+pub fn put_goaway(out: &mut BytesMut, last_stream: u32, reason: Reason) {
     let mut payload = [0u8; 8];
     payload[..4].copy_from_slice(&last_stream.to_be_bytes());
     payload[4..].copy_from_slice(&reason.to_be_bytes());
@@ -382,6 +425,22 @@ pub fn put_headers(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reasons_read_as_rfc_9113_names_them() {
+        assert_eq!(reason::FLOW_CONTROL_ERROR.to_string(), "FLOW_CONTROL_ERROR");
+        assert_eq!(reason::ENHANCE_YOUR_CALM.to_string(), "ENHANCE_YOUR_CALM");
+        assert_eq!(Reason(0xd).to_string(), "HTTP_1_1_REQUIRED");
+        // A code the RFC does not define still reads as itself (§7: treated as INTERNAL_ERROR).
+        assert_eq!(Reason(0x1234).to_string(), "error code 0x1234");
+        let mut out = BytesMut::new();
+        put_rst_stream(&mut out, 3, reason::CANCEL);
+        let head = next(&out).unwrap();
+        assert_eq!(
+            rst_reason(&out[HEAD_LEN..HEAD_LEN + head.len]),
+            Ok(reason::CANCEL)
+        );
+    }
 
     #[test]
     fn a_message_goes_as_one_frame_or_as_many_within_the_size() {

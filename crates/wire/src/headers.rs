@@ -12,10 +12,10 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use crate::grpc::{self, status, Code, Status};
+use crate::grpc;
 
-pub use super::hpack::CompressionError;
-use super::hpack::{self, Table};
+pub use crate::hpack::CompressionError;
+use crate::hpack::{self, Table};
 
 /// The largest dynamic table the splice keeps for a peer's encoder, whatever the peer's
 /// settings say: the SETTINGS_HEADER_TABLE_SIZE it passes on is capped at this, so each
@@ -618,14 +618,14 @@ impl PathFields {
         path: &'static str,
         out: &mut bytes::BytesMut,
     ) -> bool {
-        if frames.len() != super::frame::HEAD_LEN + block.len() || span.rep == Rep::Indexed {
+        if frames.len() != crate::frame::HEAD_LEN + block.len() || span.rep == Rep::Indexed {
             return false;
         }
         let len = span.end - span.start;
         let Some(field) = self.fields(path, span.rep).iter().find(|f| f.len() == len) else {
             return false;
         };
-        let at = out.len() + super::frame::HEAD_LEN + span.start;
+        let at = out.len() + crate::frame::HEAD_LEN + span.start;
         out.extend_from_slice(frames);
         out[at..at + len].copy_from_slice(field);
         true
@@ -688,8 +688,9 @@ pub fn encode(fields: Vec<Field>, upstream_expects: Option<usize>) -> Vec<u8> {
 /// What the splice needs from a reply's headers or trailers.
 #[derive(Debug, Default)]
 pub struct Reply {
-    /// The gRPC status, when the block carries one (trailers, or a trailers-only reply).
-    pub code: Option<Code>,
+    /// The gRPC status code, when the block carries one (trailers, or a trailers-only reply);
+    /// [`grpc::UNKNOWN`] when its value is not a number.
+    pub code: Option<i32>,
     pub message: Option<String>,
 }
 
@@ -717,12 +718,7 @@ pub fn reply_reencoded(
 
 fn read_status(seen: &mut Reply, name: &[u8], value: &[u8]) {
     match name {
-        b"grpc-status" => {
-            let code = std::str::from_utf8(value)
-                .ok()
-                .and_then(|v| v.parse::<i32>().ok());
-            seen.code = Some(code.map_or(Code::Unknown, Code::from_i32));
-        }
+        b"grpc-status" => seen.code = Some(grpc::status_code(value)),
         // Percent-encoded on the wire (gRPC over HTTP/2, "Responses").
         b"grpc-message" if !value.is_empty() => {
             let text = percent_encoding::percent_decode(value).decode_utf8_lossy();
@@ -745,20 +741,8 @@ pub fn reply_head(out: &mut Vec<u8>) {
     );
 }
 
-/// Trailers carrying `s` (for a trailers-only reply, after [`reply_head`] in the same block).
-pub fn status_fields(out: &mut Vec<u8>, s: &Status) {
-    for (name, value) in status::to_headers(s).iter() {
-        put_field(
-            out,
-            name.as_str().as_bytes(),
-            value.as_bytes(),
-            Indexing::Allowed,
-        );
-    }
-}
-
 /// One field as a literal that no decoder adds to its dynamic table (RFC 7541 §6.2.2, §6.2.3).
-fn put_field(out: &mut Vec<u8>, name: &[u8], value: &[u8], indexing: Indexing) {
+pub fn put_field(out: &mut Vec<u8>, name: &[u8], value: &[u8], indexing: Indexing) {
     hpack::put_literal(out, name, value, indexing == Indexing::Never);
 }
 
@@ -990,10 +974,16 @@ mod tests {
     fn our_blocks_leave_the_dynamic_table_alone() {
         let mut block = Vec::new();
         reply_head(&mut block);
-        status_fields(&mut block, &Status::not_found("no volume \"a b\""));
+        put_field(&mut block, b"grpc-status", b"5", Indexing::Allowed);
+        put_field(
+            &mut block,
+            b"grpc-message",
+            b"no volume %22a b%22",
+            Indexing::Allowed,
+        );
         let mut d = Decoder::default();
         let decoded = reply(&mut d, &block).unwrap();
-        assert_eq!(decoded.code, Some(Code::NotFound));
+        assert_eq!(decoded.code, Some(5));
         assert_eq!(decoded.message.as_deref(), Some("no volume \"a b\""));
         // a following block that indexes dynamic entry 62 must fail: nothing was added
         assert!(d.decode(&[0x80 | 62], |_, _, _| {}).is_err());
@@ -1215,7 +1205,7 @@ mod tests {
             rebuild(block, &[], Some((span, to)), &mut sent);
             // The frame patched where it lies reads the same as the block rebuilt.
             let mut frame = bytes::BytesMut::new();
-            super::super::frame::put_headers(&mut frame, 1, block, false, 1 << 14);
+            crate::frame::put_headers(&mut frame, 1, block, false, 1 << 14);
             let mut patched = bytes::BytesMut::from(&b"before"[..]);
             // Not block 4's: its name, entry 63, takes a byte more than the static one.
             let fits = [0, 2].contains(&i);
@@ -1451,14 +1441,8 @@ mod tests {
                 true => [&[0u8][..], block].concat(),
                 false => block.clone(),
             };
-            let flags = super::super::frame::END_HEADERS | if padded { 0x8 } else { 0 };
-            super::super::frame::put(
-                &mut frame,
-                super::super::frame::Kind::Headers,
-                flags,
-                1,
-                &payload,
-            );
+            let flags = crate::frame::END_HEADERS | if padded { 0x8 } else { 0 };
+            crate::frame::put(&mut frame, crate::frame::Kind::Headers, flags, 1, &payload);
             let mut out = bytes::BytesMut::new();
             assert_eq!(
                 fields.put_rewritten(&frame, block, span, to, &mut out),
