@@ -54,7 +54,8 @@ pub mod grpc;
 pub mod splice;
 
 pub use csi_gateway_proto::{dialect, hub};
-pub mod translate;
+/// Everything that knows two dialects: a crate of its own (`crates/translate`).
+pub use csi_gateway_translate as translate;
 pub mod validate;
 
 pub mod staging;

@@ -3,7 +3,6 @@
 
 pub mod call;
 pub mod checked;
-pub mod identical;
 pub mod limits;
 pub mod listener;
 pub mod policy;
@@ -21,6 +20,8 @@ use crate::observe::Redactor;
 use crate::translate::HandleStore;
 use crate::upstream::Upstream;
 
+/// Which calls are wire-identical between two dialects: the translate crate's.
+pub use csi_gateway_translate::identical;
 pub use limits::Limits;
 pub use router::Router;
 

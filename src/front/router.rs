@@ -428,3 +428,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "router_translation_tests.rs"]
+mod translation_tests;

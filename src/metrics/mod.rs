@@ -164,34 +164,7 @@ pub fn code_name(code: Code) -> &'static str {
     }
 }
 
-/// Whose failure a failed call is: the `outcome` label of the translation counter (`ok` when
-/// the call succeeded) and the `origin` of the call's log line. Set where the failure is made,
-/// never read off its code (`crate::translate::CallError`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Origin {
-    /// The client's request: an unknown method, a service the peer may not call, a malformed or
-    /// oversized message, a call its own revision does not have, or a field CSI requires
-    /// missing where the gateway acts before the plugin (staging emulation).
-    Client,
-    /// The gateway: the upstream is down, unreachable or too slow, a stream it reset, a call
-    /// the gateway cannot carry (a streaming RPC between dialects, a field or access mode the
-    /// plugin's revision cannot honour), or the gateway's own work failing (its store, staging
-    /// emulation, target paths).
-    Gateway,
-    /// The upstream answered with this error (its status, a draft plugin's `Error`, also as
-    /// re-coded for the client's revision), or with a reply that is no valid answer.
-    Upstream,
-}
-
-impl Origin {
-    pub fn name(self) -> &'static str {
-        match self {
-            Origin::Client => "client",
-            Origin::Gateway => "gateway",
-            Origin::Upstream => "upstream",
-        }
-    }
-}
+pub use csi_gateway_translate::Origin;
 
 /// One finished call, as the metrics see it.
 pub struct CallMetrics<'a> {

@@ -9,7 +9,7 @@
 //! connection: its head goes on with the plugin's path, its message is translated once whole,
 //! the plugin's reply once it ends (`front::call::inline_request`, `inline_reply`); a request
 //! that has no field in either revision (the capability calls) goes on as it came, since it
-//! can only be the empty request (`front::identical::request_empty`). Other
+//! can only be the empty request (`translate::identical::request_empty`). Other
 //! translated calls, and calls the gateway refuses, are answered by the splice itself on the
 //! same connection, through the same code as on the terminating path (`front::call::answer`,
 //! on the gateway's shared upstream connection); calls to the gateway's own services

@@ -75,7 +75,9 @@ impl<'a> Side<'a> {
 pub fn owns_targets(side: Side, front: Dialect, upstream: Dialect) -> bool {
     match side {
         Side::Bridged => front == Dialect::V1,
-        Side::Local | Side::Appliance { .. } => front == Dialect::V1 && upstream != Dialect::V1,
+        Side::Local | Side::Appliance { .. } => {
+            csi_gateway_translate::gateway_owns_targets(front, upstream)
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! The build-time half of the gateway's wire-identical fast path (`src/front/identical.rs` in
+//! The build-time half of the gateway's wire-identical fast path (`crates/translate/src/identical.rs` in
 //! the gateway): for every unary RPC v0.3 and v1 both have, in each direction, whether its
 //! messages are wire-compatible, decided from the descriptors by `build/identical.rs`.
 
@@ -18,7 +18,7 @@ pub struct Schema {
     /// the reply.
     pub request_subset: bool,
     /// Neither revision's request message has a field: whatever bytes a client sends, the
-    /// request it decodes to is the one empty request (`src/front/identical.rs`).
+    /// request it decodes to is the one empty request (`crates/translate/src/identical.rs`).
     pub request_empty: bool,
     /// The request's top-level fields as the upstream numbers them, (front, upstream), where
     /// the two revisions number them differently (`build/identical.rs`, `RENUMBERED`); a front

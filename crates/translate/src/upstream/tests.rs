@@ -7,11 +7,11 @@ use prost::Message;
 
 use super::*;
 use crate::dialect::proto::{v0_1 as p01, v0_1_oneof as po, v0_3 as p03};
-use crate::metrics::Origin;
-use crate::translate::errors::{specific_error, DraftRpc};
-use crate::translate::fixtures::{self, m};
-use crate::translate::version::Version;
-use crate::translate::CallError;
+use crate::errors::{specific_error, DraftRpc};
+use crate::fixtures::{self, m};
+use crate::version::Version;
+use crate::CallError;
+use crate::Origin;
 
 type Answer = Box<dyn Fn(&str, &[u8]) -> Result<Vec<u8>, Status> + Send + Sync>;
 
@@ -71,7 +71,7 @@ impl HandleStore for Store {
         &'a self,
         id: &'a str,
         md: &'a HashMap<String, String>,
-    ) -> crate::translate::StoreFuture<'a, ()> {
+    ) -> crate::StoreFuture<'a, ()> {
         Box::pin(async move {
             if self.fail_put {
                 return Err(Status::unavailable("store down"));
@@ -80,10 +80,7 @@ impl HandleStore for Store {
             Ok(())
         })
     }
-    fn get<'a>(
-        &'a self,
-        id: &'a str,
-    ) -> crate::translate::StoreFuture<'a, Option<HashMap<String, String>>> {
+    fn get<'a>(&'a self, id: &'a str) -> crate::StoreFuture<'a, Option<HashMap<String, String>>> {
         Box::pin(async move {
             if self.fail_get {
                 return Err(Status::data_loss("stored value damaged"));
@@ -91,7 +88,7 @@ impl HandleStore for Store {
             Ok(self.entry(id))
         })
     }
-    fn remove<'a>(&'a self, id: &'a str) -> crate::translate::StoreFuture<'a, ()> {
+    fn remove<'a>(&'a self, id: &'a str) -> crate::StoreFuture<'a, ()> {
         Box::pin(async move {
             self.map.lock().unwrap().remove(id);
             Ok(())

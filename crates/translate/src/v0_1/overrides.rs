@@ -11,20 +11,20 @@ use std::mem::take;
 use tonic::Status;
 
 use super::{generated as g, D};
+use crate::capabilities::{self, CONTROLLER};
 use crate::dialect::proto::v0_1 as d;
 use crate::hub::v1;
-use crate::translate::capabilities::{self, CONTROLLER};
-use crate::translate::{
+use crate::{
     i64_to_u64, max_entries_to_i32, max_entries_to_u32, range_to_i64, range_to_u64,
     refuse_create_after_v0_1, refuse_validate_parameters, u64_to_i64, unsupported_field,
 };
 
 // `VolumeCapability` (converted whole): v1.5 added `MountVolume.volume_mount_group` and the
 // SINGLE_NODE_* access modes, refused towards a v0.1 plugin.
-crate::translate::volume_capability_conversions!(v0_1, D);
+crate::volume_capability_conversions!(v0_1, D);
 
 // Capabilities changed values in every revision: the tables in `capabilities`.
-crate::translate::capabilities::capability_list_conversions!(
+crate::capabilities::capability_list_conversions!(
     ctrl_caps_to_hub,
     ctrl_caps_from_hub,
     v0_1::ControllerServiceCapability,

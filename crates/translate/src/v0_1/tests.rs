@@ -5,10 +5,10 @@ use tonic::Code;
 
 use super::{front_reply, front_request, upstream_request};
 use crate::dialect::proto::v0_1 as d;
+use crate::fixtures::{self, m};
 use crate::hub::{v1, Method, Request as Req, Response as Resp};
-use crate::translate::fixtures::{self, m};
-use crate::translate::version::Version;
-use crate::translate::FrontCall;
+use crate::version::Version;
+use crate::FrontCall;
 
 const V: Option<d::Version> = Some(d::Version {
     major: 0,

@@ -10,7 +10,7 @@
 //!   descriptors by `crates/proto/build/identical.rs` ([`SCHEMA`]);
 //! - nothing the translation layer does for that RPC and direction goes beyond copying fields:
 //!   the rules below, each read from the table that implements it where there is one
-//!   ([`errors::CODES`], [`errors::REQUIRED`], the secret fields of `observe::redact`), else
+//!   ([`errors::CODES`], [`errors::REQUIRED`], the secret fields of `redact`), else
 //!   listed in [`EXCLUDED`] naming the code that does it.
 //!
 //! The client then receives exactly what the full translation would give it, up to unknown
@@ -74,8 +74,8 @@
 use std::sync::LazyLock;
 
 use crate::dialect::Dialect;
+use crate::errors;
 use crate::hub::Method;
-use crate::translate::errors;
 
 /// The schema verdicts, computed at build time from the descriptors (crates/proto).
 pub use csi_gateway_proto::identical::{Schema, SCHEMA};
@@ -255,7 +255,7 @@ fn reasons(s: &Schema) -> Vec<Reason> {
     // A translated call's error message is scrubbed of the request's secret values
     // (observe::scrub); a relayed one reaches the client as the plugin wrote it.
     let request = s.front.method(s.front_path).map(|m| m.request);
-    let secrets = crate::observe::redact::secret_fields(s.front);
+    let secrets = crate::redact::secret_fields(s.front);
     if request.is_some_and(|r| secrets.iter().any(|f| f.starts_with(&format!("{r}.")))) {
         out.push(reason(
             "observe::scrub: the request carries secrets",
@@ -399,7 +399,7 @@ impl RequestCheck {
         let renumber = renumbered(front, method.name());
         let builder = Builder {
             required: &required,
-            secrets: crate::observe::redact::secret_fields(front),
+            secrets: crate::redact::secret_fields(front),
             renumber,
         };
         let mut found = 0u64;

@@ -1,5 +1,7 @@
 //! The translation layer: pure, socket-free conversions between each CSI dialect and the hub
-//! model (CSI v1), hub and spoke like kubernetes-csi/csi-proxy's conversion files.
+//! model (CSI v1), hub and spoke like kubernetes-csi/csi-proxy's conversion files. A crate of
+//! its own so that everything that knows two dialects is in one place, and knows nothing of the
+//! gateway's connections, calls or configuration: it depends on the generated protos alone.
 //!
 //! - [`front`]: a call that arrived on a front dialect → [`FrontCall`]; the hub outcome → the
 //!   front dialect's reply ([`decode_front`], [`encode_front`]).
@@ -13,6 +15,9 @@
 //! - [`errors`]: the draft `Error` ↔ gRPC status tables, as data. [`capabilities`]: the
 //!   capability maps, as data. [`ids`]: the draft `NodeID` ↔ `node_id` string scheme.
 //!   [`version`]: `Version` negotiation. [`docs`]: `docs/translation.md` rendered from the tables.
+//! - [`identical`]: which calls are the same bytes in two dialects, so relayed untranslated.
+//! - [`redact`]: what each dialect holds secret, and how a body is logged without it;
+//!   [`volume_id`]: where each dialect's request names its volume (for the log line).
 //!
 //! The v1 ↔ hub conversion is the identity, so the `v1` spoke is just encode/decode.
 
@@ -24,13 +29,16 @@ pub mod errors;
 #[cfg(test)]
 mod fixtures;
 pub mod front;
+pub mod identical;
 pub mod ids;
 pub mod inline;
+pub mod redact;
 pub mod upstream;
 pub mod v0_1;
 pub mod v0_1_oneof;
 pub mod v0_3;
 pub mod version;
+pub mod volume_id;
 
 #[cfg(test)]
 mod tests;
@@ -42,14 +50,51 @@ use std::sync::atomic::AtomicBool;
 
 use tonic::{Code, Status};
 
+use csi_gateway_proto::{dialect, hub};
+
 use crate::dialect::Dialect;
-use crate::metrics::Origin;
 
 pub use front::{decode_front, encode_front};
 pub use upstream::call_upstream;
 pub use version::{
     known_versions, negotiate, parse_supported_versions, supported_versions_request, Version,
 };
+
+/// Whose failure a failed call is: the `outcome` label of the translation counter (`ok` when
+/// the call succeeded) and the `origin` of the call's log line. Set where the failure is made,
+/// never read off its code ([`CallError`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// The client's request: an unknown method, a service the peer may not call, a malformed or
+    /// oversized message, a call its own revision does not have, or a field CSI requires
+    /// missing where the gateway acts before the plugin (staging emulation).
+    Client,
+    /// The gateway: the upstream is down, unreachable or too slow, a stream it reset, a call
+    /// the gateway cannot carry (a streaming RPC between dialects, a field or access mode the
+    /// plugin's revision cannot honour), or the gateway's own work failing (its store, staging
+    /// emulation, target paths).
+    Gateway,
+    /// The upstream answered with this error (its status, a draft plugin's `Error`, also as
+    /// re-coded for the client's revision), or with a reply that is no valid answer.
+    Upstream,
+}
+
+impl Origin {
+    pub fn name(self) -> &'static str {
+        match self {
+            Origin::Client => "client",
+            Origin::Gateway => "gateway",
+            Origin::Upstream => "upstream",
+        }
+    }
+}
+
+/// Whether the gateway, on the host it shares with the CO, owns the target path between a
+/// `front` client and an `upstream` plugin: a v1 client leaves the target to the plugin
+/// side, which a plugin of an earlier revision does not make.
+pub fn gateway_owns_targets(front: Dialect, upstream: Dialect) -> bool {
+    front == Dialect::V1 && upstream != Dialect::V1
+}
 
 /// What a call that arrived on a front dialect becomes.
 #[derive(Debug, Clone, PartialEq)]
@@ -320,7 +365,7 @@ macro_rules! volume_capability_conversions {
                 Some(h::AccessType::Block(_)) => Some(d::AccessType::Block(d::BlockVolume {})),
                 Some(h::AccessType::Mount(m)) => {
                     if !m.volume_mount_group.is_empty() {
-                        return Err(crate::translate::unsupported_field(
+                        return Err(crate::unsupported_field(
                             "volume_capability.mount.volume_mount_group",
                             $dialect,
                         ));
@@ -339,7 +384,7 @@ macro_rules! volume_capability_conversions {
                     let name = h::access_mode::Mode::try_from(m.mode)
                         .map(|x| x.as_str_name())
                         .unwrap_or("unknown");
-                    return Err(crate::translate::unsupported_field(
+                    return Err(crate::unsupported_field(
                         &format!("volume_capability.access_mode {name}"),
                         $dialect,
                     ));
@@ -381,7 +426,7 @@ macro_rules! hub_reply {
     ($resp:expr, $v:ident, $rpc:expr) => {
         match $resp {
             crate::hub::Response::$v(r) => r,
-            other => return Err(crate::translate::wrong_reply($rpc, &other)),
+            other => return Err(crate::wrong_reply($rpc, &other)),
         }
     };
 }

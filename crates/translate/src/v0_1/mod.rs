@@ -19,7 +19,7 @@ use tonic::Status;
 
 use crate::dialect::proto::v0_1 as d;
 use crate::dialect::Dialect;
-use crate::translate::version::{self, Version};
+use crate::version::{self, Version};
 
 mod front;
 #[rustfmt::skip]

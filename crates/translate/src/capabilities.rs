@@ -109,7 +109,7 @@ pub static PLUGIN_SERVICE: &[CapRow] = &[
 pub const VOLUME_EXPANSION_NOTE: &str = "v1.1 only: dropped for older fronts, never synthesized";
 
 /// Whether a v0.2 client may see hub (v1) `value` of `table` (a v0.3-package client told apart
-/// as v0.2, see [`crate::translate::front`]).
+/// as v0.2, see [`crate::front`]).
 pub fn v0_2_has(table: &[CapRow], value: i32) -> bool {
     table.iter().any(|r| r.v1 == value && r.v0_2.is_some())
 }
@@ -215,9 +215,7 @@ macro_rules! capability_list_conversions {
             use crate::dialect::proto::$p::$module::Type as T;
             c.into_iter()
                 .filter_map(|c| match c.r#type? {
-                    T::$variant(r) => {
-                        crate::translate::capabilities::to_hub($table, $dialect, r.r#type)
-                    }
+                    T::$variant(r) => crate::capabilities::to_hub($table, $dialect, r.r#type),
                 })
                 .map($cap)
                 .collect()
@@ -226,7 +224,7 @@ macro_rules! capability_list_conversions {
         pub(crate) fn $from(c: Vec<crate::hub::v1::$msg>) -> Vec<crate::dialect::proto::$p::$msg> {
             use crate::dialect::proto::$p::$module as t;
             $values(c)
-                .filter_map(|v| crate::translate::capabilities::from_hub($table, $dialect, v))
+                .filter_map(|v| crate::capabilities::from_hub($table, $dialect, v))
                 .map(|v| crate::dialect::proto::$p::$msg {
                     r#type: Some(t::Type::$variant(t::$inner { r#type: v })),
                 })

@@ -5,9 +5,9 @@ use tonic::Status;
 
 use super::{check_version, error_reply, generated as g, D};
 use crate::dialect::proto::v0_1_oneof as d;
+use crate::errors::{self, DraftRpc};
 use crate::hub::{v1, Request as Req, Response as Resp};
-use crate::translate::errors::{self, DraftRpc};
-use crate::translate::{front_msg, hub_reply, version, FrontCall};
+use crate::{front_msg, hub_reply, version, FrontCall};
 
 /// Checks the version of a decoded request; an unserved one is answered locally.
 macro_rules! version {

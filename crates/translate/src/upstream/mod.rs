@@ -281,9 +281,9 @@ async fn call_draft(
     let sent: Vec<String> = metadata.values().cloned().collect();
     // Nothing a client sent is ever stored: the store holds only what the plugin answered.
     let (path, body) = v0_1_oneof::upstream_request(request.clone(), ver, metadata)?;
-    // The plugin's errors may echo the metadata it was sent: not passed on (observe::redact).
+    // The plugin's errors may echo the metadata it was sent: not passed on (`redact`).
     let hide = |e: CallError| {
-        let message = crate::observe::Redactor::scrub_sensitive(e.status.message(), &sent);
+        let message = crate::redact::Redactor::scrub_sensitive(e.status.message(), &sent);
         let status = Status::new(e.code(), message);
         e.with_status(status)
     };
@@ -357,13 +357,13 @@ pub fn single_call_path(front: Dialect, upstream: Dialect, method: Method) -> Op
 /// ([`crate::target::owns_targets`]), emulates staging for a client that predates it
 /// ([`crate::staging`]) or recodes a status by the target's state ([`errors::CODES`]);
 /// NodeGetInfo to a `csi.v0` plugin, which may answer as v0.2's, asked NodeGetId instead (a
-/// v0.3 client's NodeGetInfo to a v1 plugin is relayed anyway, `front::identical`, and its
+/// v0.3 client's NodeGetInfo to a v1 plugin is relayed anyway, `identical`, and its
 /// NodeGetId is one NodeGetInfo call; the draft's and v0.1's node id calls stay the
 /// gateway's).
 fn acted_around(front: Dialect, upstream: Dialect, method: Method) -> bool {
     match method {
         Method::NodePublishVolume | Method::NodeUnpublishVolume => {
-            crate::target::owns_targets(crate::target::Side::Local, front, upstream)
+            crate::gateway_owns_targets(front, upstream)
                 || matches!(front, Dialect::V0_1 | Dialect::V0_1Oneof)
                 || super::errors::CODES
                     .iter()

@@ -7,12 +7,12 @@
 //!
 //! What changed from the draft to v0.1.0 and on to v1 (each override says which):
 //! - replies: gRPC OK + `oneof reply { result, error }` → gRPC status codes (v0.1.0). Errors go
-//!   through the tables in [`crate::translate::errors`]; the idempotency rows turn some draft
+//!   through the tables in [`crate::errors`]; the idempotency rows turn some draft
 //!   errors into success.
 //! - `VolumeHandle { id, metadata }` → `volume_id` + `attributes` (v0.1.0) → `volume_context`.
 //!   Calls that carry only the id need the metadata for a draft plugin: `upstream.rs` reads it
 //!   from the durable handle store.
-//! - `NodeID { values }` → `string node_id` (v0.1.0): see [`crate::translate::ids`].
+//! - `NodeID { values }` → `string node_id` (v0.1.0): see [`crate::ids`].
 //! - `Credentials { data }` → `user_credentials` (v0.1.0) → per-RPC secrets (v0.2) → `secrets`.
 //! - `PublishVolumeInfo { values }` → `publish_volume_info` (v0.1.0) → `publish_context`.
 //! - capacities `uint64` → `int64` (v0.2): out-of-range values are OUT_OF_RANGE.
@@ -20,8 +20,8 @@
 
 use crate::dialect::proto::v0_1_oneof as d;
 use crate::dialect::Dialect;
-use crate::translate::errors;
-use crate::translate::version::{self, FrontVersionError, Version};
+use crate::errors;
+use crate::version::{self, FrontVersionError, Version};
 
 mod front;
 #[rustfmt::skip]
@@ -36,7 +36,7 @@ const D: Dialect = Dialect::V0_1Oneof;
 
 /// Every draft reply is `oneof reply { Result result = 1; Error error = 2; }`, so the error
 /// branch of any RPC's reply has the same encoding: field 2 holding the `Error`.
-pub(crate) fn error_reply(e: &d::Error) -> Vec<u8> {
+pub fn error_reply(e: &d::Error) -> Vec<u8> {
     let mut out = Vec::new();
     prost::encoding::message::encode(2, e, &mut out);
     out

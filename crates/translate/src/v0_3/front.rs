@@ -6,7 +6,7 @@ use tonic::Status;
 use super::generated as g;
 use crate::dialect::proto::v0_3 as d;
 use crate::hub::{v1, Request as Req, Response as Resp};
-use crate::translate::{front_msg, hub_reply, FrontCall};
+use crate::{front_msg, hub_reply, FrontCall};
 
 /// A v0.3 client's request on RPC `method` → the hub request.
 pub(crate) fn front_request(method: &str, body: &[u8]) -> Result<FrontCall, Status> {

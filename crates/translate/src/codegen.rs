@@ -546,7 +546,7 @@ pub(crate) fn render(spoke: &Spoke) -> String {
 
 fn file_of(spoke: &Spoke) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("src/translate")
+        .join("src")
         .join(spoke.module)
         .join("generated.rs")
 }

@@ -6,9 +6,9 @@ use tonic::Code;
 use super::generated::{snapshot_from_hub, snapshot_to_hub};
 use super::{front_reply, front_request, node_get_id_reply};
 use crate::dialect::proto::v0_3 as d;
+use crate::fixtures::{self, m};
 use crate::hub::{v1, Method, Request as Req, Response as Resp};
-use crate::translate::fixtures::{self, m};
-use crate::translate::FrontCall;
+use crate::FrontCall;
 
 fn mount(c: &Option<d::VolumeCapability>) -> (String, Vec<String>, i32) {
     let c = c.clone().unwrap();

@@ -7,11 +7,11 @@ use tonic::Status;
 
 use super::{generated as g, Outcome, D};
 use crate::dialect::proto::v0_1_oneof as d;
+use crate::errors::{self, DraftRpc};
 use crate::hub::{v1, Method, Request as Req, Response as Resp};
-use crate::translate::errors::{self, DraftRpc};
-use crate::translate::v0_3::validate_reply;
-use crate::translate::version::Version;
-use crate::translate::{missing_rpc, upstream_msg, CallError};
+use crate::v0_3::validate_reply;
+use crate::version::Version;
+use crate::{missing_rpc, upstream_msg, CallError};
 
 macro_rules! path {
     ($svc:literal, $m:literal) => {

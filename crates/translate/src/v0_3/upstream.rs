@@ -6,7 +6,7 @@ use tonic::Status;
 use super::{generated as g, D};
 use crate::dialect::proto::v0_3 as d;
 use crate::hub::{v1, Method, Request as Req, Response as Resp};
-use crate::translate::{missing_rpc, upstream_msg, CallError};
+use crate::{missing_rpc, upstream_msg, CallError};
 
 macro_rules! path {
     ($svc:literal, $m:literal) => {

@@ -8,17 +8,17 @@ use std::mem::take;
 use tonic::Status;
 
 use super::D;
+use crate::capabilities::{self, CONTROLLER, NODE, PLUGIN_SERVICE};
 use crate::dialect::proto::v0_3 as d;
 use crate::hub::v1;
-use crate::translate::capabilities::{self, CONTROLLER, NODE, PLUGIN_SERVICE};
-use crate::translate::{refuse_validate_parameters, unsupported_field};
+use crate::{refuse_validate_parameters, unsupported_field};
 
 // `VolumeCapability` (converted whole): v1.5 added `MountVolume.volume_mount_group` and the
 // SINGLE_NODE_* access modes, refused towards a v0.3 plugin.
-crate::translate::volume_capability_conversions!(v0_3, D);
+crate::volume_capability_conversions!(v0_3, D);
 
 // Capabilities changed values in every revision: the tables in `capabilities`.
-crate::translate::capabilities::capability_list_conversions!(
+crate::capabilities::capability_list_conversions!(
     ctrl_caps_to_hub,
     ctrl_caps_from_hub,
     v0_3::ControllerServiceCapability,
@@ -28,7 +28,7 @@ crate::translate::capabilities::capability_list_conversions!(
     capabilities::v1_ctrl_cap,
     capabilities::v1_ctrl_values
 );
-crate::translate::capabilities::capability_list_conversions!(
+crate::capabilities::capability_list_conversions!(
     node_caps_to_hub,
     node_caps_from_hub,
     v0_3::NodeServiceCapability,
@@ -39,7 +39,7 @@ crate::translate::capabilities::capability_list_conversions!(
     capabilities::v1_node_values
 );
 // v1.1 `VolumeExpansion` has no v0.3 counterpart and is dropped (`v1_plugin_values`).
-crate::translate::capabilities::capability_list_conversions!(
+crate::capabilities::capability_list_conversions!(
     plugin_caps_to_hub,
     plugin_caps_from_hub,
     v0_3::PluginCapability,

@@ -7,12 +7,12 @@ use tonic::{Code, Status};
 
 use super::{error_reply, front_reply, front_request, upstream_reply, upstream_request};
 use crate::dialect::proto::v0_1_oneof as d;
+use crate::errors::{self, DraftRpc};
+use crate::fixtures::{self, m};
 use crate::hub::{v1, Method, Request as Req, Response as Resp};
-use crate::translate::errors::{self, DraftRpc};
-use crate::translate::fixtures::{self, m};
-use crate::translate::ids;
-use crate::translate::version::Version;
-use crate::translate::FrontCall;
+use crate::ids;
+use crate::version::Version;
+use crate::FrontCall;
 
 const V: Option<d::Version> = Some(d::Version {
     major: 0,

@@ -126,7 +126,7 @@ fn cap_table(out: &mut String, title: &str, rows: &[CapRow]) {
 /// The whole document.
 pub fn render() -> String {
     let mut out = String::new();
-    out.push_str("# Translation reference\n\n<!-- Generated from src/translate (errors.rs, capabilities.rs, docs.rs). Do not edit: run `UPDATE_DOCS=1 cargo test --lib docs`. -->\n\n");
+    out.push_str("# Translation reference\n\n<!-- Generated from crates/translate/src (errors/, capabilities.rs, docs.rs). Do not edit: run `UPDATE_DOCS=1 cargo test -p csi-gateway-translate docs`. -->\n\n");
     out.push_str("Every call crosses the gateway through the hub model (CSI v1): front dialect → v1 → upstream dialect, and back. This page lists what changes on the way.\n\n");
 
     out.push_str("## Fields\n\n| concept | v0.1-oneof (draft) | v0.1 | v0.3 | v1 | rule |\n| --- | --- | --- | --- | --- | --- |\n");
@@ -272,16 +272,16 @@ mod tests {
 
     #[test]
     fn docs_match_the_tables() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/translation.md");
+        // The repository's docs/, two levels above this crate.
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/translation.md");
         let rendered = render();
         if std::env::var_os("UPDATE_DOCS").is_some() {
-            std::fs::create_dir_all(concat!(env!("CARGO_MANIFEST_DIR"), "/docs")).unwrap();
             std::fs::write(path, &rendered).unwrap();
         }
         let committed = std::fs::read_to_string(path).unwrap_or_default();
         assert!(
             committed == rendered,
-            "docs/translation.md is stale: run `UPDATE_DOCS=1 cargo test --lib docs`"
+            "docs/translation.md is stale: run `UPDATE_DOCS=1 cargo test -p csi-gateway-translate docs`"
         );
     }
 

@@ -6,7 +6,7 @@ use tonic::{Code, Status};
 use super::*;
 use crate::dialect::proto::{v0_3, v1};
 use crate::hub::Response as Resp;
-use crate::translate::{self, CallError, FrontCall};
+use crate::{CallError, FrontCall};
 
 fn schema(front: Dialect, upstream: Dialect, method: &str) -> &'static Schema {
     SCHEMA
@@ -117,7 +117,7 @@ fn renumbering_rewrites_keys_in_place() {
     encode_varint(capability.len() as u64, &mut message);
     message.extend_from_slice(&capability);
     string::encode(1, &"vol-1".to_string(), &mut message);
-    let framed = crate::grpc::frame::encode(&message);
+    let framed = frame(&message);
     assert_eq!(check.verdict(&framed), Verdict::Copied);
     let mut renumbered = message.clone();
     check.renumber(&mut renumbered);
@@ -137,10 +137,7 @@ fn renumbering_rewrites_keys_in_place() {
     let mut topology = message.clone();
     encode_key(4, WireType::LengthDelimited, &mut topology);
     encode_varint(0, &mut topology);
-    assert_eq!(
-        check.verdict(&crate::grpc::frame::encode(&topology)),
-        Verdict::Translated
-    );
+    assert_eq!(check.verdict(&frame(&topology)), Verdict::Translated);
 }
 
 fn capability_v0_3() -> Vec<u8> {
@@ -272,7 +269,7 @@ fn an_eligible_calls_status_passes_through_unchanged() {
             let status = Status::new(code, format!("plugin says {code:?}"));
             let recoded = errors::recode(method, s.upstream, s.front, status.clone())
                 .expect_err("stays an error");
-            let encoded = translate::encode_front(s.front, s.front_path, Err(recoded))
+            let encoded = crate::encode_front(s.front, s.front_path, Err(recoded))
                 .expect_err("a status, not a reply");
             assert_eq!(
                 (encoded.code(), encoded.message()),
@@ -373,13 +370,12 @@ fn the_translation_of_an_eligible_call_is_the_identity() {
         let front_info = s.front.method(s.front_path).unwrap();
         let up_info = s.upstream.method(s.upstream_path).unwrap();
         let request = sample_request(s.front, s.method);
-        let Ok(FrontCall::Hub(hub)) = translate::decode_front(s.front, s.front_path, &request)
-        else {
+        let Ok(FrontCall::Hub(hub)) = crate::decode_front(s.front, s.front_path, &request) else {
             panic!("{s:?}: not a hub call");
         };
         let (path, body) = match s.upstream {
             Dialect::V1 => (hub.method().path(), hub.encode()),
-            Dialect::V0_3 => translate::v0_3::upstream_request(*hub.clone()).unwrap(),
+            Dialect::V0_3 => crate::v0_3::upstream_request(*hub.clone()).unwrap(),
             other => panic!("{other}"),
         };
         assert_eq!(path, s.upstream_path, "{s:?}");
@@ -391,9 +387,9 @@ fn the_translation_of_an_eligible_call_is_the_identity() {
         let reply = sample_reply(s.upstream, s.method);
         let resp = match s.upstream {
             Dialect::V1 => Resp::decode(hub.method(), &reply).unwrap(),
-            _ => translate::v0_3::upstream_reply(&hub, &reply).unwrap(),
+            _ => crate::v0_3::upstream_reply(&hub, &reply).unwrap(),
         };
-        let client = translate::encode_front(s.front, s.front_path, Ok(resp)).unwrap();
+        let client = crate::encode_front(s.front, s.front_path, Ok(resp)).unwrap();
         assert_eq!(
             client,
             canonical(s.front, front_info.response, &reply),
@@ -411,70 +407,6 @@ fn empty_request_is_indexed_by_method() {
         );
         assert_eq!(empty_request(m).method(), m);
     }
-}
-
-/// The calls whose request the splice relays as it came (`Asked::Relayed`): for each, the full
-/// translation of the empty request is the one call the splice names, with an empty message,
-/// for the request `empty_request` stands for; and which calls they are.
-#[test]
-fn requests_with_no_field_are_relayed_as_the_translation_would_send_them() {
-    let router = super::super::router::Router::new(&[Dialect::V1, Dialect::V0_3])
-        .unwrap()
-        .serving_v0_2(false);
-    let mut relayed = Vec::new();
-    for front in [Dialect::V1, Dialect::V0_3] {
-        for info in front.methods() {
-            let route = router.route(info.path).unwrap();
-            for upstream in [Dialect::V1, Dialect::V0_3] {
-                let Some(inline) = route.inline_call(upstream, false) else {
-                    continue;
-                };
-                let Some(method) = inline.empty_request else {
-                    continue;
-                };
-                let what = format!("{} {front} -> {upstream}", info.path);
-                let Ok(FrontCall::Hub(request)) =
-                    translate::front::decode_front_method(front, info, &[])
-                else {
-                    panic!("{what}: the empty request is not one hub request");
-                };
-                assert_eq!(*request, *empty_request(method), "{what}");
-                let session = translate::UpstreamSession::new(upstream, None);
-                assert_eq!(
-                    translate::upstream::single_call(front, &session, &request),
-                    Some((inline.path, Vec::new())),
-                    "{what}"
-                );
-                // Wire-identical calls are relayed before this is asked.
-                if route.identical_path(upstream).is_none() {
-                    relayed.push(format!("{front} -> {upstream} {}", info.method));
-                }
-            }
-        }
-    }
-    relayed.sort();
-    assert_eq!(
-        relayed,
-        [
-            "v0.3 -> v1 ControllerGetCapabilities",
-            "v0.3 -> v1 GetPluginCapabilities",
-            "v0.3 -> v1 NodeGetCapabilities",
-            // v1 renamed it NodeGetInfo (`build/identical.rs`, `RENAMED`).
-            "v0.3 -> v1 NodeGetId",
-            "v1 -> v0.3 ControllerGetCapabilities",
-            "v1 -> v0.3 GetPluginCapabilities",
-            "v1 -> v0.3 NodeGetCapabilities",
-        ]
-    );
-    // A v0.2 client's requests are read: the gateway may refuse them.
-    let v0_2 = super::super::router::Router::new(&[Dialect::V1, Dialect::V0_3])
-        .unwrap()
-        .serving_v0_2(true);
-    let caps = v0_2.route("/csi.v0.Node/NodeGetCapabilities").unwrap();
-    assert_eq!(
-        caps.inline_call(Dialect::V1, false).unwrap().empty_request,
-        None
-    );
 }
 
 /// `bytes` read as the message `name` of `dialect`: equal when the plugin would read the same
@@ -512,7 +444,7 @@ fn check_samples(front: Dialect, method: &str) -> Vec<(&'static str, Vec<u8>, Be
         .iter()
         .find(|(m, _)| m == hub)
         .map_or(&[], |(_, r)| r);
-    let secrets = crate::observe::redact::secret_fields(front);
+    let secrets = crate::redact::secret_fields(front);
     let secret = message
         .fields()
         .find(|f| secrets.contains(f.full_name()))
@@ -845,22 +777,22 @@ fn a_request_goes_on_as_it_came_only_when_the_translation_would_copy_it() {
         let s = c.schema;
         let info = s.front.method(s.front_path).unwrap();
         let up_info = s.upstream.method(s.upstream_path).unwrap();
-        let session = translate::UpstreamSession::new(s.upstream, None);
+        let session = crate::UpstreamSession::new(s.upstream, None);
         for (what, message, becomes) in check_samples(s.front, s.method) {
             let what = format!("{} -> {} {}: {what}", s.front, s.upstream, s.method);
-            let framed = crate::grpc::frame::encode(&message);
+            let framed = frame(&message);
             let verdict = match becomes {
                 Becomes::Copied => Verdict::Copied,
                 Becomes::Scrubbed => Verdict::CopiedWithSecrets,
                 Becomes::Refused | Becomes::Dropped => Verdict::Translated,
             };
             assert_eq!(c.check.verdict(&framed), verdict, "{what}");
-            let outcome = translate::front::decode_front_method(s.front, info, &message);
+            let outcome = crate::front::decode_front_method(s.front, info, &message);
             let Ok(FrontCall::Hub(hub)) = outcome else {
                 assert_eq!(becomes, Becomes::Refused, "{what}: refused");
                 continue;
             };
-            let (path, sent) = translate::upstream::single_call(s.front, &session, &hub).unwrap();
+            let (path, sent) = crate::upstream::single_call(s.front, &session, &hub).unwrap();
             assert_eq!(path, s.upstream_path, "{what}");
             // As the plugin gets it: renumbered where the revisions number it differently.
             let mut relayed = message.clone();
@@ -873,7 +805,7 @@ fn a_request_goes_on_as_it_came_only_when_the_translation_would_copy_it() {
                 Becomes::Copied | Becomes::Scrubbed => {
                     assert!(same, "{what}: sent {sent:?}");
                     if becomes == Becomes::Scrubbed {
-                        let redactor = crate::observe::redact::Redactor::new([]);
+                        let redactor = crate::redact::Redactor::new([]);
                         let values = redactor.secret_values(s.front, info.request, &message, false);
                         assert!(
                             values.contains(&"hunter2".to_string()),
@@ -884,15 +816,11 @@ fn a_request_goes_on_as_it_came_only_when_the_translation_would_copy_it() {
                     if !c.reply_translated {
                         // Its OK reply goes as it came: the translation's is the same.
                         for reply in [&[][..], &full] {
-                            let ok = translate::upstream::single_reply(
-                                &session,
-                                s.front,
-                                &hub,
-                                Ok(reply),
-                            )
-                            .map_err(Status::from);
+                            let ok =
+                                crate::upstream::single_reply(&session, s.front, &hub, Ok(reply))
+                                    .map_err(Status::from);
                             assert_eq!(
-                                translate::encode_front(s.front, s.front_path, ok).unwrap(),
+                                crate::encode_front(s.front, s.front_path, ok).unwrap(),
                                 canonical(s.front, info.response, reply),
                                 "{what}: OK reply"
                             );
@@ -910,11 +838,10 @@ fn a_request_goes_on_as_it_came_only_when_the_translation_would_copy_it() {
                         let answer = |request: &crate::hub::Request| {
                             let reply = reply.as_ref().map(|b| &b[..]);
                             let reply = reply.map_err(|s| CallError::upstream(s.clone()));
-                            let outcome = translate::upstream::single_reply(
-                                &session, s.front, request, reply,
-                            )
-                            .map_err(Status::from);
-                            translate::encode_front(s.front, s.front_path, outcome)
+                            let outcome =
+                                crate::upstream::single_reply(&session, s.front, request, reply)
+                                    .map_err(Status::from);
+                            crate::encode_front(s.front, s.front_path, outcome)
                                 .map_err(|e| (e.code(), e.message().to_string()))
                         };
                         assert_eq!(answer(alone), answer(&hub), "{what}: {reply:?}");
@@ -925,34 +852,15 @@ fn a_request_goes_on_as_it_came_only_when_the_translation_would_copy_it() {
         }
         // Framing the translation refuses, or reads otherwise: compressed, or two messages.
         let request = check_samples(s.front, s.method).remove(0).1;
-        let mut compressed = crate::grpc::frame::encode(&request).to_vec();
+        let mut compressed = frame(&request).to_vec();
         compressed[0] = 1;
         assert_eq!(c.check.verdict(&compressed), Verdict::Translated);
-        let one = crate::grpc::frame::encode(&request);
+        let one = frame(&request);
         assert_eq!(
             c.check.verdict(&[one.clone(), one].concat()),
             Verdict::Translated
         );
     }
-    // The routes carry it; a v0.2 client's requests are read, never relayed.
-    let router = super::super::router::Router::new(&[Dialect::V1, Dialect::V0_3]).unwrap();
-    let delete = "/csi.v0.Controller/DeleteVolume";
-    let route = router.serving_v0_2(false).route(delete).unwrap();
-    assert!(route
-        .inline_call(Dialect::V1, false)
-        .unwrap()
-        .check
-        .is_some());
-    let v0_2 = super::super::router::Router::new(&[Dialect::V1, Dialect::V0_3])
-        .unwrap()
-        .serving_v0_2(true);
-    assert!(v0_2
-        .route(delete)
-        .unwrap()
-        .inline_call(Dialect::V1, false)
-        .unwrap()
-        .check
-        .is_none());
 }
 
 /// A plugin that requires staging has the gateway refuse a NodePublishVolume without
@@ -971,18 +879,25 @@ fn a_publish_without_staging_is_the_gateways_to_refuse_when_the_plugin_stages() 
     let unstaged = minimal(&message, "", required, None);
     let mut staged = unstaged.clone();
     string::encode(3, &"/staging".to_string(), &mut staged);
-    let frame = |m: &[u8]| crate::grpc::frame::encode(m);
     let plain = front_check(front, method, false).unwrap();
     let staging = front_check(front, method, true).unwrap();
     assert_eq!(plain.verdict(&frame(&unstaged)), Verdict::Copied);
     assert_eq!(staging.verdict(&frame(&unstaged)), Verdict::Translated);
     assert_eq!(staging.verdict(&frame(&staged)), Verdict::Copied);
-    let mut session = translate::UpstreamSession::new(Dialect::V1, None);
+    let mut session = crate::UpstreamSession::new(Dialect::V1, None);
     session.requires_staging = true;
-    let hub = |bytes: &[u8]| match translate::front::decode_front_method(front, info, bytes) {
+    let hub = |bytes: &[u8]| match crate::front::decode_front_method(front, info, bytes) {
         Ok(FrontCall::Hub(h)) => h,
         _ => panic!("decodes"),
     };
-    assert!(translate::upstream::single_call(front, &session, &hub(&unstaged)).is_none());
-    assert!(translate::upstream::single_call(front, &session, &hub(&staged)).is_some());
+    assert!(crate::upstream::single_call(front, &session, &hub(&unstaged)).is_none());
+    assert!(crate::upstream::single_call(front, &session, &hub(&staged)).is_some());
+}
+
+/// One gRPC message framed as on the wire: uncompressed, its length, then its bytes.
+fn frame(message: &[u8]) -> Vec<u8> {
+    let mut out = vec![0];
+    out.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    out.extend_from_slice(message);
+    out
 }

@@ -340,7 +340,7 @@ fn required_fields_are_checked_in_table_order() {
     assert_eq!(missing_required(&attach), Some("node_id"));
     // Every listed field is one `field_set` knows: a typo would make it always missing.
     for (m, fields) in REQUIRED {
-        let full = crate::translate::fixtures::request(*m);
+        let full = crate::fixtures::request(*m);
         for f in *fields {
             assert!(field_set(&full, f), "{m:?}.{f} is unknown to field_set");
         }

@@ -6,7 +6,7 @@ use tonic::Status;
 use super::{check_version, generated as g, D};
 use crate::dialect::proto::v0_1 as d;
 use crate::hub::{v1, Request as Req, Response as Resp};
-use crate::translate::{capabilities, front_msg, hub_reply, version, FrontCall};
+use crate::{capabilities, front_msg, hub_reply, version, FrontCall};
 
 /// A v0.1 client's request on RPC `method` → the hub request (or the gateway's own answer).
 pub(crate) fn front_request(method: &str, body: &[u8]) -> Result<FrontCall, Status> {
