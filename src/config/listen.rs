@@ -32,7 +32,7 @@ pub struct ListenFile {
     pub splice: bool,
     /// What one client connection may make the gateway do (`[listen.limits]`).
     #[serde(default)]
-    pub limits: crate::front::Limits,
+    pub limits: super::limits::Limits,
 }
 
 /// A file without `[listen]` reads as an empty one: every field at its default, the endpoint
@@ -48,7 +48,7 @@ impl Default for ListenFile {
             v0_dialect: Choice::default(),
             grace_period: default_grace(),
             splice: default_splice(),
-            limits: crate::front::Limits::default(),
+            limits: super::limits::Limits::default(),
         }
     }
 }
@@ -106,7 +106,7 @@ pub struct Listen {
     /// See [`ListenFile::splice`].
     pub splice: bool,
     /// See [`ListenFile::limits`].
-    pub limits: crate::front::Limits,
+    pub limits: super::limits::Limits,
 }
 
 impl Listen {
@@ -149,7 +149,7 @@ impl ListenFile {
                 None
             }
         };
-        let least = crate::front::limits::CONNECTION_BUFFERED;
+        let least = super::limits::CONNECTION_BUFFERED;
         p.check(
             self.limits.max_buffered_bytes >= least,
             "listen.limits.max_buffered_bytes",

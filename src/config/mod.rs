@@ -8,14 +8,16 @@
 //! the TOML, settings with a fixed set of spellings as serde enums through [`Choice`]) and its
 //! `check`, which records each problem in [`Problems`] and returns the section validated.
 
+pub mod calls;
 mod choice;
+pub mod limits;
 mod listen;
 mod log;
 mod metrics;
 mod problems;
 mod runtime;
 mod state;
-mod tls;
+pub mod tls;
 mod upstream;
 
 use std::path::PathBuf;
@@ -107,7 +109,7 @@ pub struct File {
     pub runtime: RuntimeFile,
     /// Validation and protection per method.
     #[serde(default)]
-    pub calls: crate::front::policy::PolicyFile,
+    pub calls: calls::PolicyFile,
 }
 
 /// Command-line and environment overrides; `None` keeps the file's value. Values are as
@@ -148,7 +150,7 @@ pub struct Config {
     pub metrics: Metrics,
     pub runtime: Runtime,
     /// `[calls]`: validation and protection per method.
-    pub calls: crate::front::policy::Policy,
+    pub calls: calls::Policy,
     /// See [`Overrides::test_crash_at`].
     #[cfg(feature = "test-hooks")]
     pub test_crash_at: Option<String>,

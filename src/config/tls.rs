@@ -147,12 +147,17 @@ impl ApplianceFile {
     }
 }
 
+/// The gateway's own services as `[[appliance.peers]]` rules name them: the gRPC service name
+/// without its package, as the CSI services are named there (one name for both reflection
+/// versions).
+pub const GATEWAY_SERVICES: [&str; 2] = ["Health", "ServerReflection"];
+
 /// Each rule names a peer, and only services the gateway knows.
 fn check_peers(peers: Vec<PeerFile>, p: &mut Problems) -> Option<Vec<PeerRule>> {
     let known: BTreeSet<&str> = Dialect::ALL
         .iter()
         .flat_map(|d| d.methods().iter().map(|m| m.service))
-        .chain(crate::front::services::RULE_NAMES)
+        .chain(GATEWAY_SERVICES)
         .collect();
     let mut ok = true;
     let mut rules = Vec::new();

@@ -65,17 +65,17 @@ async fn serve(
         .get::<h2::ext::HeaderListTooLarge>()
         .is_some()
     {
-        report.route = shared.router.route(&report.path);
+        report.called = shared.router.route(&report.path).map(|r| r.called());
         let s = header_list_too_large(shared.limits.max_header_list_size);
         return reply(
             respond,
-            error_reply(report.route, Origin::Client, s, report),
+            error_reply(report.called, Origin::Client, s, report),
             report,
         );
     }
     let Some(route) = shared.router.route(&report.path) else {
         if let Some(service) = shared.services.find(&report.path) {
-            report.service = true;
+            report.service = Some(services::method_name(&report.path));
             // Labelled with the driver it serves, as on the splice.
             report.driver = shared.upstream.live().ok().map(|l| l.driver_name.clone());
             // The appliance's peers call the gateway's services only where their rule says.
@@ -95,14 +95,14 @@ async fn serve(
             report,
         );
     };
-    report.route = Some(route);
+    report.called = Some(route.called());
     // A peer of the appliance listener may call only the CSI services it is allowed.
     if let Some(a) = request.extensions().get::<Arc<Authorization>>() {
         report.bridge_peer = true;
         if !a.allows(route.method.service) {
             let s = a.denied(&report.path, route.method.service);
             tracing::warn!(peer = %a.peer, method = %report.path, "call refused: service not allowed for this peer");
-            let encoded = error_reply(Some(route), Origin::Client, s, report);
+            let encoded = error_reply(Some(route.called()), Origin::Client, s, report);
             return reply(respond, encoded, report);
         }
     }
@@ -151,7 +151,7 @@ async fn serve(
                     Code::Cancelled => Origin::Client,
                     _ => Origin::Gateway,
                 };
-                let encoded = error_reply(Some(route), origin, s, report);
+                let encoded = error_reply(Some(route.called()), origin, s, report);
                 reply(respond, encoded, report);
             }
         }
@@ -161,7 +161,7 @@ async fn serve(
         let s = streaming_refused(route, &live);
         return reply(
             respond,
-            error_reply(Some(route), Origin::Gateway, s, report),
+            error_reply(Some(route.called()), Origin::Gateway, s, report),
             report,
         );
     }
@@ -203,7 +203,7 @@ pub async fn answer(
     deadline: Option<Duration>,
     report: &mut Report,
 ) -> Result<Vec<u8>, Status> {
-    let Some(route) = report.route else {
+    let Some(route) = shared.router.route(&report.path) else {
         // The gateway's own services are streams the splice serves itself (`local_stream`).
         let s = unknown_method(&report.path);
         return error_reply(None, Origin::Client, s, report);
@@ -221,7 +221,7 @@ pub async fn answer(
         } else {
             streaming_refused(route, &live)
         };
-        return error_reply(Some(route), Origin::Gateway, s, report);
+        return error_reply(Some(route.called()), Origin::Gateway, s, report);
     }
     decoded(shared, &live, &live.conn, route, message, deadline, report).await
 }
@@ -241,7 +241,12 @@ async fn live_upstream(
             report.driver = Some(live.driver_name.clone());
             Ok(live)
         }
-        Err(s) => Err(error_reply(Some(route), Origin::Gateway, s, report)),
+        Err(s) => Err(error_reply(
+            Some(route.called()),
+            Origin::Gateway,
+            s,
+            report,
+        )),
     }
 }
 
@@ -271,13 +276,13 @@ async fn decoded(
 ) -> Result<Vec<u8>, Status> {
     let message = match message {
         Ok(m) => m,
-        Err(s) => return error_reply(Some(route), Origin::Client, s, report),
+        Err(s) => return error_reply(Some(route.called()), Origin::Client, s, report),
     };
     report.request = Some(message.clone());
     let protection = &shared.protection;
     let _permit = match protection.admit(route, &message) {
         Ok(permit) => permit,
-        Err(s) => return error_reply(Some(route), Origin::Gateway, s, report),
+        Err(s) => return error_reply(Some(route.called()), Origin::Gateway, s, report),
     };
     let validate = protection.policy().validate(route.method);
     if let Err(refusal) = checked::request(validate, route, &message) {
@@ -334,7 +339,7 @@ async fn passed_on(
             report.fail(Origin::Upstream, &status);
             Err(status)
         }
-        Err(e) => error_reply(Some(route), e.origin, e.status, report),
+        Err(e) => error_reply(Some(route.called()), e.origin, e.status, report),
     }
 }
 
@@ -377,13 +382,13 @@ async fn translated(
         .then(|| translate::front::v0_2_refusal(route.method.method))
         .flatten()
     {
-        return error_reply(Some(route), Origin::Client, s, report);
+        return error_reply(Some(route.called()), Origin::Client, s, report);
     }
     let request = match translate::front::decode_front_method(dialect, route.method, &message) {
         Ok(FrontCall::Hub(request)) => *request,
         Ok(FrontCall::Local(reply)) => return Ok(reply),
         // A request the gateway could not translate: the client's to fix.
-        Err(s) => return error_reply(Some(route), Origin::Client, s, report),
+        Err(s) => return error_reply(Some(route.called()), Origin::Client, s, report),
     };
     let began = Instant::now();
     let upstream_call = target::call_upstream(
@@ -409,13 +414,13 @@ fn front_reply(
 ) -> Result<Vec<u8>, Status> {
     match outcome {
         Ok(response) => encode_reply(route, Ok(response))
-            .or_else(|s| error_reply(Some(route), Origin::Gateway, s, report)),
+            .or_else(|s| error_reply(Some(route.called()), Origin::Gateway, s, report)),
         Err(e) => {
             // Plugins echo their input in error messages: the client and the log get them
             // without the request's secrets.
             let message = observe::scrub(report, &shared.redactor, e.status.message());
             let s = Status::new(e.code(), message);
-            error_reply(Some(route), e.origin, s, report)
+            error_reply(Some(route.called()), e.origin, s, report)
         }
     }
 }
@@ -444,7 +449,9 @@ pub fn inline_request(
     report.translated = true;
     let message = match frame::decode_unary(body) {
         Ok(m) => m,
-        Err(s) => return Inline::Answer(error_reply(Some(route), Origin::Client, s, report)),
+        Err(s) => {
+            return Inline::Answer(error_reply(Some(route.called()), Origin::Client, s, report))
+        }
     };
     // Read by `observe::scrub` for the client's error, whatever the log level.
     report.request = Some(Bytes::copy_from_slice(message));
@@ -453,13 +460,15 @@ pub fn inline_request(
         .then(|| translate::front::v0_2_refusal(route.method.method))
         .flatten()
     {
-        return Inline::Answer(error_reply(Some(route), Origin::Client, s, report));
+        return Inline::Answer(error_reply(Some(route.called()), Origin::Client, s, report));
     }
     let request = match translate::front::decode_front_method(route.dialect, route.method, message)
     {
         Ok(FrontCall::Hub(request)) => request,
         Ok(FrontCall::Local(reply)) => return Inline::Answer(Ok(reply)),
-        Err(s) => return Inline::Answer(error_reply(Some(route), Origin::Client, s, report)),
+        Err(s) => {
+            return Inline::Answer(error_reply(Some(route.called()), Origin::Client, s, report))
+        }
     };
     match translate::upstream::single_call(route.dialect, &live.session, &request) {
         Some((path, message)) if path == sent => Inline::Call(request, message),

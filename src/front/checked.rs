@@ -38,7 +38,7 @@ impl Refusal {
                 report.fail(self.origin, &self.status);
                 Ok(reply)
             }
-            None => error_reply(Some(self.route), self.origin, self.status, report),
+            None => error_reply(Some(self.route.called()), self.origin, self.status, report),
         }
     }
 }

@@ -5,7 +5,6 @@ pub mod call;
 pub mod checked;
 pub mod limits;
 pub mod listener;
-pub mod policy;
 pub mod protect;
 pub mod relay;
 pub mod reply;
@@ -20,6 +19,8 @@ use crate::observe::Redactor;
 use crate::translate::HandleStore;
 use crate::upstream::Upstream;
 
+/// The `[calls]` policy, as the configuration reads it.
+pub use crate::config::calls as policy;
 /// Which calls are wire-identical between two dialects: the translate crate's.
 pub use csi_gateway_translate::identical;
 pub use limits::Limits;

@@ -13,22 +13,20 @@
 
 use crate::grpc::Status;
 use crate::metrics::Origin;
-use crate::observe::Report;
+use crate::observe::{Called, Report};
 use crate::translate;
-
-use super::router::Route;
 
 /// `status`, a failure of `origin`, as the reply `route`'s front dialect gives, noted in
 /// `report`. Returns the reply message (the draft's `Error` branch in an OK reply), or the
 /// status to send as the whole reply (other dialects, and calls that matched no route).
 pub fn error_reply(
-    route: Option<Route>,
+    called: Option<Called>,
     origin: Origin,
     status: Status,
     report: &mut Report,
 ) -> Result<Vec<u8>, Status> {
     report.fail(origin, &status);
-    match route {
+    match called {
         Some(r) => translate::front::encode_front_method(r.dialect, r.method, Err(status)),
         None => Err(status),
     }
@@ -53,18 +51,9 @@ mod tests {
     use crate::grpc::Code;
     use prost::Message;
 
-    fn route(dialect: Dialect, path: &str) -> Option<Route> {
+    fn route(dialect: Dialect, path: &str) -> Option<Called> {
         let method = dialect.methods().iter().find(|m| m.path == path).unwrap();
-        Some(Route {
-            dialect,
-            method,
-            v0_2: false,
-            decode: false,
-            identical: None,
-            inline: [None; 4],
-            inline_request: [crate::front::router::InlineRequest::Translated; 4],
-            hub: None,
-        })
+        Some(Called { dialect, method })
     }
 
     #[test]

@@ -64,6 +64,14 @@ pub struct Inline {
 }
 
 impl Route {
+    /// The call as its log line and metrics name it.
+    pub fn called(&self) -> crate::observe::Called {
+        crate::observe::Called {
+            dialect: self.dialect,
+            method: self.method,
+        }
+    }
+
     /// Whether the call's messages pass untouched to an `upstream` plugin: same dialect, and
     /// no answer a v0.2 client must get filtered.
     pub fn passes_to(&self, upstream: Dialect) -> bool {

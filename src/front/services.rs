@@ -46,10 +46,7 @@ const METHODS: [&str; 4] = [
     "/grpc.health.v1.Health/Watch",
 ];
 
-/// The gateway's services as `[[appliance.peers]]` rules name them: the gRPC service name
-/// without its package, as the CSI services are named there (one name for both reflection
-/// versions).
-pub const RULE_NAMES: [&str; 2] = ["Health", "ServerReflection"];
+pub use crate::config::tls::GATEWAY_SERVICES as RULE_NAMES;
 
 /// The rule name of the gateway service that serves `path` (`/package.Service/Method`).
 pub fn rule_name(path: &str) -> Option<&'static str> {

@@ -14,16 +14,25 @@ use bytes::Bytes;
 use tracing::Level;
 
 use crate::dialect::Dialect;
-use crate::front::router::Route;
+use crate::dialect::MethodInfo;
 use crate::grpc::Code;
 use crate::metrics::{self, CallMetrics, Origin};
 
 pub use redact::Redactor;
 
+/// What a call is, as its log line and metrics name it: the dialect the client spoke and the
+/// method it called (what the route table found for its path).
+#[derive(Clone, Copy, Debug)]
+pub struct Called {
+    pub dialect: Dialect,
+    pub method: &'static MethodInfo,
+}
+
 /// How one call went, filled in along its path.
 pub struct Report {
     pub path: String,
-    pub route: Option<Route>,
+    /// `None`: a path no dialect has (or one of the gateway's own services).
+    pub called: Option<Called>,
     pub upstream_dialect: Option<Dialect>,
     pub driver: Option<std::sync::Arc<str>>,
     pub code: Code,
@@ -34,8 +43,9 @@ pub struct Report {
     pub translated: bool,
     /// Whose failure the call is, once it failed (see [`Report::origin`]).
     pub origin: Option<Origin>,
-    /// A call to one of the gateway's own services (reflection, health), not to the plugin.
-    pub service: bool,
+    /// A call to one of the gateway's own services (reflection, health), not to the plugin:
+    /// its method's path as the metrics label it (`unknown` for a method it does not have).
+    pub service: Option<&'static str>,
     /// A call of a peer on the appliance listener (a node gateway on another host).
     pub bridge_peer: bool,
     /// The request and reply messages in the front's dialect, when captured.
@@ -47,7 +57,7 @@ impl Report {
     pub fn new(path: String) -> Report {
         Report {
             path,
-            route: None,
+            called: None,
             upstream_dialect: None,
             driver: None,
             code: Code::Ok,
@@ -55,7 +65,7 @@ impl Report {
             upstream: None,
             translated: false,
             origin: None,
-            service: false,
+            service: None,
             bridge_peer: false,
             request: None,
             response: None,
@@ -93,13 +103,12 @@ pub fn request_wanted() -> bool {
 
 /// Logs and counts a finished call.
 pub fn finish(report: &Report, total: Duration, redactor: &Redactor) {
-    let method = match report.route {
+    let method = match report.called {
         Some(r) => r.method.path,
-        None if report.service => crate::front::services::method_name(&report.path),
-        None => "unknown",
+        None => report.service.unwrap_or("unknown"),
     };
     let driver = report.driver.as_deref().unwrap_or(metrics::UNKNOWN_DRIVER);
-    let translation = match (report.route, report.upstream_dialect, report.translated) {
+    let translation = match (report.called, report.upstream_dialect, report.translated) {
         (Some(r), Some(u), true) => Some((r.dialect.name(), u.name())),
         _ => None,
     };
@@ -111,14 +120,14 @@ pub fn finish(report: &Report, total: Duration, redactor: &Redactor) {
         upstream: report.upstream,
         translation,
         origin: report.origin(),
-        service: report.service,
+        service: report.service.is_some(),
     });
     let error = report
         .message
         .as_deref()
         .map(|m| scrub(report, redactor, m));
     log_line(report, method, total, error.as_deref());
-    if let (Some(route), true) = (report.route, bodies_enabled()) {
+    if let (Some(route), true) = (report.called, bodies_enabled()) {
         let draft = draft_upstream(report);
         let request = report
             .request
@@ -160,7 +169,7 @@ fn scrub_json(report: &Report, redactor: &Redactor, json: &str) -> String {
 /// The values of the call's request that must not be repeated in the log (none when the
 /// request was not captured).
 fn request_secrets(report: &Report, redactor: &Redactor) -> Vec<String> {
-    let (Some(route), Some(request)) = (report.route, report.request.as_ref()) else {
+    let (Some(route), Some(request)) = (report.called, report.request.as_ref()) else {
         return Vec::new();
     };
     redactor.secret_values(
@@ -172,12 +181,12 @@ fn request_secrets(report: &Report, redactor: &Redactor) -> Vec<String> {
 }
 
 fn volume_id_of(report: &Report) -> Option<String> {
-    let (route, body) = (report.route?, report.request.as_ref()?);
+    let (route, body) = (report.called?, report.request.as_ref()?);
     volume_id::volume_id(route.dialect, route.method.path, body)
 }
 
 fn log_line(report: &Report, method: &str, total: Duration, error: Option<&str>) {
-    let front = report.route.map(|r| r.dialect.name());
+    let front = report.called.map(|r| r.dialect.name());
     let upstream = report.upstream_dialect.map(Dialect::name);
     let code = metrics::code_name(report.code);
     let micros = total.as_micros() as u64;
@@ -185,7 +194,7 @@ fn log_line(report: &Report, method: &str, total: Duration, error: Option<&str>)
     // Probes arrive every few seconds from every node: keep them out of the info log. (An
     // equality test: `contains` slid a five-byte compare along every other method's name,
     // ~600 instructions a call; callgrind.)
-    let probe = report.route.is_some_and(|r| r.method.method == "Probe");
+    let probe = report.called.is_some_and(|r| r.method.method == "Probe");
     if probe {
         tracing::debug!(target: "csi_gateway::rpc", method, front, upstream, code, origin, micros, error, "rpc");
     } else {

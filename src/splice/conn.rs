@@ -1590,10 +1590,12 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         let mut report = Report::new(path);
         report.bridge_peer = self.authorization.is_some();
-        report.route = route;
+        report.called = route.map(|r| r.called());
         // Counted and logged as the translated call it stands for.
         report.translated = relayed && rewrite.is_some();
-        report.service = service.is_some();
+        report.service = service
+            .as_ref()
+            .map(|_| services::method_name(&report.path));
         report.upstream_dialect = Some(self.live.detected.dialect);
         report.driver = Some(self.live.driver_name.clone());
         let side = if let (true, Some(inline), Some(route)) = (relayed, inline, route) {
@@ -1988,7 +1990,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         self.calls.push(Box::pin(async move {
             let _held = held;
             let outcome = if let Some(s) = refused {
-                reply::error_reply(report.route, Origin::Client, s, &mut report)
+                reply::error_reply(report.called, Origin::Client, s, &mut report)
             } else {
                 let message = grpc_frame::decode_unary(&body).map(Bytes::copy_from_slice);
                 tokio::select! {
@@ -2388,7 +2390,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 return;
             };
             let answer = match stream.report.as_mut() {
-                Some(report) => reply::error_reply(report.route, Origin::Gateway, s, report),
+                Some(report) => reply::error_reply(report.called, Origin::Gateway, s, report),
                 None => Err(s),
             };
             return self.reply_translated(id, answer, head_sent);
@@ -3072,7 +3074,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         };
         let encoded = match (stream.reply_started, stream.report.as_mut()) {
             (false, Some(report)) => {
-                reply::error_reply(report.route, Origin::Gateway, s.clone(), report)
+                reply::error_reply(report.called, Origin::Gateway, s.clone(), report)
             }
             (_, report) => {
                 if let Some(report) = report {
