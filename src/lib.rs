@@ -49,7 +49,10 @@ pub mod config;
 pub mod disk;
 pub mod gateway;
 
+pub mod call;
 pub mod front;
+/// The call layer's steps, by their old names.
+pub use call::{staging, target};
 pub mod grpc;
 pub mod splice;
 
@@ -58,9 +61,7 @@ pub use csi_gateway_proto::{dialect, hub};
 pub use csi_gateway_translate as translate;
 pub mod validate;
 
-pub mod staging;
 pub mod store;
-pub mod target;
 pub mod tls;
 pub mod upstream;
 

@@ -4,9 +4,10 @@
 //! connection  src/splice/, the listeners (src/front/{listener,socket,watched}.rs,
 //!             src/tls/appliance.rs)
 //!    ↓
-//! call        src/front/{call,reply,checked,protect,router,services,limits}.rs
+//! call        src/call/ (the pipeline to the plugin: target paths, staging emulation), and
+//!             src/front/{call,reply,checked,protect,router,services,limits}.rs
 //!    ↓
-//! below       config, observe, metrics, grpc, validate, store, staging, target, upstream, …
+//! below       config, observe, metrics, grpc, validate, store, upstream, …
 //!    ↓
 //! crates      csi-gateway-translate (everything that knows two dialects, on the protos alone),
 //!             csi-gateway-wire (frames and HPACK: no I/O, no tokio)
@@ -20,7 +21,9 @@ use std::path::{Path, PathBuf};
 /// The layers of `src/`, top down: each entry is a path under `src/` (a file, or a folder and
 /// everything in it) and the modules of the crate it may not name.
 const RULES: &[(&str, &[&str])] = &[
-    // The call layer knows nothing of the connection that carries it.
+    // The call layer knows nothing of the connection that carries it, and src/call/ nothing
+    // of the front.
+    ("call", ABOVE_THE_CALL),
     ("front/call.rs", CONNECTION),
     ("front/reply.rs", CONNECTION),
     ("front/checked.rs", CONNECTION),
@@ -29,18 +32,16 @@ const RULES: &[(&str, &[&str])] = &[
     ("front/services.rs", CONNECTION),
     ("front/limits.rs", CONNECTION),
     // Below the call: nothing of the front, the connection or the assembly.
-    ("config", ABOVE_BELOW),
-    ("observe", ABOVE_BELOW),
-    ("metrics", ABOVE_BELOW),
-    ("grpc", ABOVE_BELOW),
-    ("validate", ABOVE_BELOW),
-    ("store", ABOVE_BELOW),
-    ("staging", ABOVE_BELOW),
-    ("target", ABOVE_BELOW),
-    ("upstream", ABOVE_BELOW),
-    ("backoff.rs", ABOVE_BELOW),
-    ("disk.rs", ABOVE_BELOW),
-    ("endpoint.rs", ABOVE_BELOW),
+    ("config", BELOW_THE_CALL),
+    ("observe", BELOW_THE_CALL),
+    ("metrics", BELOW_THE_CALL),
+    ("grpc", BELOW_THE_CALL),
+    ("validate", BELOW_THE_CALL),
+    ("store", BELOW_THE_CALL),
+    ("upstream", BELOW_THE_CALL),
+    ("backoff.rs", BELOW_THE_CALL),
+    ("disk.rs", BELOW_THE_CALL),
+    ("endpoint.rs", BELOW_THE_CALL),
 ];
 
 /// What the call layer may not name: the connection.
@@ -53,8 +54,20 @@ const CONNECTION: &[&str] = &[
     "gateway",
 ];
 
-/// What the modules below the call may not name.
-const ABOVE_BELOW: &[&str] = &["front", "splice", "tls::appliance", "gateway"];
+/// What src/call/ may not name: the front and the connection.
+const ABOVE_THE_CALL: &[&str] = &["front", "splice", "tls::appliance", "gateway"];
+
+/// What the modules below the call may not name: the call too (`staging` and `target` are
+/// its, re-exported at the crate's root).
+const BELOW_THE_CALL: &[&str] = &[
+    "call",
+    "staging",
+    "target",
+    "front",
+    "splice",
+    "tls::appliance",
+    "gateway",
+];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")

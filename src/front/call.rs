@@ -12,10 +12,10 @@ use h2::RecvStream;
 use http::{HeaderValue, Request, Response};
 use tokio::sync::watch;
 
+use crate::call::{target, Pipeline};
 use crate::grpc::{self, body, frame, status, Code, Status, CONTENT_TYPE};
 use crate::metrics::{InFlight, Origin};
 use crate::observe::{self, Report};
-use crate::target;
 use crate::tls::Authorization;
 use crate::translate::{self, CallError, FrontCall};
 use crate::upstream::{Connection, Live};
@@ -391,15 +391,15 @@ async fn translated(
         Err(s) => return error_reply(Some(route.called()), Origin::Client, s, report),
     };
     let began = Instant::now();
-    let upstream_call = target::call_upstream(
+    let pipeline = Pipeline {
         side,
-        shared.staging.as_deref(),
-        dialect,
-        &live.session,
-        conn,
-        shared.store.as_deref(),
-        request,
-    );
+        emulation: shared.staging.as_deref(),
+        front: dialect,
+        session: &live.session,
+        upstream: conn,
+        store: shared.store.as_deref(),
+    };
+    let upstream_call = pipeline.call(request);
     let outcome = with_deadline(deadline, conn, upstream_call).await;
     report.upstream = Some(began.elapsed());
     front_reply(shared, route, outcome, report)

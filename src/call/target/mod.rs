@@ -41,8 +41,9 @@ use crate::dialect::Dialect;
 use crate::disk::off_runtime;
 use crate::grpc::Status;
 use crate::hub::{v1, Method, Request as Req, Response as Resp};
-use crate::staging::Emulation;
-use crate::translate::{errors, CallError, HandleStore, RawUpstream, UpstreamSession};
+use crate::translate::{errors, CallError};
+
+use super::Pipeline;
 use csi_gateway_mountinfo::is_mount_point;
 
 /// Where the CO that made a call keeps its node paths, seen from this gateway.
@@ -95,56 +96,9 @@ pub fn acts_on(side: Side, front: Dialect, upstream: Dialect, method: Method) ->
     }
 }
 
-/// [`crate::staging::call_upstream`], with target paths handled where [`owns_targets`], node
-/// paths mirrored on the appliance, and the plugin's failures passed through
-/// [`errors::CODES`] for the client's revision.
-pub async fn call_upstream(
-    side: Side<'_>,
-    emulation: Option<&Emulation>,
-    front: Dialect,
-    session: &UpstreamSession,
-    upstream: &dyn RawUpstream,
-    store: Option<&dyn HandleStore>,
-    request: Req,
-) -> Result<Resp, CallError> {
-    let on = Node {
-        emulation,
-        front,
-        session,
-        upstream,
-        store,
-    };
-    match side {
-        Side::Appliance { root } => on.mirrored(root, request).await,
-        side => on.call(side, request).await,
-    }
-}
-
-/// One node-side call's parts, for [`call_upstream`].
-struct Node<'a> {
-    emulation: Option<&'a Emulation>,
-    front: Dialect,
-    session: &'a UpstreamSession,
-    upstream: &'a dyn RawUpstream,
-    store: Option<&'a dyn HandleStore>,
-}
-
-impl Node<'_> {
-    /// The call to the plugin, translated ([`crate::staging::call_upstream`]).
-    async fn plugin(&self, request: Req) -> Result<Resp, CallError> {
-        crate::staging::call_upstream(
-            self.emulation,
-            self.front,
-            self.session,
-            self.upstream,
-            self.store,
-            request,
-        )
-        .await
-    }
-
+impl Pipeline<'_> {
     /// The call on the `Local` or `Bridged` side: target paths where the gateway owns them.
-    async fn call(&self, side: Side<'_>, request: Req) -> Result<Resp, CallError> {
+    pub(super) async fn targeted(&self, side: Side<'_>, request: Req) -> Result<Resp, CallError> {
         let (front, plugin) = (self.front, self.session.dialect);
         let method = request.method();
         let owns = owns_targets(side, front, plugin);
@@ -157,7 +111,7 @@ impl Node<'_> {
                 let block = is_block(&r);
                 let made = target.clone();
                 let created = off_runtime(WHAT, move || create(&made, block)).await??;
-                let out = self.plugin(Req::NodePublishVolume(r)).await;
+                let out = self.staged(Req::NodePublishVolume(r)).await;
                 if out.is_err() && created {
                     off_runtime(WHAT, move || remove_leftover(&target)).await?;
                 }
@@ -178,7 +132,7 @@ impl Node<'_> {
                     off_runtime(WHAT, move || remove_leftover(&target)).await?;
                     return Ok(Resp::NodeUnpublishVolume(Default::default()));
                 }
-                let out = match self.plugin(Req::NodeUnpublishVolume(r)).await {
+                let out = match self.staged(Req::NodeUnpublishVolume(r)).await {
                     Ok(resp) => Ok(resp),
                     Err(s) if sees_mounts => remap_off_runtime(front, plugin, &target, s).await,
                     Err(s) => Err(s),
@@ -190,13 +144,13 @@ impl Node<'_> {
             }
             Req::NodeUnpublishVolume(r) => {
                 let target = PathBuf::from(&r.target_path);
-                match self.plugin(Req::NodeUnpublishVolume(r)).await {
+                match self.staged(Req::NodeUnpublishVolume(r)).await {
                     Ok(resp) => Ok(resp),
                     Err(s) => remap_off_runtime(front, plugin, &target, s).await,
                 }
             }
             other => self
-                .plugin(other)
+                .staged(other)
                 .await
                 .or_else(|e| errors::recode_call(method, plugin, front, e)),
         }
@@ -205,7 +159,7 @@ impl Node<'_> {
     /// The call of a node gateway on the appliance listener: its paths given to the plugin under
     /// `root`, with what its CO would have made there made first (the staging directory, the
     /// target's parent) and, once the plugin is done with a path, what is left of it removed.
-    async fn mirrored(&self, root: &Path, request: Req) -> Result<Resp, CallError> {
+    pub(super) async fn mirrored(&self, root: &Path, request: Req) -> Result<Resp, CallError> {
         let request = mirror::request(root, request).map_err(CallError::client)?;
         // What to make first; what is left to remove once the plugin succeeded, or failed.
         let (made, done_with, failed_clean_up) = match &request {
@@ -225,7 +179,7 @@ impl Node<'_> {
         if let Some(dir) = made.filter(|d| !d.is_empty()) {
             off_runtime(WHAT, move || mirror::make_dir(Path::new(&dir))).await??;
         }
-        let out = self.call(Side::Local, request).await;
+        let out = self.targeted(Side::Local, request).await;
         let leftover = match out.is_ok() {
             true => done_with,
             false => failed_clean_up,

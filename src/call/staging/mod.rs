@@ -153,7 +153,7 @@ impl Emulation {
         Ok(())
     }
 
-    async fn publish(
+    pub(super) async fn publish(
         &self,
         session: &UpstreamSession,
         upstream: &dyn RawUpstream,
@@ -269,7 +269,7 @@ impl Emulation {
         }
     }
 
-    async fn unpublish(
+    pub(super) async fn unpublish(
         &self,
         session: &UpstreamSession,
         upstream: &dyn RawUpstream,
@@ -344,7 +344,7 @@ fn refused(e: &CallError) -> bool {
 
 /// Whether a call from a `front` client must be emulated: the client predates staging, the
 /// plugin requires it, and this is a node publish without staging or a node unpublish.
-fn emulated(front: Dialect, session: &UpstreamSession, request: &Req) -> bool {
+pub(super) fn emulated(front: Dialect, session: &UpstreamSession, request: &Req) -> bool {
     let pre_staging = matches!(front, Dialect::V0_1 | Dialect::V0_1Oneof);
     pre_staging
         && session.requires_staging
@@ -353,26 +353,6 @@ fn emulated(front: Dialect, session: &UpstreamSession, request: &Req) -> bool {
             Req::NodeUnpublishVolume(_) => true,
             _ => false,
         }
-}
-
-/// [`translate::call_upstream`], with staging emulated when it applies and `emulation` is
-/// configured. Without it, the plugin's refusal (FAILED_PRECONDITION) stands.
-pub async fn call_upstream(
-    emulation: Option<&Emulation>,
-    front: Dialect,
-    session: &UpstreamSession,
-    upstream: &dyn RawUpstream,
-    store: Option<&dyn HandleStore>,
-    request: Req,
-) -> Result<Resp, CallError> {
-    match emulation {
-        Some(e) if emulated(front, session, &request) => match request {
-            Req::NodePublishVolume(r) => e.publish(session, upstream, store, r).await,
-            Req::NodeUnpublishVolume(r) => e.unpublish(session, upstream, store, r).await,
-            _ => unreachable!("emulated() admits only node publish and unpublish"),
-        },
-        _ => translate::call_upstream(session, upstream, store, request).await,
-    }
 }
 
 /// Removes a staging directory of the gateway's, off the runtime; one left behind is empty.

@@ -92,15 +92,15 @@ fn unpublish(target: &str) -> Req {
 
 impl Fixture {
     async fn call(&self, front: Dialect, req: Req) -> Result<Resp, CallError> {
-        call_upstream(
-            Some(&self.emulation),
+        let pipeline = crate::call::Pipeline {
+            side: crate::call::target::Side::Local,
+            emulation: Some(&self.emulation),
             front,
-            &self.session,
-            &self.plugin,
-            None,
-            req,
-        )
-        .await
+            session: &self.session,
+            upstream: &self.plugin,
+            store: None,
+        };
+        pipeline.staged(req).await
     }
 
     async fn record(&self) -> Option<Record> {
