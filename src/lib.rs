@@ -3,6 +3,10 @@
 //!
 //! The workspace (README "Layout"): this package is the gateway, its library and its binary;
 //! beside it, in `crates/`:
+//! - `csi-gateway-wire` (crates/wire): HTTP/2 frames, HPACK and gRPC header values, as pure
+//!   functions over bytes (the wire layer below);
+//! - `csi-gateway-translate` (crates/translate): everything that knows two dialects, on the
+//!   protos alone, re-exported here as [`translate`];
 //! - `csi-gateway-proto` (crates/proto): the code generated from the `.proto` files — the four
 //!   dialects, the hub model, the wire-identical verdicts, etcd's client — re-exported here as
 //!   [`dialect`] and [`hub`];
@@ -14,25 +18,27 @@
 //! - `csi-gateway-load` (crates/load): the load tool, on top of this library;
 //! - `csi-gateway-test-support` (crates/test-support): what the tests in `tests/` share.
 //!
-//! The modules, in the order a call meets them:
-//! - [`config`]: the TOML file, `CSI_ENDPOINT` and flags, validated before anything binds.
-//! - [`gateway`]: the pieces assembled and started, top to bottom.
-//! - [`front`]: the UNIX socket clients call; route table by gRPC path; one call's path.
-//! - [`splice`]: the fast path — a client connection's HTTP/2 frames copied onto an upstream
-//!   connection of its own, with only header blocks decoded; calls that need translation are
-//!   answered on the same connection through [`front`]'s call path.
-//! - [`grpc`]: gRPC framing and status over HTTP/2.
-//! - [`dialect`]: the four wire dialects — generated types, descriptors and method tables.
-//! - [`translate`]: conversions between each dialect and the hub; error and capability tables.
-//! - [`hub`]: the hub model (CSI v1) every translated call passes through.
-//! - [`upstream`]: the plugin: connection, dialect detection, version negotiation, reconnects.
-//! - [`tls`]: the remote appliance bridge — mutual TLS to a TCP upstream, and the appliance
-//!   listener with per-service authorization (docs/bridge.md).
-//! - [`store`]: durable gateway state (VolumeHandle metadata for draft plugins), embedded or
-//!   on etcd; [`staging`]: staging emulation for pre-staging clients, on that store;
-//!   [`target`]: the node paths a v1 client leaves to the plugin side, owned by the hop that
-//!   shares the CO's filesystem (across the bridge, the appliance mirrors them).
-//! - [`observe`] and [`metrics`]: the log line and metrics every call leaves; secret stripping.
+//! A call crosses three layers, top down; arrows point down only (`tests/layers.rs` checks it):
+//! - **connection** — [`splice`]: a client connection's HTTP/2 frames copied onto an upstream
+//!   connection of its own, only header blocks decoded, and the streams it serves itself; the
+//!   listeners in [`front`] (`listener`, `socket`) and the appliance's in [`tls`]. (The `h2`
+//!   server front, `--splice=false` and when no plugin can be dialled at accept, is the second
+//!   connection path issue 42 retires.)
+//! - **call** — [`call`]: what becomes of one call, without a transport, and its one pipeline to
+//!   the plugin ([`call::Pipeline`]: [`target`] paths → [`staging`] emulation → translation);
+//!   [`front`]'s route table by gRPC path (`router`), the answer and its rescue (`call`,
+//!   `reply`), protection and request checks (`protect`, `checked`), the gateway's own services.
+//! - **wire** — `csi-gateway-wire`: frames and HPACK; and beside it [`translate`]: each dialect
+//!   to and from the hub model (CSI v1), error and capability tables, wire-identical calls,
+//!   each dialect's secrets.
+//!
+//! Below the call, used by all: [`config`] (the TOML file, `CSI_ENDPOINT` and flags, validated
+//! before anything binds, and the types of `[listen.limits]` and `[calls]`), [`upstream`] (the
+//! plugin: connection, dialect detection, version negotiation, reconnects), [`grpc`] (gRPC
+//! framing and status over HTTP/2), [`store`] (durable gateway state, embedded or on etcd),
+//! [`observe`] and [`metrics`] (the log line and metrics every call leaves; secret stripping).
+//! [`gateway`] assembles the pieces and starts them, top to bottom; [`tls`] is the remote
+//! appliance bridge (mutual TLS to a TCP upstream, and the appliance listener, docs/bridge.md).
 //!
 //! Around them: [`endpoint`] (endpoint syntax), [`check`] (identify any CSI endpoint),
 //! [`conformance`] (`check --conformance`: a lifecycle scenario against any endpoint),
