@@ -21,9 +21,8 @@ use std::path::{Path, PathBuf};
 /// The layers of `src/`, top down: each entry is a path under `src/` (a file, or a folder and
 /// everything in it) and the modules of the crate it may not name.
 const RULES: &[(&str, &[&str])] = &[
-    // The call layer knows nothing of the connection that carries it, and src/call/ nothing
-    // of the front.
-    ("call", ABOVE_THE_CALL),
+    // The call layer knows nothing of the connection that carries it.
+    ("call", CONNECTION),
     ("front/call.rs", CONNECTION),
     ("front/reply.rs", CONNECTION),
     ("front/checked.rs", CONNECTION),
@@ -53,9 +52,6 @@ const CONNECTION: &[&str] = &[
     "tls::appliance",
     "gateway",
 ];
-
-/// What src/call/ may not name: the front and the connection.
-const ABOVE_THE_CALL: &[&str] = &["front", "splice", "tls::appliance", "gateway"];
 
 /// What the modules below the call may not name: the call too (`staging` and `target` are
 /// its, re-exported at the crate's root).

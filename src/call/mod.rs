@@ -4,6 +4,7 @@
 //! translation to the plugin's dialect (`translate::call_upstream`). The connection layer
 //! (`splice`, the listeners) hands calls down here; nothing here names it.
 
+pub mod plan;
 pub mod staging;
 pub mod target;
 pub mod upstream;

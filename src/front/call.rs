@@ -12,6 +12,7 @@ use h2::RecvStream;
 use http::{HeaderValue, Request, Response};
 use tokio::sync::watch;
 
+use crate::call::plan::{self, Admission, Plan};
 use crate::call::{target, Pipeline};
 use crate::grpc::{self, body, frame, status, Code, Status, CONTENT_TYPE};
 use crate::metrics::{InFlight, Origin};
@@ -21,7 +22,7 @@ use crate::translate::{self, CallError, FrontCall};
 use crate::upstream::{Connection, Live};
 
 use super::relay::{relay, reply_status};
-use super::reply::{error_reply, header_list_too_large};
+use super::reply::error_reply;
 use super::router::Route;
 use super::{checked, protect, services, Shared};
 
@@ -58,54 +59,44 @@ async fn serve(
     report: &mut Report,
     stopping: watch::Receiver<bool>,
 ) {
-    // h2 hands over a request whose header list was over the limit marked, as the splice
-    // reads one, so that both answer it alike (see `reply::header_list_too_large`).
-    if request
+    // h2 hands over a request whose header list was over the limit marked (it stops counting
+    // there), as the splice reads one, so that both answer it alike (`plan::admit`).
+    let too_large = request
         .extensions()
         .get::<h2::ext::HeaderListTooLarge>()
-        .is_some()
-    {
-        report.called = shared.router.route(&report.path).map(|r| r.called());
-        let s = header_list_too_large(shared.limits.max_header_list_size);
-        return reply(
-            respond,
-            error_reply(report.called, Origin::Client, s, report),
-            report,
-        );
-    }
-    let Some(route) = shared.router.route(&report.path) else {
-        if let Some(service) = shared.services.find(&report.path) {
+        .is_some();
+    let authorization = request.extensions().get::<Arc<Authorization>>().cloned();
+    report.bridge_peer = authorization.is_some();
+    let head = plan::Head {
+        path: &report.path,
+        header_list: if too_large { usize::MAX } else { 0 },
+        authorization: authorization.as_ref(),
+    };
+    let route = match plan::admit(shared, &head) {
+        Admission::Call(route) => route,
+        Admission::Refused(route, s) => {
+            report.called = route.map(|r| r.called());
+            let encoded = error_reply(report.called, Origin::Client, s, report);
+            return reply(respond, encoded, report);
+        }
+        Admission::Unknown => {
+            let s = unknown_method(&report.path);
+            return reply(
+                respond,
+                error_reply(None, Origin::Client, s, report),
+                report,
+            );
+        }
+        Admission::Service(service) => {
             report.service = Some(services::method_name(&report.path));
             // Labelled with the driver it serves, as on the splice.
             report.driver = shared.upstream.live().ok().map(|l| l.driver_name.clone());
-            // The appliance's peers call the gateway's services only where their rule says.
-            if let Err(s) = services::authorize(request.extensions().get(), &report.path) {
-                tracing::warn!(method = %report.path, "call refused: service not allowed for this peer");
-                report.fail(Origin::Client, &s);
-                return reply_status(respond, &s);
-            }
-            report.code = services::serve(service, request, respond, stopping).await;
+            report.code = services::serve(&service, request, respond, stopping).await;
             report.origin = Some(services::origin(report.code));
             return;
         }
-        let s = unknown_method(&report.path);
-        return reply(
-            respond,
-            error_reply(None, Origin::Client, s, report),
-            report,
-        );
     };
     report.called = Some(route.called());
-    // A peer of the appliance listener may call only the CSI services it is allowed.
-    if let Some(a) = request.extensions().get::<Arc<Authorization>>() {
-        report.bridge_peer = true;
-        if !a.allows(route.method.service) {
-            let s = a.denied(&report.path, route.method.service);
-            tracing::warn!(peer = %a.peer, method = %report.path, "call refused: service not allowed for this peer");
-            let encoded = error_reply(Some(route.called()), Origin::Client, s, report);
-            return reply(respond, encoded, report);
-        }
-    }
     let deadline = request
         .headers()
         .get("grpc-timeout")
@@ -117,15 +108,10 @@ async fn serve(
     let conn = private
         .filter(|c| !c.is_closed())
         .unwrap_or_else(|| live.conn.clone());
-    // Same dialect: relayed as it is. Wire-identical messages of another dialect
-    // (`super::identical`): relayed the same way, on the upstream's path, and counted and
-    // logged as the translated call they stand for.
-    let upstream_dialect = live.detected.dialect;
-    let rewrite = match route.relays_to(upstream_dialect) {
-        true => None,
-        false => route.identical_path(upstream_dialect),
-    };
-    if rewrite.is_some() || route.relays_to(upstream_dialect) {
+    let requires_staging = live.session.requires_staging;
+    if let Plan::Relay { rewrite } =
+        plan::plan(&route, live.detected.dialect, requires_staging, true)
+    {
         let began = Instant::now();
         report.translated = rewrite.is_some();
         match relay(&conn, request, respond, observe::bodies_enabled(), rewrite).await {

@@ -43,6 +43,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
+use crate::call::plan::{self, Admission, Plan};
 use crate::front::identical::Verdict;
 use crate::front::router::{Inline, Route};
 use crate::front::Shared;
@@ -1524,34 +1525,47 @@ impl<C: Io, U: Io> Splice<C, U> {
             return Ok(());
         }
         let path = request.path.take().unwrap_or_default();
-        let route = self.shared.router.route(&path);
-        let too_large = request.size > self.limits.max_header_list_size as usize;
-        let denied = self.denied(&path, route);
-        // Same dialect: relayed as it is. Wire-identical messages of another dialect
-        // (`front::identical`): relayed the same way with the upstream's `:path`.
-        let upstream_dialect = self.live.detected.dialect;
-        let same = route.is_some_and(|r| r.relays_to(upstream_dialect));
-        let rewrite = match same {
-            true => None,
-            false => route.and_then(|r| r.identical_path(upstream_dialect)),
+        let head = plan::Head {
+            path: &path,
+            header_list: request.size,
+            authorization: self.authorization.as_ref(),
         };
-        // Else a call that is one call to the plugin is translated on this connection: its
-        // head goes on now with the plugin's path, its message once whole (`send_translated`),
-        // or as it came when it has no field (`Asked::Relayed`).
-        let inline = match (same, rewrite, route) {
-            (false, None, Some(r)) if !end_stream => {
-                r.inline_call(upstream_dialect, self.live.session.requires_staging)
+        let (route, service, refused) = match plan::admit(&self.shared, &head) {
+            Admission::Call(route) => (Some(route), None, None),
+            Admission::Service(handler) => (None, Some(handler), None),
+            Admission::Unknown => (None, None, None),
+            Admission::Refused(route, s) => (route, None, Some(s)),
+        };
+        let planned = match (route, &refused) {
+            (Some(r), None) => {
+                let session = &self.live.session;
+                Some(plan::plan(
+                    &r,
+                    self.live.detected.dialect,
+                    session.requires_staging,
+                    !end_stream,
+                ))
             }
             _ => None,
         };
-        let rewrite = rewrite.or(inline.map(|i| i.path));
+        // Relayed on this connection's own upstream connection while it can take the call's
+        // head: as it came, or on the plugin's path (a wire-identical call, or one translated
+        // here, whose head goes on now and its message once whole, `send_translated`).
+        let rewrite = match planned {
+            Some(Plan::Relay { rewrite }) => rewrite,
+            Some(Plan::TranslateHere(inline)) => Some(inline.path),
+            _ => None,
+        };
+        let inline = match planned {
+            Some(Plan::TranslateHere(inline)) => Some(inline),
+            _ => None,
+        };
         let relayed = !self.upstream_gone
             && !self.upstream_draining
-            && !too_large
-            && denied.is_none()
-            && match rewrite {
-                None => same && self.localize(&mut request, keep),
-                Some(to) => self.rewrite_path(&mut request, keep, &path, to),
+            && match (planned, rewrite) {
+                (Some(Plan::Answer) | None, _) => false,
+                (_, None) => self.localize(&mut request, keep),
+                (_, Some(to)) => self.rewrite_path(&mut request, keep, &path, to),
             };
         if self.streams.len() >= self.limits.max_concurrent_streams as usize
             || (!relayed && self.local_streams() >= MAX_LOCAL_CALLS)
@@ -1560,24 +1574,6 @@ impl<C: Io, U: Io> Splice<C, U> {
             frame::put_rst_stream(self.own_out(), id, reason::REFUSED_STREAM);
             return Ok(());
         }
-        // The gateway's own services stream both ways (`local_stream`); an appliance peer
-        // calls them only where its rule says, refused as on the terminating path.
-        let mut service = match relayed || too_large || route.is_some() {
-            true => None,
-            false => self.shared.services.find(&path).cloned(),
-        };
-        let denied = match (&service, denied) {
-            (Some(_), None) => {
-                let refused =
-                    crate::front::services::authorize(self.authorization.as_ref(), &path).err();
-                if refused.is_some() {
-                    tracing::warn!(method = %path, "call refused: service not allowed for this peer");
-                    service = None;
-                }
-                refused
-            }
-            (_, denied) => denied,
-        };
         if let Some(handler) = &service {
             self.services.open(
                 id,
@@ -1617,9 +1613,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             Side::Local(Local {
                 timeout: request.timeout,
                 window: self.client_initial_window,
-                refused: too_large
-                    .then(|| reply::header_list_too_large(self.limits.max_header_list_size))
-                    .or(denied),
+                refused,
                 ..Local::default()
             })
         };
@@ -1660,17 +1654,6 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.start_local(id);
         }
         Ok(())
-    }
-
-    /// PERMISSION_DENIED for a call to a CSI service the peer may not make (the same refusal
-    /// and log line as on the terminating path, `front::call`).
-    fn denied(&self, path: &str, route: Option<crate::front::router::Route>) -> Option<Status> {
-        let (a, route) = (self.authorization.as_ref()?, route?);
-        if a.allows(route.method.service) {
-            return None;
-        }
-        tracing::warn!(peer = %a.peer, method = %path, "call refused: service not allowed for this peer");
-        Some(a.denied(path, route.method.service))
     }
 
     /// Gives a new stream's request the `:authority` every UNIX-socket leg of the gateway sends
