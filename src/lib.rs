@@ -22,12 +22,13 @@
 //! - **connection** — [`splice`]: a client connection's HTTP/2 frames copied onto an upstream
 //!   connection of its own, only header blocks decoded, and the streams it serves itself; the
 //!   listeners in [`front`] (`listener`, `socket`) and the appliance's in [`tls`]. (The `h2`
-//!   server front, `--splice=false` and when no plugin can be dialled at accept, is the second
-//!   connection path issue 42 retires.)
-//! - **call** — [`call`]: what becomes of one call, without a transport, and its one pipeline to
-//!   the plugin ([`call::Pipeline`]: [`target`] paths → [`staging`] emulation → translation);
-//!   [`front`]'s route table by gRPC path (`router`), the answer and its rescue (`call`,
-//!   `reply`), protection and request checks (`protect`, `checked`), the gateway's own services.
+//!   server front, [`front::terminated`], used with `--splice=false` and when no plugin can be
+//!   dialled at accept, is the second connection path issue 42 retires.)
+//! - **call** — [`call`]: what becomes of one call, without a transport — its plan
+//!   ([`call::plan`], one decision for every path), its answer and rescue, protection and
+//!   request checks, and its one pipeline to the plugin ([`call::Pipeline`]: [`target`] paths
+//!   → [`staging`] emulation → translation); [`front`]'s route table by gRPC path (`router`)
+//!   and the gateway's own services.
 //! - **wire** — `csi-gateway-wire`: frames and HPACK; and beside it [`translate`]: each dialect
 //!   to and from the hub model (CSI v1), error and capability tables, wire-identical calls,
 //!   each dialect's secrets.

@@ -2,10 +2,11 @@
 //!
 //! ```text
 //! connection  src/splice/, the listeners (src/front/{listener,socket,watched}.rs,
-//!             src/tls/appliance.rs)
+//!             src/tls/appliance.rs), the `h2` server front (src/front/{terminated,relay}.rs)
 //!    ↓
-//! call        src/call/ (the pipeline to the plugin: target paths, staging emulation), and
-//!             src/front/{call,reply,checked,protect,router,services,limits}.rs
+//! call        src/call/ (plan, answer, rescue, protection, checks, and the pipeline to the
+//!             plugin: target paths, staging emulation), and the route table and the
+//!             gateway's own services (src/front/{router,services,limits}.rs)
 //!    ↓
 //! below       config, observe, metrics, grpc, validate, store, upstream, …
 //!    ↓
@@ -23,10 +24,6 @@ use std::path::{Path, PathBuf};
 const RULES: &[(&str, &[&str])] = &[
     // The call layer knows nothing of the connection that carries it.
     ("call", CONNECTION),
-    ("front/call.rs", CONNECTION),
-    ("front/reply.rs", CONNECTION),
-    ("front/checked.rs", CONNECTION),
-    ("front/protect.rs", CONNECTION),
     ("front/router.rs", CONNECTION),
     ("front/services.rs", CONNECTION),
     ("front/limits.rs", CONNECTION),
@@ -49,6 +46,8 @@ const CONNECTION: &[&str] = &[
     "front::listener",
     "front::socket",
     "front::watched",
+    "front::terminated",
+    "front::relay",
     "tls::appliance",
     "gateway",
 ];
@@ -151,6 +150,28 @@ fn modules_name_nothing_above_their_layer() {
         "arrows pointing up:\n{}",
         broken.join("\n")
     );
+}
+
+/// The call layer has no transport: it names no HTTP/2 or HTTP type and no socket.
+#[test]
+fn the_call_layer_names_no_transport() {
+    for file in rust_files(&src().join("call")) {
+        let code = code(&std::fs::read_to_string(&file).unwrap());
+        for transport in [
+            "h2::",
+            "http::",
+            "hyper",
+            "tokio::net",
+            "UnixStream",
+            "TcpStream",
+        ] {
+            assert!(
+                !code.contains(transport),
+                "{} names {transport}",
+                file.display()
+            );
+        }
+    }
 }
 
 /// A crate's `[dependencies]` names.

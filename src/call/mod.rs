@@ -4,7 +4,11 @@
 //! translation to the plugin's dialect (`translate::call_upstream`). The connection layer
 //! (`splice`, the listeners) hands calls down here; nothing here names it.
 
+pub mod answer;
+pub mod checked;
 pub mod plan;
+pub mod protect;
+pub mod rescue;
 pub mod staging;
 pub mod target;
 pub mod upstream;

@@ -1,14 +1,14 @@
 //! What becomes of a call, decided from its head: the one copy of the decision that every
 //! connection path takes (the splice in `splice::conn`, the `h2` server front in
-//! `front::call::handle`). In two steps, because a connection may have to wait for its plugin
+//! `front::terminated::handle`). In two steps, because a connection may have to wait for its plugin
 //! between them: [`admit`] reads only the head (the route table, the peer's rule, the size of
 //! the header list), [`plan`] the plugin's dialect too. What a connection cannot do for a call
 //! (its upstream connection gone, a header block it cannot rewrite) it decides itself, after.
 
 use std::sync::Arc;
 
+use super::rescue::header_list_too_large;
 use crate::dialect::Dialect;
-use crate::front::reply::header_list_too_large;
 use crate::front::router::{Inline, Route};
 use crate::front::services::{self, Handler};
 use crate::front::Shared;
@@ -81,7 +81,7 @@ pub enum Plan {
     /// One call to the plugin, translated on the connection's own upstream connection: its
     /// head goes on at once with the plugin's path, its message once whole.
     TranslateHere(Inline),
-    /// Read whole and answered by the gateway (`front::call::answer`): translated, protected,
+    /// Read whole and answered by the gateway (`call::answer`): translated, protected,
     /// checked, or emulated around the plugin.
     Answer,
 }

@@ -23,7 +23,7 @@ use crate::upstream::conn::{Connection, Driver};
 use crate::upstream::Live;
 use tokio_rustls::client::TlsStream;
 
-use super::call::handle;
+use super::terminated::handle;
 use super::watched::Watched;
 use super::Shared;
 

@@ -1,16 +1,13 @@
 //! The front: the UNIX socket orchestrators call, the route table, and each call's path from
 //! request to reply.
 
-pub mod call;
-pub mod checked;
 pub mod limits;
 pub mod listener;
-pub mod protect;
 pub mod relay;
-pub mod reply;
 pub mod router;
 pub mod services;
 pub mod socket;
+pub mod terminated;
 pub mod watched;
 
 use std::sync::Arc;
@@ -19,6 +16,8 @@ use crate::observe::Redactor;
 use crate::translate::HandleStore;
 use crate::upstream::Upstream;
 
+/// The call layer's parts by the names the connection layer knew them by.
+pub use crate::call::{answer as call, checked, protect, rescue as reply};
 /// The `[calls]` policy, as the configuration reads it.
 pub use crate::config::calls as policy;
 /// Which calls are wire-identical between two dialects: the translate crate's.

@@ -14,7 +14,7 @@ use http::{HeaderMap, Request, Response};
 use crate::grpc::{body::h2_status, frame, status, Code, Status};
 use crate::upstream::Connection;
 
-use super::call::unless_reset;
+use super::terminated::unless_reset;
 
 /// What the relay saw of a call that went through.
 pub struct Relayed {

@@ -97,10 +97,10 @@ impl Route {
     }
 
     /// The plugin path on which the splice translates this call as one call on a stream of its
-    /// own upstream connection (`front::call::inline_request`, `inline_reply`): where the call
+    /// own upstream connection (`call::answer::inline_request`, `inline_reply`): where the call
     /// is one raw call to an `upstream` plugin ([`single_call_path`]) and the gateway keeps
     /// nothing of its own around it — no protection, validation or default deadline (those
-    /// calls take `front::call::answer`'s path). Its request goes on as it came when it has
+    /// calls take `call::answer`'s path). Its request goes on as it came when it has
     /// no field ([`Inline::empty_request`]), or when it passes the check of a call that is
     /// wire-identical but for it ([`Inline::check`]). A plugin that `requires_staging` has the
     /// gateway refuse some requests itself (`identical::STAGED`), which the check reads too.

@@ -2350,7 +2350,7 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     /// A call on the upstream whose deadline passed before its reply ended: answered
     /// DEADLINE_EXCEEDED by the gateway, as the terminating path answers it
-    /// (`front::call::with_deadline`), and its stream reset on the upstream (RST_STREAM
+    /// (`call::answer::with_deadline`), and its stream reset on the upstream (RST_STREAM
     /// CANCEL), whose frames on it from then on are dropped (`reset_upstream`).
     fn deadline_exceeded(&mut self, id: u32) {
         let Some(stream) = self.streams.get(&id) else {

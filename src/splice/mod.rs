@@ -7,11 +7,11 @@
 //! of each call (for the volume id in the log). A call that needs translation and is one call
 //! to the plugin (`Route::inline_call`) is translated on the connection's own upstream
 //! connection: its head goes on with the plugin's path, its message is translated once whole,
-//! the plugin's reply once it ends (`front::call::inline_request`, `inline_reply`); a request
+//! the plugin's reply once it ends (`call::answer::inline_request`, `inline_reply`); a request
 //! that has no field in either revision (the capability calls) goes on as it came, since it
 //! can only be the empty request (`translate::identical::request_empty`). Other
 //! translated calls, and calls the gateway refuses, are answered by the splice itself on the
-//! same connection, through the same code as on the terminating path (`front::call::answer`,
+//! same connection, through the same code as on the terminating path (`call::answer`,
 //! on the gateway's shared upstream connection); calls to the gateway's own services
 //! (reflection, health) are served as streams both ways (`local_stream`).
 //!

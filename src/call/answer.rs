@@ -1,182 +1,25 @@
-//! One call from a client, from route to reply. Same dialect on both sides: relay the frames.
-//! Otherwise: decode the front dialect into the hub, call the upstream in its dialect, and encode
-//! the outcome back — errors included, since the draft answers errors inside an OK reply. Every
-//! call ends in exactly one report, from which `observe` logs and counts it.
+//! One call's answer, from its request message to its reply, with no transport: same dialect
+//! on both sides, the message passed on; otherwise the front dialect decoded into the hub, the
+//! plugin called through the one pipeline ([`super::Pipeline`]), and the outcome encoded back —
+//! errors included, since the draft answers errors inside an OK reply. The splice calls it for
+//! the calls it answers itself, and for those it translates on its own upstream connection
+//! ([`inline_request`], [`inline_reply`]); the `h2` server front for every call it reads.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use h2::server::SendResponse;
-use h2::RecvStream;
-use http::{HeaderValue, Request, Response};
-use tokio::sync::watch;
 
-use crate::call::plan::{self, Admission, Plan};
-use crate::call::{target, Pipeline};
-use crate::grpc::{self, body, frame, status, Code, Status, CONTENT_TYPE};
-use crate::metrics::{InFlight, Origin};
+use crate::front::router::Route;
+use crate::front::Shared;
+use crate::grpc::{frame, Code, Status};
+use crate::metrics::Origin;
 use crate::observe::{self, Report};
-use crate::tls::Authorization;
 use crate::translate::{self, CallError, FrontCall};
 use crate::upstream::{Connection, Live};
 
-use super::relay::{relay, reply_status};
-use super::reply::error_reply;
-use super::router::Route;
-use super::{checked, protect, services, Shared};
-
-/// Serves one HTTP/2 stream to its end, on the front connection's `private` upstream
-/// connection when it has a working one, else on the shared one. `stopping` turns true when
-/// the gateway shuts down (streams of its own services end then).
-pub async fn handle(
-    shared: &Shared,
-    private: Option<Connection>,
-    request: Request<RecvStream>,
-    mut respond: SendResponse<Bytes>,
-    stopping: watch::Receiver<bool>,
-) {
-    let started = Instant::now();
-    let _in_flight = InFlight::start();
-    let mut report = Report::new(request.uri().path().to_owned());
-    serve(
-        shared,
-        private,
-        request,
-        &mut respond,
-        &mut report,
-        stopping,
-    )
-    .await;
-    observe::finish(&report, started.elapsed(), &shared.redactor);
-}
-
-async fn serve(
-    shared: &Shared,
-    private: Option<Connection>,
-    request: Request<RecvStream>,
-    respond: &mut SendResponse<Bytes>,
-    report: &mut Report,
-    stopping: watch::Receiver<bool>,
-) {
-    // h2 hands over a request whose header list was over the limit marked (it stops counting
-    // there), as the splice reads one, so that both answer it alike (`plan::admit`).
-    let too_large = request
-        .extensions()
-        .get::<h2::ext::HeaderListTooLarge>()
-        .is_some();
-    let authorization = request.extensions().get::<Arc<Authorization>>().cloned();
-    report.bridge_peer = authorization.is_some();
-    let head = plan::Head {
-        path: &report.path,
-        header_list: if too_large { usize::MAX } else { 0 },
-        authorization: authorization.as_ref(),
-    };
-    let route = match plan::admit(shared, &head) {
-        Admission::Call(route) => route,
-        Admission::Refused(route, s) => {
-            report.called = route.map(|r| r.called());
-            let encoded = error_reply(report.called, Origin::Client, s, report);
-            return reply(respond, encoded, report);
-        }
-        Admission::Unknown => {
-            let s = unknown_method(&report.path);
-            return reply(
-                respond,
-                error_reply(None, Origin::Client, s, report),
-                report,
-            );
-        }
-        Admission::Service(service) => {
-            report.service = Some(services::method_name(&report.path));
-            // Labelled with the driver it serves, as on the splice.
-            report.driver = shared.upstream.live().ok().map(|l| l.driver_name.clone());
-            report.code = services::serve(&service, request, respond, stopping).await;
-            report.origin = Some(services::origin(report.code));
-            return;
-        }
-    };
-    report.called = Some(route.called());
-    let deadline = request
-        .headers()
-        .get("grpc-timeout")
-        .and_then(|v| crate::grpc::parse_timeout(v.as_bytes()));
-    let live = match live_upstream(shared, route, deadline, report).await {
-        Ok(live) => live,
-        Err(encoded) => return reply(respond, encoded, report),
-    };
-    let conn = private
-        .filter(|c| !c.is_closed())
-        .unwrap_or_else(|| live.conn.clone());
-    let requires_staging = live.session.requires_staging;
-    if let Plan::Relay { rewrite } =
-        plan::plan(&route, live.detected.dialect, requires_staging, true)
-    {
-        let began = Instant::now();
-        report.translated = rewrite.is_some();
-        match relay(&conn, request, respond, observe::bodies_enabled(), rewrite).await {
-            Ok(relayed) => {
-                report.upstream = Some(began.elapsed());
-                report.code = relayed.code;
-                report.request = relayed.request;
-                report.response = relayed.reply;
-                if let Some(s) = relayed.broken {
-                    report.fail(Origin::Gateway, &s);
-                } else if relayed.code != Code::Ok {
-                    // The plugin's status, relayed as it came; a translated call's message
-                    // is noted too, as its translation reports it.
-                    report.origin = Some(Origin::Upstream);
-                    if rewrite.is_some() {
-                        report.message = Some(relayed.message.unwrap_or_default());
-                    }
-                }
-            }
-            Err(s) => {
-                // CANCELLED: the client reset the stream (see `relay`).
-                let origin = match s.code() {
-                    Code::Cancelled => Origin::Client,
-                    _ => Origin::Gateway,
-                };
-                let encoded = error_reply(Some(route.called()), origin, s, report);
-                reply(respond, encoded, report);
-            }
-        }
-        return;
-    }
-    if route.method.server_streaming {
-        let s = streaming_refused(route, &live);
-        return reply(
-            respond,
-            error_reply(Some(route.called()), Origin::Gateway, s, report),
-            report,
-        );
-    }
-    let deadline = request
-        .headers()
-        .get("grpc-timeout")
-        .and_then(|v| grpc::parse_timeout(v.as_bytes()));
-    let message = read_message(&mut request.into_body()).await;
-    let call = decoded(shared, &live, &conn, route, message, deadline, report);
-    let Some(encoded) = unless_reset(respond, call).await else {
-        return report.fail(
-            Origin::Client,
-            &Status::cancelled("the client reset the stream"),
-        );
-    };
-    reply(respond, encoded, report);
-}
-
-/// Runs `work` unless the client resets the stream first: then `work` is dropped, and with it
-/// the upstream call it made (h2 resets a stream whose handles are all dropped).
-pub(crate) async fn unless_reset<F: std::future::Future>(
-    respond: &mut SendResponse<Bytes>,
-    work: F,
-) -> Option<F::Output> {
-    tokio::select! {
-        out = work => Some(out),
-        _ = std::future::poll_fn(|cx| respond.poll_reset(cx)) => None,
-    }
-}
+use super::rescue::error_reply;
+use super::{checked, protect, target, Pipeline};
 
 /// Answers a call from its request message, for the splice, which reads requests itself: an
 /// unknown method, a call translated for the current upstream, or — when the splice's own
@@ -215,7 +58,7 @@ pub async fn answer(
 /// The live upstream, noted in the report — waited for within `deadline` while the gateway is
 /// still detecting it at start ([`crate::upstream::Upstream::known`]); without one, the call's
 /// answer in its front dialect (UNAVAILABLE naming the upstream).
-async fn live_upstream(
+pub(crate) async fn live_upstream(
     shared: &Shared,
     route: Route,
     deadline: Option<Duration>,
@@ -236,13 +79,13 @@ async fn live_upstream(
     }
 }
 
-fn unknown_method(path: &str) -> Status {
+pub(crate) fn unknown_method(path: &str) -> Status {
     Status::unimplemented(format!(
         "unknown method {path}: not a CSI RPC this gateway serves"
     ))
 }
 
-fn streaming_refused(route: Route, live: &Live) -> Status {
+pub(crate) fn streaming_refused(route: Route, live: &Live) -> Status {
     Status::unimplemented(format!(
         "{} streams; streaming RPCs pass through only between v1 peers, and the upstream speaks {}",
         route.method.path, live.detected.dialect
@@ -251,7 +94,7 @@ fn streaming_refused(route: Route, live: &Live) -> Status {
 
 /// A call the gateway reads: admitted by the method's protection, given its default deadline when the client set none, then passed on as it is (its messages
 /// pass untouched) or translated. Returns the reply message, or the status to send as the reply.
-async fn decoded(
+pub(crate) async fn decoded(
     shared: &Shared,
     live: &Live,
     conn: &Connection,
@@ -485,37 +328,4 @@ fn encode_reply(
         return translate::front::encode_front_v0_2(route.method.path, outcome);
     }
     translate::front::encode_front_method(route.dialect, route.method, outcome)
-}
-
-async fn read_message(body: &mut RecvStream) -> Result<Bytes, Status> {
-    let bytes = body::read_to_end(body).await?;
-    frame::decode_unary(&bytes).map(Bytes::copy_from_slice)
-}
-
-/// Sends an encoded reply, or the status as a trailers-only reply (already noted in the report
-/// by whoever produced it).
-fn reply(respond: &mut SendResponse<Bytes>, encoded: Result<Vec<u8>, Status>, report: &mut Report) {
-    match encoded {
-        Ok(message) => {
-            send_message(respond, &message);
-            if observe::bodies_enabled() {
-                report.response = Some(message.into());
-            }
-        }
-        Err(s) => reply_status(respond, &s),
-    }
-}
-
-fn send_message(respond: &mut SendResponse<Bytes>, message: &[u8]) {
-    let mut head = Response::new(());
-    head.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static(CONTENT_TYPE),
-    );
-    let Ok(mut stream) = respond.send_response(head, false) else {
-        return;
-    };
-    if stream.send_data(frame::encode(message), false).is_ok() {
-        let _ = stream.send_trailers(status::ok_trailers());
-    }
 }

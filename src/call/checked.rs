@@ -15,9 +15,9 @@ use crate::translate;
 use crate::translate::errors::general_error;
 use crate::validate::{self, Violation};
 
-use super::policy::Validate;
-use super::reply::error_reply;
-use super::router::Route;
+use super::rescue::error_reply;
+use crate::config::calls::Validate;
+use crate::front::router::Route;
 
 pub const FAILURES: &str = "csi_gateway_validation_failures_total";
 

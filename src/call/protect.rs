@@ -16,8 +16,8 @@ use crate::dialect::Dialect;
 use crate::grpc::Status;
 use crate::observe::volume_id::volume_id;
 
-use super::policy::{MethodPolicy, Policy};
-use super::router::Route;
+use crate::config::calls::{MethodPolicy, Policy};
+use crate::front::router::Route;
 
 pub const REJECTIONS: &str = "csi_gateway_protection_rejections_total";
 pub const IN_FLIGHT: &str = "csi_gateway_protection_in_flight";
