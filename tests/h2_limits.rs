@@ -291,6 +291,41 @@ async fn a_trickled_header_frame_ends_the_connection() {
     }
 }
 
+/// A DATA frame trickled a few bytes at a time, on a stream whose head came whole: a frame of
+/// any kind is timed from its first byte, so the connection ends after
+/// `header_block_timeout` (GOAWAY PROTOCOL_ERROR) however steadily the bytes come, on every
+/// path; one trickled within the limit is served.
+#[tokio::test]
+async fn a_trickled_data_frame_ends_the_connection() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let paths = paths(&backend, "header_block_timeout = \"1s\"").await;
+    // Probe's request with an unknown field (number 99, 31 bytes), which a plugin skips: a
+    // 48-byte frame at 8 bytes every 250 ms takes 1.5 s.
+    let mut unknown = vec![0x9a, 0x06, 31];
+    unknown.extend([b'x'; 31]);
+    let data = frame(DATA, END_STREAM, 1, &message(&unknown));
+    let head = frame(HEADERS, END_HEADERS, 1, &request_block(&[], PROBE, &[]));
+    for (name, gw) in &paths.gateways {
+        let mut p = Peer::connect(&gw.socket).await;
+        p.send(&head).await;
+        let sent = Instant::now();
+        for piece in data.chunks(8) {
+            p.send(piece).await;
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        header_block_timed_out(&mut p, sent, name).await;
+
+        // The same frame in pieces over 0.5 s is served.
+        let mut p = Peer::connect(&gw.socket).await;
+        p.send(&head).await;
+        for piece in data.chunks(data.len() / 4 + 1) {
+            p.send(piece).await;
+            tokio::time::sleep(Duration::from_millis(125)).await;
+        }
+        expect_ok(&mut p, 1, name).await;
+    }
+}
+
 /// `max_concurrent_streams` is advertised, and a stream past it gets RST_STREAM
 /// REFUSED_STREAM; once a stream ends, a new one is served.
 #[tokio::test]

@@ -28,7 +28,7 @@ pub struct Limits {
     pub idle_timeout: Duration,
     /// A header block begun (HEADERS without END_HEADERS) and not finished by its last
     /// CONTINUATION within this long ends the connection: GOAWAY PROTOCOL_ERROR (a slowloris
-    /// peer holding a partial block).
+    /// peer holding a partial block). A frame of any kind part read this long does too.
     #[serde(with = "humantime_serde")]
     pub header_block_timeout: Duration,
     /// Request bytes the gateway holds for the calls it reads itself (translated or refused

@@ -27,7 +27,9 @@ const END_HEADERS: u8 = 0x4;
 /// What the client's frames so far call for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Seen {
-    /// Since when a header block has been waiting for its last CONTINUATION.
+    /// Since when a header block has been waiting for its last CONTINUATION, or a frame of
+    /// any kind for its last byte (a client trickling a DATA frame is held to the same bound
+    /// as one that never ends a header block), whichever began first.
     pub block_since: Option<Instant>,
     /// More streams were reset within a second than the limit allows.
     pub too_many_resets: bool,
@@ -54,6 +56,12 @@ pub struct Watched<T> {
     tell: watch::Sender<Seen>,
     /// The frame being read ends a header block (END_HEADERS).
     ends_block: bool,
+    /// Since when a header block has been open.
+    header_since: Option<Instant>,
+    /// Since when the frame being read has been only partly read.
+    frame_since: Option<Instant>,
+    /// A frame ended in the read being followed.
+    frame_done: bool,
 }
 
 impl<T> Watched<T> {
@@ -68,6 +76,9 @@ impl<T> Watched<T> {
             max_resets_per_second,
             tell,
             ends_block: false,
+            header_since: None,
+            frame_since: None,
+            frame_done: false,
         };
         (watched, seen)
     }
@@ -106,6 +117,17 @@ impl<T> Watched<T> {
                 }
             }
         }
+        let mid_frame = match self.at {
+            Position::Preface(_) => false,
+            Position::Head(_, filled) => filled > 0,
+            Position::Payload(_) => true,
+        };
+        self.frame_since = match (mid_frame, std::mem::take(&mut self.frame_done)) {
+            (false, _) => None,
+            (true, true) => Some(Instant::now()),
+            (true, false) => self.frame_since.or_else(|| Some(Instant::now())),
+        };
+        self.seen.block_since = self.header_since.into_iter().chain(self.frame_since).min();
         if self.seen != before {
             // Nobody listening: the connection is over, and so is the watching.
             let _ = self.tell.send(self.seen);
@@ -114,8 +136,9 @@ impl<T> Watched<T> {
 
     /// The frame read last is whole: one that ends a header block ends its clock.
     fn frame_ended(&mut self) {
+        self.frame_done = true;
         if std::mem::take(&mut self.ends_block) {
-            self.seen.block_since = None;
+            self.header_since = None;
         }
     }
 
@@ -126,7 +149,7 @@ impl<T> Watched<T> {
         let now = Instant::now();
         match kind {
             HEADERS | CONTINUATION => {
-                self.seen.block_since = self.seen.block_since.or(Some(now));
+                self.header_since = self.header_since.or(Some(now));
                 self.ends_block = flags & END_HEADERS != 0;
             }
             RST_STREAM if self.resets.exceeded(now, self.max_resets_per_second) => {
@@ -209,6 +232,30 @@ mod tests {
         let mut end = head(2, CONTINUATION, END_HEADERS, 1);
         end.extend([4, 5]);
         w.read(&end);
+        assert_eq!(*seen.borrow(), Seen::default());
+    }
+
+    #[test]
+    fn a_frame_part_read_is_timed_until_its_last_byte() {
+        let (mut w, seen) = Watched::new((), 100);
+        w.read(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+        let mut data = head(4, 0x0, 0, 1); // DATA
+        data.extend([1, 2, 3, 4]);
+        w.read(&data[..11]);
+        let began = seen
+            .borrow()
+            .block_since
+            .expect("a DATA frame part read is timed");
+        w.read(&data[11..12]);
+        assert_eq!(
+            seen.borrow().block_since,
+            Some(began),
+            "from its first byte"
+        );
+        w.read(&data[12..]);
+        assert_eq!(*seen.borrow(), Seen::default(), "whole: no longer timed");
+        // Whole frames read in one go leave nothing timed.
+        w.read(&[data.clone(), data].concat());
         assert_eq!(*seen.borrow(), Seen::default());
     }
 

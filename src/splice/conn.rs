@@ -172,6 +172,8 @@ pub struct Splice<C, U> {
     /// with streams open, a request unfinished `idle_timeout` after it is stalled.
     client_heard: Instant,
     block_since: Option<Instant>,
+    /// Since when the client's frame at the front of `from_client` has been only partly read.
+    frame_since: Option<Instant>,
     /// How much more DATA the client accepts on the connection, from anyone.
     window: i64,
     /// Connection window the splice's own replies took and the upstream does not know about.
@@ -528,6 +530,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             idle_since: Some(Instant::now()),
             client_heard: Instant::now(),
             block_since: None,
+            frame_since: None,
             window: frame::DEFAULT_WINDOW,
             debt: 0,
             held: false,
@@ -632,6 +635,11 @@ impl<C: Io, U: Io> Splice<C, U> {
     fn poll_run(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         loop {
             let mut progress = false;
+            if self.to_upstream.len() >= HIGH_WATER && !self.upstream_gone {
+                // The client is not read while the plugin takes its time: a frame or header
+                // block the client began waits on the plugin, not on the client.
+                self.restart_client_timers();
+            }
             if (self.to_upstream.len() < HIGH_WATER || self.upstream_gone)
                 && self.own.len() + self.to_client.len() < 2 * HIGH_WATER
             {
@@ -720,6 +728,15 @@ impl<C: Io, U: Io> Splice<C, U> {
     }
 
     /// Writes what waits for the upstream; `true` if anything moved.
+    /// Restarts the timers of a frame or header block the client is part way through.
+    fn restart_client_timers(&mut self) {
+        if self.frame_since.is_some() || self.block_since.is_some() {
+            let now = Instant::now();
+            self.frame_since = self.frame_since.map(|_| now);
+            self.block_since = self.block_since.map(|_| now);
+        }
+    }
+
     fn flush_upstream(&mut self, cx: &mut Context<'_>) -> bool {
         if self.upstream_gone {
             self.to_upstream.clear();
@@ -806,6 +823,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         // The buffer is taken out while its frames are handled in place, then put back.
         let mut buf = std::mem::take(&mut self.from_client);
+        let before = buf.len();
         let piece = self.to_upstream.len() + PIECE;
         let handled = take_frames(&mut buf, |head, whole| {
             if self.to_upstream.len() >= piece {
@@ -814,8 +832,18 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             self.on_client_frame(head, whole).map(|()| true)
         });
+        if buf.len() < before {
+            // Every frame it began is whole: what is left is a new one.
+            self.frame_since = None;
+        }
         self.from_client = buf;
         handled?;
+        // A frame only partly read, of any kind, is timed from its first byte: a client that
+        // trickles a frame (a DATA frame byte by byte, say) is held to header_block_timeout as
+        // one that never ends a header block, whatever else it sends.
+        if !self.from_client.is_empty() && !self.client_unhandled {
+            self.frame_since = self.frame_since.or(Some(self.now));
+        }
         if self.from_client.len() >= frame::HEAD_LEN {
             let head = Head::parse(&self.from_client);
             // Refused before it is buffered (RFC 9113 §4.2).
@@ -2225,7 +2253,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         if !self.preface {
             return Some((self.accepted + limits::PREFACE_TIMEOUT, Timeout::Preface));
         }
-        if let Some(since) = self.block_since {
+        if let Some(since) = self.block_since.into_iter().chain(self.frame_since).min() {
             return Some((
                 since + self.limits.header_block_timeout,
                 Timeout::HeaderBlock,
@@ -2275,7 +2303,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 Some(Poll::Ready(()))
             }
             Timeout::HeaderBlock => Some(self.fail(Broken::Client(
-                "header block not finished in time",
+                "header block or frame not finished in time",
                 reason::PROTOCOL_ERROR,
             ))),
             Timeout::Idle => {
