@@ -112,10 +112,10 @@ async fn admitted_after(socket: &std::path::Path, delay: Duration) -> Result<Pee
     }
 }
 
-/// A stream opened and never finished kept a connection from ever being idle. A client silent
-/// for `idle_timeout` with a request unfinished has stalled: that stream is reset (CANCEL) and
-/// the connection asked to go away, so it closes. A call whose request is whole and whose
-/// plugin is slow is not cut. Spliced front.
+/// A stream opened and never finished kept a connection from ever being idle. A client that
+/// sends no part of a request for `idle_timeout` with one unfinished has stalled — silent, or
+/// sending only PINGs: that stream is reset (CANCEL) and the connection asked to go away, so it
+/// closes. A call whose request is whole and whose plugin is slow is not cut. Spliced front.
 #[tokio::test]
 async fn a_request_never_finished_does_not_hold_the_connection() {
     let backend = Backend::start(Options::new("v1")).await;
@@ -144,6 +144,33 @@ async fn a_request_never_finished_does_not_hold_the_connection() {
         .find(|f| f.kind == RST_STREAM && f.stream == 1);
     assert_eq!(reset.map(Frame::code), Some(CANCEL), "{:?}", p.seen);
     assert!(p.seen.iter().any(|f| f.kind == GOAWAY), "{:?}", p.seen);
+
+    // Nor does a client that keeps the connection busy with PINGs while its request makes no
+    // progress: PINGs are not part of a request.
+    let mut p = Peer::connect(&gw.socket).await;
+    p.send(&out).await;
+    let sent = Instant::now();
+    let mut pings = 0;
+    while !p.closed && sent.elapsed() < Duration::from_secs(10) {
+        p.send(&frame(PING, 0, 0, &[7; 8])).await;
+        pings += 1;
+        let next = Instant::now() + Duration::from_millis(200);
+        while !p.closed && Instant::now() < next {
+            p.next_within(next.saturating_duration_since(Instant::now()))
+                .await;
+        }
+    }
+    let after = sent.elapsed();
+    assert!(
+        p.closed && after >= Duration::from_millis(900) && after < Duration::from_secs(5),
+        "pinging: closed {} after {after:?} and {pings} PINGs, the limit being 1 s",
+        p.closed,
+    );
+    let reset = p
+        .seen
+        .iter()
+        .find(|f| f.kind == RST_STREAM && f.stream == 1);
+    assert_eq!(reset.map(Frame::code), Some(CANCEL), "{:?}", p.seen);
 
     // A whole request waiting on a slow plugin is not a stalled one.
     let mut p = Peer::connect(&gw.socket).await;

@@ -21,9 +21,10 @@ pub struct Limits {
     /// CVE-2023-44487); past that it gets GOAWAY ENHANCE_YOUR_CALM.
     pub max_resets_per_second: u32,
     /// A connection without a stream for this long is asked to go away (GOAWAY NO_ERROR: a
-    /// client reconnects on its next call). A client silent this long with a request it never
-    /// finished has stalled: that stream is reset (CANCEL) and the connection asked to go
-    /// away too (on the splice). 0: never.
+    /// client reconnects on its next call). A client that sends no part of a request this long
+    /// while one is unfinished has stalled (PINGs and WINDOW_UPDATEs are not part of one):
+    /// that stream is reset (CANCEL) and the connection asked to go away too (on the splice).
+    /// 0: never.
     #[serde(with = "humantime_serde")]
     pub idle_timeout: Duration,
     /// A header block begun (HEADERS without END_HEADERS) and not finished by its last

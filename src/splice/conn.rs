@@ -73,7 +73,7 @@ const HIGH_WATER: usize = 256 * 1024;
 /// bench). About four small calls' requests (a Probe's is ~120 bytes as a client sends it).
 const PIECE: usize = 512;
 
-/// How far `client_heard` lags behind the client's last bytes at most.
+/// How far `client_heard` lags behind the client's last request frame at most.
 const HEARD_STEP: Duration = Duration::from_millis(100);
 
 /// A client's timer and the gateway's for one deadline differ by the time its request took to
@@ -168,8 +168,10 @@ pub struct Splice<C, U> {
     /// Since when the connection has had no stream, and since when a request header block
     /// waits for its CONTINUATION frames.
     idle_since: Option<Instant>,
-    /// When the client last sent anything (or the stalled-request check last found none):
-    /// with streams open, a request unfinished `idle_timeout` after it is stalled.
+    /// When the client last sent a frame of a request — HEADERS, CONTINUATION or DATA — (or the
+    /// stalled-request check last found none): with streams open, a request unfinished
+    /// `idle_timeout` after it is stalled, whatever else (PINGs, WINDOW_UPDATEs) the client
+    /// sends meanwhile.
     client_heard: Instant,
     block_since: Option<Instant>,
     /// Since when the client's frame at the front of `from_client` has been only partly read.
@@ -796,10 +798,6 @@ impl<C: Io, U: Io> Splice<C, U> {
     // ---- client to upstream ----
 
     fn on_client_bytes(&mut self) -> Result<(), Broken> {
-        // Moved on in steps, so the connection's timer is not re-armed on every read.
-        if self.now.saturating_duration_since(self.client_heard) >= HEARD_STEP {
-            self.client_heard = self.now;
-        }
         if !self.preface {
             if self.from_client.len() < frame::PREFACE.len() {
                 return match frame::PREFACE.starts_with(&self.from_client) {
@@ -889,6 +887,11 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     fn on_client_frame(&mut self, head: Head, whole: &[u8]) -> Result<(), Broken> {
         let payload = &whole[frame::HEAD_LEN..];
+        // Moved on in steps, so the connection's timer is not re-armed on every frame.
+        let request = matches!(head.kind, Kind::Headers | Kind::Continuation | Kind::Data);
+        if request && self.now.saturating_duration_since(self.client_heard) >= HEARD_STEP {
+            self.client_heard = self.now;
+        }
         if head.len > self.client_frame_limit {
             return Err(Broken::Client("frame too large", reason::FRAME_SIZE_ERROR));
         }
