@@ -14,6 +14,14 @@
 //! the client's next connection WINDOW_UPDATE, and holds the upstream's DATA when forwarding it
 //! would exceed what the client really allows.
 //!
+//! The client's own flow control is enforced (RFC 9113 §6.9.1): the splice counts the window
+//! the client was granted — the upstream's SETTINGS_INITIAL_WINDOW_SIZE and WINDOW_UPDATEs as
+//! they pass, and the splice's own — and DATA past the connection's is a connection error
+//! (GOAWAY FLOW_CONTROL_ERROR), past only a stream's a stream error (RST_STREAM
+//! FLOW_CONTROL_ERROR), which leaves the connection's other calls alone. h2 answers both with a
+//! connection error; the RFC lets a receiver choose, and a gateway serving many callers on one
+//! connection loses less this way.
+//!
 //! The connection-level frames are answered per hop (RFC 9113 §5.4, §6.5, §6.7, §6.8): the
 //! gateway answers each side's PINGs itself, and a client never sees the upstream's GOAWAY —
 //! the GOAWAY it gets names the last stream the *gateway* took, answered by it or relayed.
@@ -136,6 +144,13 @@ pub struct Splice<C, U> {
     last_stream: u32,
     /// The client's settings, which the splice obeys when it sends replies itself.
     client_initial_window: i64,
+    /// The SETTINGS_INITIAL_WINDOW_SIZE the client was told (the upstream's, passed on): the
+    /// window each new stream of the client's starts with (RFC 9113 §6.9.2).
+    client_stream_window: i64,
+    /// How much DATA the client may still send on the connection: the window it was granted,
+    /// by the upstream's WINDOW_UPDATEs passed on and by the splice's own, less what it sent.
+    /// Below zero it broke flow control (RFC 9113 §6.9.1).
+    client_credit: i64,
     client_max_frame: usize,
     /// The upstream's largest frame, for re-encoded header blocks.
     upstream_max_frame: usize,
@@ -144,7 +159,8 @@ pub struct Splice<C, U> {
     upstream_frame_limit: usize,
     /// SETTINGS sent to each side and not yet acknowledged, oldest first, with the header
     /// table size each carried: applied once acknowledged, when the other side gets its ACK.
-    settings_to_client: VecDeque<Option<u32>>,
+    /// The client's also carry an initial window lowered, which counts from its ACK.
+    settings_to_client: VecDeque<(Option<u32>, Option<i64>)>,
     settings_to_upstream: VecDeque<Option<u32>>,
     /// The upstream's decoder waits for a size update that the client's blocks, now
     /// re-encoded, no longer carry to it.
@@ -270,6 +286,9 @@ struct Stream {
     client_ended: bool,
     /// What is left of the request's `content-length`, when it declared one.
     content_left: Option<u64>,
+    /// How much DATA the client may still send on the stream: the window it was granted, the
+    /// upstream's on a relayed stream, the splice's own on one it answers (`client_credit`).
+    credit: i64,
     _in_flight: InFlight,
     side: Side,
 }
@@ -509,6 +528,8 @@ impl<C: Io, U: Io> Splice<C, U> {
             streams: HashMap::default(),
             last_stream: 0,
             client_initial_window: frame::DEFAULT_WINDOW,
+            client_stream_window: frame::DEFAULT_WINDOW,
+            client_credit: frame::DEFAULT_WINDOW,
             client_max_frame: frame::DEFAULT_MAX_FRAME,
             upstream_max_frame: frame::DEFAULT_MAX_FRAME,
             client_frame_limit: frame::DEFAULT_MAX_FRAME,
@@ -931,7 +952,10 @@ impl<C: Io, U: Io> Splice<C, U> {
             Kind::Settings if head.has(frame::ACK) => {
                 // The client applies what the gateway passed on from the upstream: so may the
                 // upstream now rely on the client's acknowledgement.
-                if let Some(table) = self.settings_to_client.pop_front() {
+                if let Some((table, lowered)) = self.settings_to_client.pop_front() {
+                    if let Some(window) = lowered {
+                        self.lower_stream_window(window);
+                    }
                     if let Some(size) = table {
                         let size = size as usize;
                         if size < self.client_decoder.table_max() {
@@ -1107,6 +1131,74 @@ impl<C: Io, U: Io> Splice<C, U> {
         frame::put(self.own_out(), Kind::Settings, frame::ACK, 0, &[]);
     }
 
+    /// The client is told a new SETTINGS_INITIAL_WINDOW_SIZE: a raise counts at once for every
+    /// stream (the client may apply it as soon as it reads it); a lowering only once the client
+    /// acknowledged it (`lower_stream_window`), which it returns.
+    fn raise_stream_window(&mut self, window: i64) -> Option<i64> {
+        let delta = window - self.client_stream_window;
+        if delta < 0 {
+            return Some(window);
+        }
+        self.client_stream_window = window;
+        for s in self.streams.values_mut() {
+            s.credit += delta;
+        }
+        None
+    }
+
+    fn lower_stream_window(&mut self, window: i64) {
+        let delta = window - self.client_stream_window;
+        self.client_stream_window = window;
+        for s in self.streams.values_mut() {
+            s.credit += delta;
+        }
+    }
+
+    /// Window granted the client on `stream` (0: the connection), by the splice or by the
+    /// upstream through it: counted where the client may send it (`client_credit`).
+    fn granted(&mut self, stream: u32, n: u32) {
+        if stream == 0 {
+            self.client_credit += n as i64;
+        } else if let Some(s) = self.streams.get_mut(&stream) {
+            s.credit += n as i64;
+        }
+    }
+
+    /// The splice grants the client `n` more bytes of window on `stream` (0: the connection).
+    fn grant(&mut self, stream: u32, n: u32) {
+        frame::put_window_update(self.own_out(), stream, n);
+        self.granted(stream, n);
+    }
+
+    /// A client DATA frame of `len` bytes, against the windows the client was granted (RFC
+    /// 9113 §6.9.1). Past the connection's: a connection error, FLOW_CONTROL_ERROR (the
+    /// gateway cannot tell what else the client sent past it). Past only the stream's: a
+    /// stream error (§5.4.2), so that the connection's other calls go on; the frame is dropped
+    /// and its connection window given back, as for any frame not passed on. `false` then.
+    fn within_window(&mut self, id: u32, len: usize) -> Result<bool, Broken> {
+        self.client_credit -= len as i64;
+        if self.client_credit < 0 {
+            return Err(Broken::Client(
+                "DATA past the connection's flow-control window",
+                reason::FLOW_CONTROL_ERROR,
+            ));
+        }
+        let Some(stream) = self.streams.get_mut(&id).filter(|s| !s.request_done) else {
+            return Ok(true);
+        };
+        stream.credit -= len as i64;
+        if stream.credit >= 0 {
+            return Ok(true);
+        }
+        self.grant(0, len as u32);
+        self.stream_error(
+            id,
+            reason::FLOW_CONTROL_ERROR,
+            "DATA past the stream's flow-control window",
+        );
+        Ok(false)
+    }
+
     fn client_window_update(&mut self, stream: u32, n: u32, whole: &[u8]) -> Result<(), Broken> {
         if stream == 0 {
             if n == 0 {
@@ -1176,11 +1268,14 @@ impl<C: Io, U: Io> Splice<C, U> {
     fn on_client_data(&mut self, head: Head, whole: &[u8]) -> Result<(), Broken> {
         let payload = &whole[frame::HEAD_LEN..];
         let end = head.has(frame::END_STREAM);
+        if !self.within_window(head.stream, head.len)? {
+            return Ok(());
+        }
         if !self.streams.contains_key(&head.stream) {
             self.idle_stream_check(head.stream, "DATA")?;
             // Data for a stream that has ended: drop it, but give back the window it used.
             if head.len > 0 {
-                frame::put_window_update(self.own_out(), 0, head.len as u32);
+                self.grant(0, head.len as u32);
             }
             if self.client_closed.contains(&head.stream) {
                 frame::put_rst_stream(self.own_out(), head.stream, reason::STREAM_CLOSED);
@@ -1189,7 +1284,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         if self.content_length_broken(head, payload)? {
             // Not passed on: its window is the splice's to give back.
-            frame::put_window_update(self.own_out(), 0, head.len as u32);
+            self.grant(0, head.len as u32);
             self.stream_error(head.stream, reason::PROTOCOL_ERROR, CONTENT_LENGTH);
             return Ok(());
         }
@@ -1248,6 +1343,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let stream = self.streams.get_mut(&head.stream).expect("checked above");
         if stream.request_done {
             frame::put_window_update(own, 0, head.len as u32);
+            self.client_credit += head.len as i64;
             // A stream error (RFC 9113 §5.1, half-closed): answered here for every stream, a
             // relayed one too (a plugin may answer it by closing its whole connection). DATA
             // after the splice itself ended the request is dropped, as frames in flight are.
@@ -1270,6 +1366,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 t.credit += head.len as u64;
                 if head.len > 0 && !end {
                     frame::put_window_update(own, head.stream, head.len as u32);
+                    stream.credit += head.len as i64;
                 }
                 if end {
                     self.send_translated(head.stream, &payload[range]);
@@ -1325,6 +1422,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 // connection and the gateway may hold more (`give_back`).
                 if head.len > 0 && !end {
                     frame::put_window_update(own, head.stream, head.len as u32);
+                    stream.credit += head.len as i64;
                 }
                 self.let_go(dropped);
                 self.hold(held);
@@ -1339,6 +1437,8 @@ impl<C: Io, U: Io> Splice<C, U> {
                 let range = frame::content(&head, payload).map_err(|_| malformed())?;
                 let content = &payload[range];
                 self.services.data(head.stream, content, head.len, end, own);
+                self.client_credit += head.len as i64;
+                self.services_granted();
             }
         }
         Ok(())
@@ -1646,6 +1746,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 timeout,
                 client_ended: false,
                 content_left: content_length,
+                credit: self.client_stream_window,
                 _in_flight: InFlight::start(),
                 side,
             },
@@ -1847,7 +1948,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                     self.upstream_max_frame,
                 );
                 if refund > 0 {
-                    frame::put_window_update(self.own_out(), 0, refund as u32);
+                    self.grant(0, refund as u32);
                 }
             }
             call::Inline::Answer(answer) => {
@@ -1909,7 +2010,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.reset_on_upstream(id);
         }
         if credit > 0 {
-            frame::put_window_update(self.own_out(), 0, credit as u32);
+            self.grant(0, credit as u32);
         }
     }
 
@@ -2037,7 +2138,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         // Never more than a window may be: only a client sending past its window withholds more.
         let n = std::mem::take(&mut self.withheld).min(frame::MAX_WINDOW as u64);
         self.withheld_since = None;
-        frame::put_window_update(self.own_out(), 0, n as u32);
+        self.grant(0, n as u32);
     }
 
     /// Window withheld `BUDGET_WAIT`: the connection's largest unfinished local request is
@@ -2446,6 +2547,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         };
         let mut ended = Vec::new();
         let progress = self.services.poll(cx, &mut out, &mut ended);
+        self.services_granted();
         for local_stream::Finished { id, status } in ended {
             let Some(stream) = self.streams.get_mut(&id) else {
                 continue;
@@ -2460,6 +2562,15 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.remove(id);
         }
         progress
+    }
+
+    /// Counts the stream window the services gave the client (`Stream::credit`).
+    fn services_granted(&mut self) {
+        for (id, n) in self.services.drain_granted() {
+            if let Some(s) = self.streams.get_mut(&id) {
+                s.credit += n as i64;
+            }
+        }
     }
 
     // ---- upstream to client ----
@@ -2528,6 +2639,10 @@ impl<C: Io, U: Io> Splice<C, U> {
         let passes = stream_frame && self.passes_on(&head);
         if passes {
             self.to_client.extend_from_slice(whole);
+            if head.kind == Kind::WindowUpdate {
+                let n = frame::increment(payload).map_err(upstream_malformed)?;
+                self.granted(head.stream, n);
+            }
         }
         match head.kind {
             Kind::Data if !passes => self.kept_data(head, payload)?,
@@ -2646,7 +2761,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         frame::check_settings(payload).map_err(|(what, _)| Broken::Upstream(what.into()))?;
         let mut client = Vec::with_capacity(6);
         let (mut streams, mut list) = (None, None);
-        let mut table = None;
+        let (mut table, mut lowered) = (None, None);
         for (id, value) in frame::settings(payload) {
             match id {
                 frame::SETTINGS_MAX_FRAME_SIZE => {
@@ -2663,6 +2778,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 }
                 frame::SETTINGS_INITIAL_WINDOW_SIZE => {
                     self.upstream_initial_window = value as i64;
+                    lowered = self.raise_stream_window(value as i64);
                     client.push((id, value));
                 }
                 frame::SETTINGS_MAX_CONCURRENT_STREAMS => streams = Some(value),
@@ -2693,7 +2809,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         } else {
             frame::put_settings(self.own_out(), &client);
         }
-        self.settings_to_client.push_back(table);
+        self.settings_to_client.push_back((table, lowered));
         Ok(())
     }
 
@@ -3050,7 +3166,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let settings = self.own_settings();
         frame::put_settings(&mut self.to_client, &settings);
         // The client's ACK of it is nobody else's.
-        self.settings_to_client.push_back(None);
+        self.settings_to_client.push_back((None, None));
         self.server_preface = true;
         self.release_own();
     }

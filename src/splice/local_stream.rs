@@ -58,6 +58,9 @@ pub struct LocalStreams {
     credit: Arc<Credit>,
     /// Request bytes handed to services and not yet taken, on all streams.
     unread: usize,
+    /// Stream window given the client since the splice last looked (`drain_granted`): it
+    /// counts what each client stream may send.
+    granted: Vec<(u32, u32)>,
 }
 
 struct Entry {
@@ -244,7 +247,13 @@ impl LocalStreams {
             entry.requests = None;
         } else if due > 0 {
             frame::put_window_update(out, id, due as u32);
+            self.granted.push((id, due as u32));
         }
+    }
+
+    /// The stream window given the client since the last call, per stream.
+    pub fn drain_granted(&mut self) -> std::vec::Drain<'_, (u32, u32)> {
+        self.granted.drain(..)
     }
 
     /// The client's half of stream `id` ended (with trailers or an empty END_STREAM DATA).
@@ -331,6 +340,7 @@ impl LocalStreams {
             self.unread -= n;
             if entry.requests.is_some() && entry.ending.is_none() {
                 frame::put_window_update(frames, id, n as u32);
+                self.granted.push((id, n as u32));
             }
         }
         !taken.is_empty()
