@@ -315,3 +315,107 @@ async fn clients_ignoring_flow_control_hold_no_more_than_they_were_granted() {
     q.call(1, &request_block(&[], PROBE, &[]), &[]).await;
     assert_eq!(q.reply(1).await.get("grpc-status"), Some("0"));
 }
+
+/// The gateway's own services (reflection, whose requests may be 64 KiB): once a connection's
+/// streams hold 8 MiB of unfinished requests, the gateway grants it no more window, as for the
+/// calls it answers itself; a client that sends 200 unfinished 60 KB requests (12 MB) all the
+/// same gets GOAWAY FLOW_CONTROL_ERROR.
+#[tokio::test]
+async fn service_calls_past_the_withheld_window() {
+    let backend = Backend::start(Options::new("v1")).await;
+    let gw = Gateway::start(&backend.socket, "v0.1", &[]).await;
+    let mut p = Peer::connect(&gw.socket).await;
+    let mut out = Vec::new();
+    for i in 0..200 {
+        out.extend_from_slice(&unfinished(1 + 2 * i, REFLECTION, 65_000, 60_000));
+    }
+    p.send(&out).await;
+    let g = tokio::time::timeout(Duration::from_secs(20), p.goaway()).await;
+    let code = g.ok().flatten().map(|g| g.code());
+    println!("reflection: 200 x 60 KB sent past the window: GOAWAY code {code:?}");
+    let other: Vec<_> = p.seen.iter().filter(|f| f.kind != WINDOW_UPDATE).collect();
+    assert_eq!(code, Some(FLOW_CONTROL_ERROR), "{other:?}");
+}
+
+/// Resident memory once it has stopped growing: sampled every 500 ms until two samples in a
+/// row differ by less than 1 MiB (or 30 s passed).
+async fn settled_rss_kib(pid: u32) -> u64 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut last = support::rss_kib(pid);
+    loop {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = support::rss_kib(pid);
+        if now.abs_diff(last) < 1024 || std::time::Instant::now() > deadline {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// Requests to the gateway's own services are in the global budget: 40 connections, each with
+/// 50 reflection streams holding 60 KB of a message that declares 65,000 bytes and never ends
+/// (a client that obeys flow control, h2's), make the gateway hold about `max_buffered_bytes`
+/// (the least allowed here, 8 MiB) and the window each connection had from the start (the
+/// plugin's 1 MiB), not all 120 MB. The gateway answers other calls meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_requests_are_held_within_the_budget() {
+    const CONNECTIONS: usize = 40;
+    const STREAMS: usize = 50;
+    const BUDGET_MIB: u64 = 8;
+    /// Per connection: the plugin's 1 MiB connection window.
+    const PER_CONNECTION_KIB: u64 = 1024;
+    /// Per stream: the service's task, channels and decoder, and the stream's own state.
+    const PER_STREAM_KIB: u64 = 24;
+    let backend = Backend::start(Options::new("v1")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let flag = config(dir.path(), "max_buffered_bytes = 8388618");
+    let gw = Gateway::start(&backend.socket, "v0.1", &[&flag]).await;
+    let mut p = Peer::connect(&gw.socket).await;
+    p.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+    assert_eq!(p.reply(1).await.get("grpc-status"), Some("0"));
+    let before = settled_rss_kib(gw.pid()).await;
+
+    let mut body = vec![0];
+    body.extend_from_slice(&65_000u32.to_be_bytes());
+    body.resize(60_000, 0x0a);
+    let body = bytes::Bytes::from(body);
+    let mut held = Vec::new();
+    for _ in 0..CONNECTIONS {
+        let io = tokio::net::UnixStream::connect(&gw.socket).await.unwrap();
+        let (client, connection) = h2::client::handshake(io).await.unwrap();
+        let driver = tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        let mut client = client.ready().await.unwrap();
+        let mut streams = Vec::new();
+        for _ in 0..STREAMS {
+            let request = http::Request::post(format!("http://gateway{REFLECTION}"))
+                .header("content-type", "application/grpc")
+                .header("te", "trailers")
+                .body(())
+                .unwrap();
+            let (reply, mut send) = client.send_request(request, false).unwrap();
+            // Buffered by h2, sent as the gateway's windows allow.
+            send.send_data(body.clone(), false).unwrap();
+            streams.push((reply, send));
+            client = client.ready().await.unwrap();
+        }
+        held.push((client, streams, driver));
+    }
+    let during = settled_rss_kib(gw.pid()).await;
+    let grown = during.saturating_sub(before) / 1024;
+    println!(
+        "{CONNECTIONS} connections x {STREAMS} reflection streams x 60 KB unfinished, budget {BUDGET_MIB} MiB: VmRSS {before} KiB -> {during} KiB (+{grown} MiB)"
+    );
+    let mut q = Peer::connect(&gw.socket).await;
+    q.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+    assert_eq!(q.reply(1).await.get("grpc-status"), Some("0"));
+    let each = PER_CONNECTION_KIB + STREAMS as u64 * PER_STREAM_KIB;
+    assert!(
+        grown < BUDGET_MIB + CONNECTIONS as u64 * each / 1024,
+        "+{grown} MiB"
+    );
+    for (.., driver) in &held {
+        driver.abort();
+    }
+}

@@ -31,9 +31,10 @@ pub struct Limits {
     #[serde(with = "humantime_serde")]
     pub header_block_timeout: Duration,
     /// Request bytes the gateway holds for the calls it reads itself (translated or refused
-    /// calls, whose message it needs whole), all connections together: once they hold this
-    /// much, no connection is granted window for more (WINDOW_UPDATE withheld) until some is
-    /// let go, so that clients that never finish their messages hold at most this.
+    /// calls, whose message it needs whole, and its own services' streams), all connections
+    /// together: once they hold this much, no connection is granted window for more
+    /// (WINDOW_UPDATE withheld) until some is let go, so that clients that never finish their
+    /// messages hold at most this (a client sending past its window gets FLOW_CONTROL_ERROR).
     pub max_buffered_bytes: usize,
 }
 

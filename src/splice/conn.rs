@@ -174,6 +174,9 @@ pub struct Splice<C, U> {
     resets: Rate,
     /// Request body bytes of local calls held now.
     local_bodies: usize,
+    /// Request bytes the gateway's own services hold now (`LocalStreams::held`), as counted in
+    /// `Shared::buffered`.
+    services_held: usize,
     /// Connection window the client's DATA for local calls took and that is not given back
     /// yet: the connection or the gateway holds all the request bytes it may (`give_back`).
     withheld: u64,
@@ -542,6 +545,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             upstream_draining: false,
             resets: Rate::default(),
             local_bodies: 0,
+            services_held: 0,
             withheld: 0,
             withheld_since: None,
             idle_since: Some(Instant::now()),
@@ -1437,8 +1441,11 @@ impl<C: Io, U: Io> Splice<C, U> {
                 let range = frame::content(&head, payload).map_err(|_| malformed())?;
                 let content = &payload[range];
                 self.services.data(head.stream, content, head.len, end, own);
-                self.client_credit += head.len as i64;
                 self.services_granted();
+                self.count_services();
+                // Given back as the connection and the gateway may hold more, as for a local
+                // call's request.
+                self.give_back(head.len as u32);
             }
         }
         Ok(())
@@ -2130,7 +2137,7 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     fn grant_withheld(&mut self) {
         if self.withheld == 0
-            || self.local_bodies >= limits::CONNECTION_BUFFERED
+            || self.local_bodies + self.services_held >= limits::CONNECTION_BUFFERED
             || !self.shared.buffered.room()
         {
             return;
@@ -2155,16 +2162,29 @@ impl<C: Io, U: Io> Splice<C, U> {
                 _ => None,
             })
             .max();
+        let refusal = Status::resource_exhausted(format!(
+            "the gateway holds all the requests it may (max_buffered_bytes, or {} bytes on this connection); this one waited {BUDGET_WAIT:?} for room",
+            limits::CONNECTION_BUFFERED
+        ));
+        // A service's stream, if it holds more: ended at the services' next poll.
+        if let Some((held, id)) = self.services.largest_unfinished() {
+            if largest.is_none_or(|(local, _)| held > local) {
+                tracing::debug!(
+                    stream = id,
+                    held,
+                    "service request refused: no room to buffer it"
+                );
+                self.services.refuse(id, refusal);
+                return;
+            }
+        }
         let Some((_, id)) = largest else {
             return;
         };
         let Some(Side::Local(local)) = self.streams.get_mut(&id).map(|s| &mut s.side) else {
             return;
         };
-        local.refused = Some(Status::resource_exhausted(format!(
-            "the gateway holds all the requests it may (max_buffered_bytes, or {} bytes on this connection); this one waited {BUDGET_WAIT:?} for room",
-            limits::CONNECTION_BUFFERED
-        )));
+        local.refused = Some(refusal);
         let held = std::mem::take(&mut local.body).len();
         tracing::debug!(stream = id, held, "request refused: no room to buffer it");
         self.let_go(held);
@@ -2548,6 +2568,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let mut ended = Vec::new();
         let progress = self.services.poll(cx, &mut out, &mut ended);
         self.services_granted();
+        self.count_services();
         for local_stream::Finished { id, status } in ended {
             let Some(stream) = self.streams.get_mut(&id) else {
                 continue;
@@ -2562,6 +2583,17 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.remove(id);
         }
         progress
+    }
+
+    /// Keeps `Shared::buffered` at what the services hold of this connection's requests.
+    fn count_services(&mut self) {
+        let now = self.services.held();
+        if now > self.services_held {
+            self.shared.buffered.take(now - self.services_held);
+        } else {
+            self.shared.buffered.give(self.services_held - now);
+        }
+        self.services_held = now;
     }
 
     /// Counts the stream window the services gave the client (`Stream::credit`).
@@ -3270,6 +3302,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             if matches!(stream.side, Side::Service) {
                 self.services.remove(id);
+                self.count_services();
             }
             // What a local call still held of its request (reset before it ended).
             if let Side::Local(local) = &stream.side {
@@ -3326,7 +3359,9 @@ impl<C: Io, U: Io> Splice<C, U> {
 /// also when the listener closed it for a new client (its task aborted, `finish_all` never run).
 impl<C, U> Drop for Splice<C, U> {
     fn drop(&mut self) {
-        self.shared.buffered.give(self.local_bodies);
+        self.shared
+            .buffered
+            .give(self.local_bodies + self.services_held);
     }
 }
 
