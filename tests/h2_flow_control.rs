@@ -419,3 +419,111 @@ async fn service_requests_are_held_within_the_budget() {
         driver.abort();
     }
 }
+
+/// Makes `count` volumes on the plugin, so that a ListVolumes reply is large.
+async fn volumes(backend: &Backend, count: usize) -> usize {
+    use csi_gateway::dialect::proto::v1;
+    use prost::Message;
+    let controller = v1::controller_client::ControllerClient::new(backend.channel().await);
+    for batch in (0..count).collect::<Vec<_>>().chunks(50) {
+        let calls = batch.iter().map(|i| {
+            let mut controller = controller.clone();
+            async move {
+                controller
+                    .create_volume(v1::CreateVolumeRequest {
+                        name: format!("a-volume-whose-name-is-long-enough-to-count-{i:06}"),
+                        volume_capabilities: vec![support::front::cap_v1()],
+                        capacity_range: Some(v1::CapacityRange {
+                            required_bytes: 1 << 20,
+                            limit_bytes: 0,
+                        }),
+                        ..Default::default()
+                    })
+                    .await
+                    .unwrap();
+            }
+        });
+        futures_util::future::join_all(calls).await;
+    }
+    let mut controller = controller.clone();
+    let all = controller
+        .list_volumes(v1::ListVolumesRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(all.entries.len(), count);
+    all.encoded_len()
+}
+
+/// Replies the gateway holds for clients that do not read them are in the global budget:
+/// 20 connections make 120 translated ListVolumes calls each (v0.3 on a v1 plugin with 1,000
+/// volumes: ~50 KB a reply, 120 MB in all), granting 1 GiB windows and never reading. With `max_buffered_bytes` at
+/// 32 MiB the gateway stops taking the plugin's replies once the budget is used (they wait in
+/// the plugin, paced by flow control) and stops granting request window: its memory grows by
+/// about the budget, not by every reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_a_client_does_not_read_are_held_within_the_budget() {
+    const CONNECTIONS: usize = 20;
+    const CALLS: u32 = 120;
+    const BUDGET_MIB: u64 = 32;
+    /// Per connection, past the budget: what it read of the plugin's replies before it paused
+    /// (a read's worth, and a reply being translated), the 256 KiB written to a client that
+    /// does not read, and the allocator's slack.
+    const PER_CONNECTION_KIB: u64 = 1536;
+    let backend = Backend::start(Options::new("v1")).await;
+    let size = volumes(&backend, 1_000).await;
+    let dir = tempfile::tempdir().unwrap();
+    let flag = config(
+        dir.path(),
+        &format!("max_buffered_bytes = {}", BUDGET_MIB << 20),
+    );
+    let gw = Gateway::start(&backend.socket, "v0.1", &[&flag]).await;
+    let mut p = Peer::connect(&gw.socket).await;
+    p.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+    assert_eq!(p.reply(1).await.get("grpc-status"), Some("0"));
+    let before = settled_rss_kib(gw.pid()).await;
+
+    let mut held = Vec::new();
+    for _ in 0..CONNECTIONS {
+        let mut p = Peer::connect(&gw.socket).await;
+        // Windows of 1 GiB: the gateway may send it all, and the client reads none of it.
+        let mut out = settings(&[(0x4, 1 << 30)]);
+        out.extend_from_slice(&frame(WINDOW_UPDATE, 0, 0, &(1u32 << 30).to_be_bytes()));
+        for i in 0..CALLS {
+            let block = request_block(&[], "/csi.v0.Controller/ListVolumes", &[]);
+            out.extend_from_slice(&frame(HEADERS, END_HEADERS, 1 + 2 * i, &block));
+            out.extend_from_slice(&frame(DATA, END_STREAM, 1 + 2 * i, &message(&[])));
+        }
+        p.send(&out).await;
+        held.push(p);
+    }
+    // The plugin takes a while over 2,400 ListVolumes of 1,000 volumes (its debug build).
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    let during = settled_rss_kib(gw.pid()).await;
+    let grown = during.saturating_sub(before) / 1024;
+    let asked = CONNECTIONS as u64 * CALLS as u64 * size as u64 / (1 << 20);
+    println!(
+        "{CONNECTIONS} connections x {CALLS} ListVolumes replies of {size} bytes ({asked} MiB) never read, budget {BUDGET_MIB} MiB: VmRSS {before} KiB -> {during} KiB (+{grown} MiB)"
+    );
+    // A client that reads is served meanwhile: relayed, and translated.
+    let mut q = Peer::connect(&gw.socket).await;
+    q.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+    assert_eq!(q.reply(1).await.get("grpc-status"), Some("0"));
+    let block = request_block(&[], "/csi.v0.Controller/ListVolumes", &[]);
+    q.send(&frame(WINDOW_UPDATE, 0, 0, &(1u32 << 30).to_be_bytes()))
+        .await;
+    q.send(&settings(&[(0x4, 1 << 30)])).await;
+    q.call(3, &block, &[]).await;
+    let r = q.reply(3).await;
+    assert_eq!(r.get("grpc-status"), Some("0"), "{:?}", r.fields);
+    assert!(
+        r.data.len() > size / 2,
+        "a ListVolumes reply of {}",
+        r.data.len()
+    );
+    assert!(
+        grown < BUDGET_MIB + CONNECTIONS as u64 * PER_CONNECTION_KIB / 1024,
+        "+{grown} MiB"
+    );
+    drop(held);
+}

@@ -174,9 +174,16 @@ pub struct Splice<C, U> {
     resets: Rate,
     /// Request body bytes of local calls held now.
     local_bodies: usize,
-    /// Request bytes the gateway's own services hold now (`LocalStreams::held`), as counted in
-    /// `Shared::buffered`.
+    /// Request bytes the gateway's own services hold now (`LocalStreams::held`), and the reply
+    /// bytes waiting to go to the client, as counted in `Shared::buffered`.
     services_held: usize,
+    /// Reply bytes held for the client, on the gateway's count too (`Shared::buffered`): the
+    /// splice's own replies not sent yet (`Local::reply`, waiting on the client's windows or
+    /// buffer) and translated calls' replies as they come from the plugin (`Translated::reply`).
+    replies_held: usize,
+    /// The upstream is not read: this connection holds replies and the gateway has no room
+    /// for more (`reads_upstream`); looked at again every `BUDGET_RETRY`.
+    replies_paused: bool,
     /// Connection window the client's DATA for local calls took and that is not given back
     /// yet: the connection or the gateway holds all the request bytes it may (`give_back`).
     withheld: u64,
@@ -546,6 +553,8 @@ impl<C: Io, U: Io> Splice<C, U> {
             resets: Rate::default(),
             local_bodies: 0,
             services_held: 0,
+            replies_held: 0,
+            replies_paused: false,
             withheld: 0,
             withheld_since: None,
             idle_since: Some(Instant::now()),
@@ -677,7 +686,12 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             // Requests go on before replies are looked at: the upstream has the longer way to go.
             progress |= self.flush_upstream(cx);
-            if !self.upstream_gone && !self.held && self.to_client.len() < HIGH_WATER {
+            self.replies_paused = !self.reads_upstream();
+            if !self.upstream_gone
+                && !self.held
+                && self.to_client.len() < HIGH_WATER
+                && !self.replies_paused
+            {
                 let more = std::mem::take(&mut self.upstream_unhandled)
                     || match self.upstream.read_into(&mut self.from_upstream, cx) {
                         Poll::Ready(Some(_)) => true,
@@ -1512,6 +1526,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// after it go on as they came, both ways. What the client gave the stream's window beyond
     /// its start came to the splice, which sent nothing on the stream: the plugin gets it.
     fn turn_relayed(&mut self, id: u32) {
+        self.drop_translated_reply(id);
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
@@ -1955,7 +1970,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                     self.upstream_max_frame,
                 );
                 if refund > 0 {
-                    self.grant(0, refund as u32);
+                    self.give_back(refund as u32);
                 }
             }
             call::Inline::Answer(answer) => {
@@ -1976,6 +1991,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// reset (nothing of it reaches the client), the client gets back the window its DATA
     /// took, and the stream becomes a local one with what it has of its request.
     fn translated_to_local(&mut self, id: u32) {
+        self.drop_translated_reply(id);
         // Given back with what the local call holds (`give_back`), not at once.
         let credit = match self.streams.get_mut(&id).map(|s| &mut s.side) {
             Some(Side::Translated(t)) => std::mem::take(&mut t.credit),
@@ -2017,7 +2033,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.reset_on_upstream(id);
         }
         if credit > 0 {
-            self.grant(0, credit as u32);
+            self.give_back(credit as u32);
         }
     }
 
@@ -2051,6 +2067,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// A translated call's answer, sent by the splice as a local stream's reply (after the
     /// plugin's reply head, if that went to the client already).
     fn reply_translated(&mut self, id: u32, answer: Result<Vec<u8>, Status>, head_sent: bool) {
+        self.drop_translated_reply(id);
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
@@ -2060,12 +2077,14 @@ impl<C: Io, U: Io> Splice<C, U> {
             _ => return,
         };
         let reply = reply_frames(answer, !head_sent);
+        let held = reply.data.len();
         stream.side = Side::Local(Local {
             window,
             reply: Some(reply),
             ..Local::default()
         });
         self.replying.push_back(id);
+        self.hold_reply(held);
     }
 
     /// Starts answering a local stream whose request is complete.
@@ -2124,6 +2143,46 @@ impl<C: Io, U: Io> Splice<C, U> {
         self.shared.buffered.give(n);
     }
 
+    /// `n` more reply bytes held for the client, on the connection's count and the gateway's.
+    fn hold_reply(&mut self, n: usize) {
+        self.replies_held += n;
+        self.shared.buffered.take(n);
+    }
+
+    fn let_go_reply(&mut self, n: usize) {
+        self.replies_held -= n;
+        self.shared.buffered.give(n);
+    }
+
+    /// A translated call's reply as it came from the plugin is no longer needed (answered, or
+    /// the stream becomes another kind): let go.
+    fn drop_translated_reply(&mut self, id: u32) {
+        let Some(Side::Translated(t)) = self.streams.get_mut(&id).map(|s| &mut s.side) else {
+            return;
+        };
+        let n = t.reply.len();
+        t.reply.clear();
+        self.let_go_reply(n);
+    }
+
+    /// What this connection holds, of requests and replies, on the gateway's count.
+    fn holds(&self) -> usize {
+        self.local_bodies + self.services_held + self.replies_held
+    }
+
+    /// Whether the client may be granted more window now: the connection and the gateway may
+    /// hold more.
+    fn may_grant(&self) -> bool {
+        self.holds() < limits::CONNECTION_BUFFERED && self.shared.buffered.room()
+    }
+
+    /// Whether the upstream is read: not while this connection holds replies the client has
+    /// not taken and it or the gateway may hold no more. The plugin's replies then wait in
+    /// the plugin, paced by flow control, rather than in the gateway.
+    fn reads_upstream(&self) -> bool {
+        self.replies_held == 0 || self.may_grant()
+    }
+
     /// Connection window for `n` bytes of a local call's request the splice consumed: given
     /// back now if the connection and the gateway may hold more, else once they may
     /// (`withheld`), so that a client obeying flow control sends no more meanwhile.
@@ -2136,10 +2195,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     }
 
     fn grant_withheld(&mut self) {
-        if self.withheld == 0
-            || self.local_bodies + self.services_held >= limits::CONNECTION_BUFFERED
-            || !self.shared.buffered.room()
-        {
+        if self.withheld == 0 || !self.may_grant() {
             return;
         }
         // Never more than a window may be: only a client sending past its window withholds more.
@@ -2205,9 +2261,12 @@ impl<C: Io, U: Io> Splice<C, U> {
         let Side::Local(local) = &mut stream.side else {
             return;
         };
-        local.reply = Some(reply_frames(outcome, true));
+        let reply = reply_frames(outcome, true);
+        let held = reply.data.len();
+        local.reply = Some(reply);
         stream.report = Some(report);
         self.replying.push_back(id);
+        self.hold_reply(held);
     }
 
     /// Writes as much of the local replies as the client's windows allow, never inside a
@@ -2234,6 +2293,9 @@ impl<C: Io, U: Io> Splice<C, U> {
                 self.replying.pop_front();
                 continue;
             };
+            if out.len() >= HIGH_WATER {
+                return; // the client reads slowly: the rest waits here, counted
+            }
             let only_head = reply.data.is_empty() && reply.trailers.is_none();
             if let Some(head) = reply.head.take() {
                 let mut block = Vec::with_capacity(head.len() + 4);
@@ -2254,6 +2316,14 @@ impl<C: Io, U: Io> Splice<C, U> {
                 self.window -= piece.len() as i64;
                 local.window -= piece.len() as i64;
                 self.debt += piece.len() as u64;
+                self.replies_held -= piece.len();
+                self.shared.buffered.give(piece.len());
+                if out.len() >= HIGH_WATER {
+                    break;
+                }
+            }
+            if !reply.data.is_empty() {
+                return;
             }
             if let Some(trailers) = reply.trailers.take() {
                 let mut block = Vec::with_capacity(trailers.len() + 4);
@@ -2348,6 +2418,10 @@ impl<C: Io, U: Io> Splice<C, U> {
             .map(|since| {
                 let at = (Instant::now() + BUDGET_RETRY).min(since + BUDGET_WAIT);
                 (at, Timeout::Budget)
+            })
+            .or_else(|| {
+                let at = Instant::now() + BUDGET_RETRY;
+                self.replies_paused.then_some((at, Timeout::Budget))
             });
         [self.client_deadline(), keepalive, handshake, call, budget]
             .into_iter()
@@ -2669,12 +2743,17 @@ impl<C: Io, U: Io> Splice<C, U> {
             Kind::Data | Kind::Headers | Kind::Continuation | Kind::RstStream | Kind::WindowUpdate
         );
         let passes = stream_frame && self.passes_on(&head);
-        if passes {
-            self.to_client.extend_from_slice(whole);
-            if head.kind == Kind::WindowUpdate {
-                let n = frame::increment(payload).map_err(upstream_malformed)?;
+        if passes && head.kind == Kind::WindowUpdate {
+            let n = frame::increment(payload).map_err(upstream_malformed)?;
+            if head.stream == 0 && !self.may_grant() {
+                // No new request bytes while the gateway holds all it may: granted later.
+                self.give_back(n);
+            } else {
+                self.to_client.extend_from_slice(whole);
                 self.granted(head.stream, n);
             }
+        } else if passes {
+            self.to_client.extend_from_slice(whole);
         }
         match head.kind {
             Kind::Data if !passes => self.kept_data(head, payload)?,
@@ -2957,9 +3036,13 @@ impl<C: Io, U: Io> Splice<C, U> {
         };
         if t.reply.len() + range.len() > MAX_MESSAGE_BYTES + grpc_frame::HEADER {
             t.reply_too_large = true;
-            t.reply = BytesMut::new();
+            let dropped = std::mem::take(&mut t.reply).len();
+            self.replies_held -= dropped;
+            self.shared.buffered.give(dropped);
         } else if !t.reply_too_large {
-            t.reply.extend_from_slice(&payload[range]);
+            t.reply.extend_from_slice(&payload[range.clone()]);
+            self.replies_held += range.len();
+            self.shared.buffered.take(range.len());
         }
         if !end {
             // The stream's own window, given back past half of it (a reply larger than it).
@@ -3094,7 +3177,8 @@ impl<C: Io, U: Io> Splice<C, U> {
             (&answer, reply.code, head_sent, self.reencode_replies)
         {
             let len = grpc_frame::HEADER + message.len();
-            if len as i64 <= self.window.min(t.window) && !settings_unacked {
+            let room = self.to_client.len() < HIGH_WATER;
+            if len as i64 <= self.window.min(t.window) && !settings_unacked && room {
                 frame::put_message(&mut self.to_client, id, message, 0, self.client_max_frame);
                 self.window -= len as i64;
                 self.debt += len as u64;
@@ -3209,6 +3293,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// windows like the splice's own replies. After, trailers end it. A client still sending
     /// its request is told to stop (RST_STREAM NO_ERROR, RFC 9113 §8.1).
     fn answer_instead(&mut self, id: u32, s: &Status) {
+        self.drop_translated_reply(id);
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
@@ -3224,12 +3309,15 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
         };
         if let (false, Ok(message)) = (stream.reply_started, &encoded) {
+            let reply = reply_frames(Ok(message.clone()), true);
+            let held = reply.data.len();
             stream.side = Side::Local(Local {
                 window: self.client_initial_window,
-                reply: Some(reply_frames(Ok(message.clone()), true)),
+                reply: Some(reply),
                 ..Local::default()
             });
             self.replying.push_back(id);
+            self.hold_reply(held);
             return;
         }
         let status = encoded.err().unwrap_or_else(|| s.clone());
@@ -3304,9 +3392,15 @@ impl<C: Io, U: Io> Splice<C, U> {
                 self.services.remove(id);
                 self.count_services();
             }
-            // What a local call still held of its request (reset before it ended).
-            if let Side::Local(local) = &stream.side {
-                self.let_go(local.body.len());
+            // What a local call still held of its request (reset before it ended), and of its
+            // reply; what a translated call held of the plugin's reply.
+            match &stream.side {
+                Side::Local(local) => {
+                    self.let_go(local.body.len());
+                    self.let_go_reply(local.reply.as_ref().map_or(0, |r| r.data.len()));
+                }
+                Side::Translated(t) => self.let_go_reply(t.reply.len()),
+                _ => {}
             }
             if matches!(stream.side, Side::Translated(_)) && !stream.reply_done {
                 // Ended before the plugin's reply did (the client reset it, say).
@@ -3359,9 +3453,8 @@ impl<C: Io, U: Io> Splice<C, U> {
 /// also when the listener closed it for a new client (its task aborted, `finish_all` never run).
 impl<C, U> Drop for Splice<C, U> {
     fn drop(&mut self) {
-        self.shared
-            .buffered
-            .give(self.local_bodies + self.services_held);
+        let held = self.local_bodies + self.services_held + self.replies_held;
+        self.shared.buffered.give(held);
     }
 }
 

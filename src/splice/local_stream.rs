@@ -63,8 +63,8 @@ pub struct LocalStreams {
     /// Stream window given the client since the splice last looked (`drain_granted`): it
     /// counts what each client stream may send.
     granted: Vec<(u32, u32)>,
-    /// Request bytes the services hold, on all streams (`Entry::held`): on the gateway's count
-    /// (`Shared::buffered`) through the splice.
+    /// Request bytes the services hold, and reply bytes waiting for the client, on all streams
+    /// (`Entry::held`): on the gateway's count (`Shared::buffered`) through the splice.
     held: usize,
 }
 
@@ -77,7 +77,8 @@ struct Entry {
     /// decoder, once taken) until it is whole.
     framing: Framing,
     /// What the stream counts in `LocalStreams::held`: its unread bytes, or its unfinished
-    /// message's, whichever is more (both are the tail of what came).
+    /// message's, whichever is more (both are the tail of what came); and its reply's frame
+    /// waiting for the client's window (`waiting`).
     held: usize,
     /// What the client still accepts on this stream.
     window: i64,
@@ -242,8 +243,7 @@ impl LocalStreams {
                 entry.unread += content.len();
                 self.unread += content.len();
                 entry.framing.feed(content);
-                self.held = self.held - entry.held + entry.now_held();
-                entry.held = entry.now_held();
+                recount(&mut self.held, entry);
                 if self.unread > MAX_UNREAD {
                     entry.ending = Some(Status::resource_exhausted(format!(
                         "the gateway's services hold {MAX_UNREAD} unread request bytes of this connection already"
@@ -376,8 +376,7 @@ impl LocalStreams {
             };
             entry.unread -= n;
             self.unread -= n;
-            self.held = self.held - entry.held + entry.now_held();
-            entry.held = entry.now_held();
+            recount(&mut self.held, entry);
             if entry.requests.is_some() && entry.ending.is_none() {
                 frame::put_window_update(frames, id, n as u32);
                 self.granted.push((id, n as u32));
@@ -401,6 +400,7 @@ impl LocalStreams {
         let Some((mut data, guard, body)) = entry.waiting.take() else {
             return false;
         };
+        recount(&mut self.held, entry);
         let before = data.len();
         send_data(id, &mut data, &mut entry.window, out);
         if data.is_empty() && out.room {
@@ -409,6 +409,7 @@ impl LocalStreams {
         }
         let moved = data.len() < before;
         entry.waiting = Some((data, guard, body));
+        recount(&mut self.held, entry);
         self.parked.push_back(id);
         moved
     }
@@ -442,6 +443,7 @@ impl LocalStreams {
                     self.read_on(id, guard, body);
                 } else {
                     entry.waiting = Some((data, guard, body));
+                    recount(&mut self.held, entry);
                     self.parked.push_back(id);
                 }
             }
@@ -495,9 +497,18 @@ impl LocalStreams {
 }
 
 impl Entry {
+    /// Its requests' bytes held, and its reply's next frame waiting for the client.
     fn now_held(&self) -> usize {
-        self.unread.max(self.framing.partial)
+        let waiting = self.waiting.as_ref().map_or(0, |(data, ..)| data.len());
+        self.unread.max(self.framing.partial) + waiting
     }
+}
+
+/// Brings `entry`'s share of the services' `held` up to date.
+fn recount(held: &mut usize, entry: &mut Entry) {
+    let now = entry.now_held();
+    *held = *held - entry.held + now;
+    entry.held = now;
 }
 
 /// Follows a request's gRPC messages (a 5-byte prefix with the length, then the message) as
