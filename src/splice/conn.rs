@@ -179,11 +179,13 @@ pub struct Splice<C, U> {
     services_held: usize,
     /// Reply bytes held for the client, on the gateway's count too (`Shared::buffered`): the
     /// splice's own replies not sent yet (`Local::reply`, waiting on the client's windows or
-    /// buffer) and translated calls' replies as they come from the plugin (`Translated::reply`).
+    /// buffer) and translated calls' replies as they come from the plugin (`Translated::reply`,
+    /// until whole).
     replies_held: usize,
-    /// The upstream is not read: this connection holds replies and the gateway has no room
-    /// for more (`reads_upstream`); looked at again every `BUDGET_RETRY`.
-    replies_paused: bool,
+    /// Since when the upstream is not read: this connection holds replies and the gateway has
+    /// no room for more (`reads_upstream`); looked at again every `BUDGET_RETRY`, and past
+    /// `BUDGET_WAIT` a translated reply still coming is refused to make room (`make_reply_room`).
+    replies_paused: Option<Instant>,
     /// Connection window the client's DATA for local calls took and that is not given back
     /// yet: the connection or the gateway holds all the request bytes it may (`give_back`).
     withheld: u64,
@@ -554,7 +556,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             local_bodies: 0,
             services_held: 0,
             replies_held: 0,
-            replies_paused: false,
+            replies_paused: None,
             withheld: 0,
             withheld_since: None,
             idle_since: Some(Instant::now()),
@@ -686,12 +688,12 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             // Requests go on before replies are looked at: the upstream has the longer way to go.
             progress |= self.flush_upstream(cx);
-            self.replies_paused = !self.reads_upstream();
-            if !self.upstream_gone
-                && !self.held
-                && self.to_client.len() < HIGH_WATER
-                && !self.replies_paused
-            {
+            let reads = self.reads_upstream();
+            self.replies_paused = match reads {
+                true => None,
+                false => self.replies_paused.or(Some(self.now)),
+            };
+            if !self.upstream_gone && !self.held && self.to_client.len() < HIGH_WATER && reads {
                 let more = std::mem::take(&mut self.upstream_unhandled)
                     || match self.upstream.read_into(&mut self.from_upstream, cx) {
                         Poll::Ready(Some(_)) => true,
@@ -2176,11 +2178,44 @@ impl<C: Io, U: Io> Splice<C, U> {
         self.holds() < limits::CONNECTION_BUFFERED && self.shared.buffered.room()
     }
 
-    /// Whether the upstream is read: not while this connection holds replies the client has
-    /// not taken and it or the gateway may hold no more. The plugin's replies then wait in
-    /// the plugin, paced by flow control, rather than in the gateway.
+    /// Whether the upstream is read: not while this connection holds replies and it or the
+    /// gateway may hold no more. The plugin's replies then wait in the plugin, paced by flow
+    /// control, rather than in the gateway.
     fn reads_upstream(&self) -> bool {
         self.replies_held == 0 || self.may_grant()
+    }
+
+    /// The upstream has not been read for `BUDGET_WAIT`. Replies whole and waiting for the
+    /// client free their room as it reads; translated replies still coming would hold theirs
+    /// without end (every connection's waiting for another's room): the largest is answered
+    /// RESOURCE_EXHAUSTED, its stream reset on the upstream, and what it held let go.
+    fn make_reply_room(&mut self) {
+        self.replies_paused = Some(Instant::now());
+        let largest = self
+            .streams
+            .iter()
+            .filter_map(|(id, s)| match &s.side {
+                Side::Translated(t) if !s.reply_done && !t.reply.is_empty() => {
+                    Some((t.reply.len(), *id))
+                }
+                _ => None,
+            })
+            .max();
+        let Some((held, id)) = largest else {
+            return;
+        };
+        tracing::debug!(
+            stream = id,
+            held,
+            "translated reply refused: no room to hold it"
+        );
+        let head_sent = self.streams.get(&id).is_some_and(|s| s.reply_started);
+        let refusal = Status::resource_exhausted(format!(
+            "the gateway holds all the replies it may (max_buffered_bytes, or {} bytes on this connection); this one waited {BUDGET_WAIT:?} for room",
+            limits::CONNECTION_BUFFERED
+        ));
+        self.release_translated(id);
+        self.reply_translated(id, Err(refusal), head_sent);
     }
 
     /// Connection window for `n` bytes of a local call's request the splice consumed: given
@@ -2420,8 +2455,9 @@ impl<C: Io, U: Io> Splice<C, U> {
                 (at, Timeout::Budget)
             })
             .or_else(|| {
-                let at = Instant::now() + BUDGET_RETRY;
-                self.replies_paused.then_some((at, Timeout::Budget))
+                let since = self.replies_paused?;
+                let at = (Instant::now() + BUDGET_RETRY).min(since + BUDGET_WAIT);
+                Some((at, Timeout::Budget))
             });
         [self.client_deadline(), keepalive, handshake, call, budget]
             .into_iter()
@@ -2519,6 +2555,12 @@ impl<C: Io, U: Io> Splice<C, U> {
                     .is_some_and(|t| t.elapsed() >= BUDGET_WAIT)
                 {
                     self.make_room();
+                }
+                if self
+                    .replies_paused
+                    .is_some_and(|t| t.elapsed() >= BUDGET_WAIT)
+                {
+                    self.make_reply_room();
                 }
                 None
             }
