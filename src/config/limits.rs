@@ -32,10 +32,13 @@ pub struct Limits {
     /// peer holding a partial block). A frame of any kind part read this long does too.
     #[serde(with = "humantime_serde")]
     pub header_block_timeout: Duration,
-    /// Request bytes the gateway holds for the calls it reads itself (translated or refused
-    /// calls, whose message it needs whole), all connections together: once they hold this
-    /// much, no connection is granted window for more (WINDOW_UPDATE withheld) until some is
-    /// let go, so that clients that never finish their messages hold at most this.
+    /// Bytes the gateway holds, all connections together: requests of the calls it reads
+    /// itself (translated or refused calls, whose message it needs whole, and its own services'
+    /// streams), and replies waiting for a client that does not read them. Once they hold this
+    /// much, no connection is granted window for more (WINDOW_UPDATE withheld) and a connection
+    /// holding replies takes no more of the plugin's until some is let go, so that clients that
+    /// never finish their messages, or never read, hold about this (a client sending past its
+    /// window gets FLOW_CONTROL_ERROR).
     pub max_buffered_bytes: usize,
 }
 

@@ -78,7 +78,8 @@ pub fn refusal() -> bytes::BytesMut {
     out
 }
 
-/// The request bytes buffered by every connection together, against `max_buffered_bytes`.
+/// The request and reply bytes held by every connection together, against
+/// `max_buffered_bytes`.
 #[derive(Debug)]
 pub struct Budget {
     used: std::sync::atomic::AtomicUsize,

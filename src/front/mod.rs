@@ -47,7 +47,7 @@ pub struct Shared {
     /// Streams reset by clients, all connections together: `max_resets_per_second` bounds
     /// the gateway's, not one connection's (a client opens several).
     pub resets: std::sync::Mutex<limits::Rate>,
-    /// Request bytes held for calls the gateway reads itself, all connections together
-    /// (`max_buffered_bytes`).
+    /// Request bytes held for calls the gateway reads itself and its services, and reply bytes
+    /// held for clients, all connections together (`max_buffered_bytes`).
     pub buffered: limits::Budget,
 }

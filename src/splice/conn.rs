@@ -14,6 +14,14 @@
 //! the client's next connection WINDOW_UPDATE, and holds the upstream's DATA when forwarding it
 //! would exceed what the client really allows.
 //!
+//! The client's own flow control is enforced (RFC 9113 §6.9.1): the splice counts the window
+//! the client was granted — the upstream's SETTINGS_INITIAL_WINDOW_SIZE and WINDOW_UPDATEs as
+//! they pass, and the splice's own — and DATA past the connection's is a connection error
+//! (GOAWAY FLOW_CONTROL_ERROR), past only a stream's a stream error (RST_STREAM
+//! FLOW_CONTROL_ERROR), which leaves the connection's other calls alone. h2 answers both with a
+//! connection error; the RFC lets a receiver choose, and a gateway serving many callers on one
+//! connection loses less this way.
+//!
 //! The connection-level frames are answered per hop (RFC 9113 §5.4, §6.5, §6.7, §6.8): the
 //! gateway answers each side's PINGs itself, and a client never sees the upstream's GOAWAY —
 //! the GOAWAY it gets names the last stream the *gateway* took, answered by it or relayed.
@@ -138,6 +146,13 @@ pub struct Splice<C, U> {
     last_stream: u32,
     /// The client's settings, which the splice obeys when it sends replies itself.
     client_initial_window: i64,
+    /// The SETTINGS_INITIAL_WINDOW_SIZE the client was told (the upstream's, passed on): the
+    /// window each new stream of the client's starts with (RFC 9113 §6.9.2).
+    client_stream_window: i64,
+    /// How much DATA the client may still send on the connection: the window it was granted,
+    /// by the upstream's WINDOW_UPDATEs passed on and by the splice's own, less what it sent.
+    /// Below zero it broke flow control (RFC 9113 §6.9.1).
+    client_credit: i64,
     client_max_frame: usize,
     /// The upstream's largest frame, for re-encoded header blocks.
     upstream_max_frame: usize,
@@ -146,7 +161,8 @@ pub struct Splice<C, U> {
     upstream_frame_limit: usize,
     /// SETTINGS sent to each side and not yet acknowledged, oldest first, with the header
     /// table size each carried: applied once acknowledged, when the other side gets its ACK.
-    settings_to_client: VecDeque<Option<u32>>,
+    /// The client's also carry an initial window lowered, which counts from its ACK.
+    settings_to_client: VecDeque<(Option<u32>, Option<i64>)>,
     settings_to_upstream: VecDeque<Option<u32>>,
     /// The upstream's decoder waits for a size update that the client's blocks, now
     /// re-encoded, no longer carry to it.
@@ -160,6 +176,18 @@ pub struct Splice<C, U> {
     resets: Rate,
     /// Request body bytes of local calls held now.
     local_bodies: usize,
+    /// Request bytes the gateway's own services hold now (`LocalStreams::held`), and the reply
+    /// bytes waiting to go to the client, as counted in `Shared::buffered`.
+    services_held: usize,
+    /// Reply bytes held for the client, on the gateway's count too (`Shared::buffered`): the
+    /// splice's own replies not sent yet (`Local::reply`, waiting on the client's windows or
+    /// buffer) and translated calls' replies as they come from the plugin (`Translated::reply`,
+    /// until whole).
+    replies_held: usize,
+    /// Since when the upstream is not read: this connection holds replies and the gateway has
+    /// no room for more (`reads_upstream`); looked at again every `BUDGET_RETRY`, and past
+    /// `BUDGET_WAIT` a translated reply still coming is refused to make room (`make_reply_room`).
+    replies_paused: Option<Instant>,
     /// Connection window the client's DATA for local calls took and that is not given back
     /// yet: the connection or the gateway holds all the request bytes it may (`give_back`).
     withheld: u64,
@@ -276,6 +304,9 @@ struct Stream {
     client_ended: bool,
     /// What is left of the request's `content-length`, when it declared one.
     content_left: Option<u64>,
+    /// How much DATA the client may still send on the stream: the window it was granted, the
+    /// upstream's on a relayed stream, the splice's own on one it answers (`client_credit`).
+    credit: i64,
     _in_flight: InFlight,
     side: Side,
 }
@@ -515,6 +546,8 @@ impl<C: Io, U: Io> Splice<C, U> {
             streams: HashMap::default(),
             last_stream: 0,
             client_initial_window: frame::DEFAULT_WINDOW,
+            client_stream_window: frame::DEFAULT_WINDOW,
+            client_credit: frame::DEFAULT_WINDOW,
             client_max_frame: frame::DEFAULT_MAX_FRAME,
             upstream_max_frame: frame::DEFAULT_MAX_FRAME,
             client_frame_limit: frame::DEFAULT_MAX_FRAME,
@@ -527,6 +560,9 @@ impl<C: Io, U: Io> Splice<C, U> {
             upstream_draining: false,
             resets: Rate::default(),
             local_bodies: 0,
+            services_held: 0,
+            replies_held: 0,
+            replies_paused: None,
             withheld: 0,
             withheld_since: None,
             idle_since: Some(Instant::now()),
@@ -664,7 +700,12 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             // Requests go on before replies are looked at: the upstream has the longer way to go.
             progress |= self.flush_upstream(cx);
-            if !self.upstream_gone && !self.held && self.to_client.len() < HIGH_WATER {
+            let reads = self.reads_upstream();
+            self.replies_paused = match reads {
+                true => None,
+                false => self.replies_paused.or(Some(self.now)),
+            };
+            if !self.upstream_gone && !self.held && self.to_client.len() < HIGH_WATER && reads {
                 let more = std::mem::take(&mut self.upstream_unhandled)
                     || match self.upstream.read_into(&mut self.from_upstream, cx) {
                         Poll::Ready(Some(_)) => true,
@@ -964,7 +1005,10 @@ impl<C: Io, U: Io> Splice<C, U> {
             Kind::Settings if head.has(frame::ACK) => {
                 // The client applies what the gateway passed on from the upstream: so may the
                 // upstream now rely on the client's acknowledgement.
-                if let Some(table) = self.settings_to_client.pop_front() {
+                if let Some((table, lowered)) = self.settings_to_client.pop_front() {
+                    if let Some(window) = lowered {
+                        self.lower_stream_window(window);
+                    }
                     if let Some(size) = table {
                         let size = size as usize;
                         if size < self.client_decoder.table_max() {
@@ -1140,6 +1184,74 @@ impl<C: Io, U: Io> Splice<C, U> {
         frame::put(self.own_out(), Kind::Settings, frame::ACK, 0, &[]);
     }
 
+    /// The client is told a new SETTINGS_INITIAL_WINDOW_SIZE: a raise counts at once for every
+    /// stream (the client may apply it as soon as it reads it); a lowering only once the client
+    /// acknowledged it (`lower_stream_window`), which it returns.
+    fn raise_stream_window(&mut self, window: i64) -> Option<i64> {
+        let delta = window - self.client_stream_window;
+        if delta < 0 {
+            return Some(window);
+        }
+        self.client_stream_window = window;
+        for s in self.streams.values_mut() {
+            s.credit += delta;
+        }
+        None
+    }
+
+    fn lower_stream_window(&mut self, window: i64) {
+        let delta = window - self.client_stream_window;
+        self.client_stream_window = window;
+        for s in self.streams.values_mut() {
+            s.credit += delta;
+        }
+    }
+
+    /// Window granted the client on `stream` (0: the connection), by the splice or by the
+    /// upstream through it: counted where the client may send it (`client_credit`).
+    fn granted(&mut self, stream: u32, n: u32) {
+        if stream == 0 {
+            self.client_credit += n as i64;
+        } else if let Some(s) = self.streams.get_mut(&stream) {
+            s.credit += n as i64;
+        }
+    }
+
+    /// The splice grants the client `n` more bytes of window on `stream` (0: the connection).
+    fn grant(&mut self, stream: u32, n: u32) {
+        frame::put_window_update(self.own_out(), stream, n);
+        self.granted(stream, n);
+    }
+
+    /// A client DATA frame of `len` bytes, against the windows the client was granted (RFC
+    /// 9113 §6.9.1). Past the connection's: a connection error, FLOW_CONTROL_ERROR (the
+    /// gateway cannot tell what else the client sent past it). Past only the stream's: a
+    /// stream error (§5.4.2), so that the connection's other calls go on; the frame is dropped
+    /// and its connection window given back, as for any frame not passed on. `false` then.
+    fn within_window(&mut self, id: u32, len: usize) -> Result<bool, Broken> {
+        self.client_credit -= len as i64;
+        if self.client_credit < 0 {
+            return Err(Broken::Client(
+                "DATA past the connection's flow-control window",
+                reason::FLOW_CONTROL_ERROR,
+            ));
+        }
+        let Some(stream) = self.streams.get_mut(&id).filter(|s| !s.request_done) else {
+            return Ok(true);
+        };
+        stream.credit -= len as i64;
+        if stream.credit >= 0 {
+            return Ok(true);
+        }
+        self.grant(0, len as u32);
+        self.stream_error(
+            id,
+            reason::FLOW_CONTROL_ERROR,
+            "DATA past the stream's flow-control window",
+        );
+        Ok(false)
+    }
+
     fn client_window_update(&mut self, stream: u32, n: u32, whole: &[u8]) -> Result<(), Broken> {
         if stream == 0 {
             if n == 0 {
@@ -1209,11 +1321,14 @@ impl<C: Io, U: Io> Splice<C, U> {
     fn on_client_data(&mut self, head: Head, whole: &[u8]) -> Result<(), Broken> {
         let payload = &whole[frame::HEAD_LEN..];
         let end = head.has(frame::END_STREAM);
+        if !self.within_window(head.stream, head.len)? {
+            return Ok(());
+        }
         if !self.streams.contains_key(&head.stream) {
             self.idle_stream_check(head.stream, "DATA")?;
             // Data for a stream that has ended: drop it, but give back the window it used.
             if head.len > 0 {
-                frame::put_window_update(self.own_out(), 0, head.len as u32);
+                self.grant(0, head.len as u32);
             }
             if self.client_closed.contains(&head.stream) {
                 frame::put_rst_stream(self.own_out(), head.stream, reason::STREAM_CLOSED);
@@ -1222,7 +1337,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         if self.content_length_broken(head, payload)? {
             // Not passed on: its window is the splice's to give back.
-            frame::put_window_update(self.own_out(), 0, head.len as u32);
+            self.grant(0, head.len as u32);
             self.stream_error(head.stream, reason::PROTOCOL_ERROR, CONTENT_LENGTH);
             return Ok(());
         }
@@ -1281,6 +1396,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let stream = self.streams.get_mut(&head.stream).expect("checked above");
         if stream.request_done {
             frame::put_window_update(own, 0, head.len as u32);
+            self.client_credit += head.len as i64;
             // A stream error (RFC 9113 §5.1, half-closed): answered here for every stream, a
             // relayed one too (a plugin may answer it by closing its whole connection). DATA
             // after the splice itself ended the request is dropped, as frames in flight are.
@@ -1303,6 +1419,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 t.credit += head.len as u64;
                 if head.len > 0 && !end {
                     frame::put_window_update(own, head.stream, head.len as u32);
+                    stream.credit += head.len as i64;
                 }
                 if end {
                     self.send_translated(head.stream, &payload[range]);
@@ -1358,6 +1475,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 // connection and the gateway may hold more (`give_back`).
                 if head.len > 0 && !end {
                     frame::put_window_update(own, head.stream, head.len as u32);
+                    stream.credit += head.len as i64;
                 }
                 self.let_go(dropped);
                 self.hold(held);
@@ -1372,6 +1490,11 @@ impl<C: Io, U: Io> Splice<C, U> {
                 let range = frame::content(&head, payload).map_err(|_| malformed())?;
                 let content = &payload[range];
                 self.services.data(head.stream, content, head.len, end, own);
+                self.services_granted();
+                self.count_services();
+                // Given back as the connection and the gateway may hold more, as for a local
+                // call's request.
+                self.give_back(head.len as u32);
             }
         }
         Ok(())
@@ -1438,6 +1561,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// after it go on as they came, both ways. What the client gave the stream's window beyond
     /// its start came to the splice, which sent nothing on the stream: the plugin gets it.
     fn turn_relayed(&mut self, id: u32) {
+        self.drop_translated_reply(id);
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
@@ -1674,6 +1798,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 timeout,
                 client_ended: false,
                 content_left: content_length,
+                credit: self.client_stream_window,
                 _in_flight: InFlight::start(),
                 side,
             },
@@ -1864,7 +1989,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                     self.upstream_max_frame,
                 );
                 if refund > 0 {
-                    frame::put_window_update(self.own_out(), 0, refund as u32);
+                    self.give_back(refund as u32);
                 }
             }
             call::Inline::Answer(answer) => {
@@ -1885,6 +2010,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// reset (nothing of it reaches the client), the client gets back the window its DATA
     /// took, and the stream becomes a local one with what it has of its request.
     fn translated_to_local(&mut self, id: u32) {
+        self.drop_translated_reply(id);
         // Given back with what the local call holds (`give_back`), not at once.
         let credit = match self.streams.get_mut(&id).map(|s| &mut s.side) {
             Some(Side::Translated(t)) => std::mem::take(&mut t.credit),
@@ -1926,7 +2052,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.reset_on_upstream(id);
         }
         if credit > 0 {
-            frame::put_window_update(self.own_out(), 0, credit as u32);
+            self.give_back(credit as u32);
         }
     }
 
@@ -1960,6 +2086,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// A translated call's answer, sent by the splice as a local stream's reply (after the
     /// plugin's reply head, if that went to the client already).
     fn reply_translated(&mut self, id: u32, answer: Result<Vec<u8>, Status>, head_sent: bool) {
+        self.drop_translated_reply(id);
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
@@ -1969,12 +2096,14 @@ impl<C: Io, U: Io> Splice<C, U> {
             _ => return,
         };
         let reply = reply_frames(answer, !head_sent);
+        let held = reply.data.len();
         stream.side = Side::Local(Local {
             window,
             reply: Some(reply),
             ..Local::default()
         });
         self.replying.push_back(id);
+        self.hold_reply(held);
     }
 
     /// Starts answering a local stream whose request is complete.
@@ -2033,6 +2162,79 @@ impl<C: Io, U: Io> Splice<C, U> {
         self.shared.buffered.give(n);
     }
 
+    /// `n` more reply bytes held for the client, on the connection's count and the gateway's.
+    fn hold_reply(&mut self, n: usize) {
+        self.replies_held += n;
+        self.shared.buffered.take(n);
+    }
+
+    fn let_go_reply(&mut self, n: usize) {
+        self.replies_held -= n;
+        self.shared.buffered.give(n);
+    }
+
+    /// A translated call's reply as it came from the plugin is no longer needed (answered, or
+    /// the stream becomes another kind): let go.
+    fn drop_translated_reply(&mut self, id: u32) {
+        let Some(Side::Translated(t)) = self.streams.get_mut(&id).map(|s| &mut s.side) else {
+            return;
+        };
+        let n = t.reply.len();
+        t.reply.clear();
+        self.let_go_reply(n);
+    }
+
+    /// What this connection holds, of requests and replies, on the gateway's count.
+    fn holds(&self) -> usize {
+        self.local_bodies + self.services_held + self.replies_held
+    }
+
+    /// Whether the client may be granted more window now: the connection and the gateway may
+    /// hold more.
+    fn may_grant(&self) -> bool {
+        self.holds() < limits::CONNECTION_BUFFERED && self.shared.buffered.room()
+    }
+
+    /// Whether the upstream is read: not while this connection holds replies and it or the
+    /// gateway may hold no more. The plugin's replies then wait in the plugin, paced by flow
+    /// control, rather than in the gateway.
+    fn reads_upstream(&self) -> bool {
+        self.replies_held == 0 || self.may_grant()
+    }
+
+    /// The upstream has not been read for `BUDGET_WAIT`. Replies whole and waiting for the
+    /// client free their room as it reads; translated replies still coming would hold theirs
+    /// without end (every connection's waiting for another's room): the largest is answered
+    /// RESOURCE_EXHAUSTED, its stream reset on the upstream, and what it held let go.
+    fn make_reply_room(&mut self) {
+        self.replies_paused = Some(Instant::now());
+        let largest = self
+            .streams
+            .iter()
+            .filter_map(|(id, s)| match &s.side {
+                Side::Translated(t) if !s.reply_done && !t.reply.is_empty() => {
+                    Some((t.reply.len(), *id))
+                }
+                _ => None,
+            })
+            .max();
+        let Some((held, id)) = largest else {
+            return;
+        };
+        tracing::debug!(
+            stream = id,
+            held,
+            "translated reply refused: no room to hold it"
+        );
+        let head_sent = self.streams.get(&id).is_some_and(|s| s.reply_started);
+        let refusal = Status::resource_exhausted(format!(
+            "the gateway holds all the replies it may (max_buffered_bytes, or {} bytes on this connection); this one waited {BUDGET_WAIT:?} for room",
+            limits::CONNECTION_BUFFERED
+        ));
+        self.release_translated(id);
+        self.reply_translated(id, Err(refusal), head_sent);
+    }
+
     /// Connection window for `n` bytes of a local call's request the splice consumed: given
     /// back now if the connection and the gateway may hold more, else once they may
     /// (`withheld`), so that a client obeying flow control sends no more meanwhile.
@@ -2045,16 +2247,13 @@ impl<C: Io, U: Io> Splice<C, U> {
     }
 
     fn grant_withheld(&mut self) {
-        if self.withheld == 0
-            || self.local_bodies >= limits::CONNECTION_BUFFERED
-            || !self.shared.buffered.room()
-        {
+        if self.withheld == 0 || !self.may_grant() {
             return;
         }
         // Never more than a window may be: only a client sending past its window withholds more.
         let n = std::mem::take(&mut self.withheld).min(frame::MAX_WINDOW as u64);
         self.withheld_since = None;
-        frame::put_window_update(self.own_out(), 0, n as u32);
+        self.grant(0, n as u32);
     }
 
     /// Window withheld `BUDGET_WAIT`: the connection's largest unfinished local request is
@@ -2071,16 +2270,29 @@ impl<C: Io, U: Io> Splice<C, U> {
                 _ => None,
             })
             .max();
+        let refusal = Status::resource_exhausted(format!(
+            "the gateway holds all the requests it may (max_buffered_bytes, or {} bytes on this connection); this one waited {BUDGET_WAIT:?} for room",
+            limits::CONNECTION_BUFFERED
+        ));
+        // A service's stream, if it holds more: ended at the services' next poll.
+        if let Some((held, id)) = self.services.largest_unfinished() {
+            if largest.is_none_or(|(local, _)| held > local) {
+                tracing::debug!(
+                    stream = id,
+                    held,
+                    "service request refused: no room to buffer it"
+                );
+                self.services.refuse(id, refusal);
+                return;
+            }
+        }
         let Some((_, id)) = largest else {
             return;
         };
         let Some(Side::Local(local)) = self.streams.get_mut(&id).map(|s| &mut s.side) else {
             return;
         };
-        local.refused = Some(Status::resource_exhausted(format!(
-            "the gateway holds all the requests it may (max_buffered_bytes, or {} bytes on this connection); this one waited {BUDGET_WAIT:?} for room",
-            limits::CONNECTION_BUFFERED
-        )));
+        local.refused = Some(refusal);
         let held = std::mem::take(&mut local.body).len();
         tracing::debug!(stream = id, held, "request refused: no room to buffer it");
         self.let_go(held);
@@ -2101,9 +2313,12 @@ impl<C: Io, U: Io> Splice<C, U> {
         let Side::Local(local) = &mut stream.side else {
             return;
         };
-        local.reply = Some(reply_frames(outcome, true));
+        let reply = reply_frames(outcome, true);
+        let held = reply.data.len();
+        local.reply = Some(reply);
         stream.report = Some(report);
         self.replying.push_back(id);
+        self.hold_reply(held);
     }
 
     /// Writes as much of the local replies as the client's windows allow, never inside a
@@ -2130,6 +2345,9 @@ impl<C: Io, U: Io> Splice<C, U> {
                 self.replying.pop_front();
                 continue;
             };
+            if out.len() >= HIGH_WATER {
+                return; // the client reads slowly: the rest waits here, counted
+            }
             let only_head = reply.data.is_empty() && reply.trailers.is_none();
             if let Some(head) = reply.head.take() {
                 let mut block = Vec::with_capacity(head.len() + 4);
@@ -2150,6 +2368,14 @@ impl<C: Io, U: Io> Splice<C, U> {
                 self.window -= piece.len() as i64;
                 local.window -= piece.len() as i64;
                 self.debt += piece.len() as u64;
+                self.replies_held -= piece.len();
+                self.shared.buffered.give(piece.len());
+                if out.len() >= HIGH_WATER {
+                    break;
+                }
+            }
+            if !reply.data.is_empty() {
+                return;
             }
             if let Some(trailers) = reply.trailers.take() {
                 let mut block = Vec::with_capacity(trailers.len() + 4);
@@ -2244,6 +2470,11 @@ impl<C: Io, U: Io> Splice<C, U> {
             .map(|since| {
                 let at = (Instant::now() + BUDGET_RETRY).min(since + BUDGET_WAIT);
                 (at, Timeout::Budget)
+            })
+            .or_else(|| {
+                let since = self.replies_paused?;
+                let at = (Instant::now() + BUDGET_RETRY).min(since + BUDGET_WAIT);
+                Some((at, Timeout::Budget))
             });
         [self.client_deadline(), keepalive, handshake, call, budget]
             .into_iter()
@@ -2341,6 +2572,12 @@ impl<C: Io, U: Io> Splice<C, U> {
                     .is_some_and(|t| t.elapsed() >= BUDGET_WAIT)
                 {
                     self.make_room();
+                }
+                if self
+                    .replies_paused
+                    .is_some_and(|t| t.elapsed() >= BUDGET_WAIT)
+                {
+                    self.make_reply_room();
                 }
                 None
             }
@@ -2463,6 +2700,8 @@ impl<C: Io, U: Io> Splice<C, U> {
         };
         let mut ended = Vec::new();
         let progress = self.services.poll(cx, &mut out, &mut ended);
+        self.services_granted();
+        self.count_services();
         for local_stream::Finished { id, status } in ended {
             let Some(stream) = self.streams.get_mut(&id) else {
                 continue;
@@ -2477,6 +2716,26 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.remove(id);
         }
         progress
+    }
+
+    /// Keeps `Shared::buffered` at what the services hold of this connection's requests.
+    fn count_services(&mut self) {
+        let now = self.services.held();
+        if now > self.services_held {
+            self.shared.buffered.take(now - self.services_held);
+        } else {
+            self.shared.buffered.give(self.services_held - now);
+        }
+        self.services_held = now;
+    }
+
+    /// Counts the stream window the services gave the client (`Stream::credit`).
+    fn services_granted(&mut self) {
+        for (id, n) in self.services.drain_granted() {
+            if let Some(s) = self.streams.get_mut(&id) {
+                s.credit += n as i64;
+            }
+        }
     }
 
     // ---- upstream to client ----
@@ -2543,7 +2802,16 @@ impl<C: Io, U: Io> Splice<C, U> {
             Kind::Data | Kind::Headers | Kind::Continuation | Kind::RstStream | Kind::WindowUpdate
         );
         let passes = stream_frame && self.passes_on(&head);
-        if passes {
+        if passes && head.kind == Kind::WindowUpdate {
+            let n = frame::increment(payload).map_err(upstream_malformed)?;
+            if head.stream == 0 && !self.may_grant() {
+                // No new request bytes while the gateway holds all it may: granted later.
+                self.give_back(n);
+            } else {
+                self.to_client.extend_from_slice(whole);
+                self.granted(head.stream, n);
+            }
+        } else if passes {
             self.to_client.extend_from_slice(whole);
         }
         match head.kind {
@@ -2663,7 +2931,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         frame::check_settings(payload).map_err(|(what, _)| Broken::Upstream(what.into()))?;
         let mut client = Vec::with_capacity(6);
         let (mut streams, mut list) = (None, None);
-        let mut table = None;
+        let (mut table, mut lowered) = (None, None);
         for (id, value) in frame::settings(payload) {
             match id {
                 frame::SETTINGS_MAX_FRAME_SIZE => {
@@ -2680,6 +2948,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 }
                 frame::SETTINGS_INITIAL_WINDOW_SIZE => {
                     self.upstream_initial_window = value as i64;
+                    lowered = self.raise_stream_window(value as i64);
                     client.push((id, value));
                 }
                 frame::SETTINGS_MAX_CONCURRENT_STREAMS => streams = Some(value),
@@ -2710,7 +2979,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         } else {
             frame::put_settings(self.own_out(), &client);
         }
-        self.settings_to_client.push_back(table);
+        self.settings_to_client.push_back((table, lowered));
         Ok(())
     }
 
@@ -2828,9 +3097,13 @@ impl<C: Io, U: Io> Splice<C, U> {
         };
         if t.reply.len() + range.len() > MAX_MESSAGE_BYTES + grpc_frame::HEADER {
             t.reply_too_large = true;
-            t.reply = BytesMut::new();
+            let dropped = std::mem::take(&mut t.reply).len();
+            self.replies_held -= dropped;
+            self.shared.buffered.give(dropped);
         } else if !t.reply_too_large {
-            t.reply.extend_from_slice(&payload[range]);
+            t.reply.extend_from_slice(&payload[range.clone()]);
+            self.replies_held += range.len();
+            self.shared.buffered.take(range.len());
         }
         if !end {
             // The stream's own window, given back past half of it (a reply larger than it).
@@ -2968,7 +3241,8 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.reencode_replies,
         ) {
             let len = grpc_frame::HEADER + message.len();
-            if len as i64 <= self.window.min(t.window) && !settings_unacked {
+            let room = self.to_client.len() < HIGH_WATER;
+            if len as i64 <= self.window.min(t.window) && !settings_unacked && room {
                 frame::put_message(&mut self.to_client, id, message, 0, self.client_max_frame);
                 self.window -= len as i64;
                 self.debt += len as u64;
@@ -3072,7 +3346,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let settings = self.own_settings();
         frame::put_settings(&mut self.to_client, &settings);
         // The client's ACK of it is nobody else's.
-        self.settings_to_client.push_back(None);
+        self.settings_to_client.push_back((None, None));
         self.server_preface = true;
         self.release_own();
     }
@@ -3083,6 +3357,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// windows like the splice's own replies. After, trailers end it. A client still sending
     /// its request is told to stop (RST_STREAM NO_ERROR, RFC 9113 §8.1).
     fn answer_instead(&mut self, id: u32, s: &Status) {
+        self.drop_translated_reply(id);
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
@@ -3098,12 +3373,15 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
         };
         if let (false, Ok(message)) = (stream.reply_started, &encoded) {
+            let reply = reply_frames(Ok(message.clone()), true);
+            let held = reply.data.len();
             stream.side = Side::Local(Local {
                 window: self.client_initial_window,
-                reply: Some(reply_frames(Ok(message.clone()), true)),
+                reply: Some(reply),
                 ..Local::default()
             });
             self.replying.push_back(id);
+            self.hold_reply(held);
             return;
         }
         let status = encoded.err().unwrap_or_else(|| s.clone());
@@ -3176,10 +3454,17 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             if matches!(stream.side, Side::Service) {
                 self.services.remove(id);
+                self.count_services();
             }
-            // What a local call still held of its request (reset before it ended).
-            if let Side::Local(local) = &stream.side {
-                self.let_go(local.body.len());
+            // What a local call still held of its request (reset before it ended), and of its
+            // reply; what a translated call held of the plugin's reply.
+            match &stream.side {
+                Side::Local(local) => {
+                    self.let_go(local.body.len());
+                    self.let_go_reply(local.reply.as_ref().map_or(0, |r| r.data.len()));
+                }
+                Side::Translated(t) => self.let_go_reply(t.reply.len()),
+                _ => {}
             }
             if matches!(stream.side, Side::Translated(_)) && !stream.reply_done {
                 // Ended before the plugin's reply did (the client reset it, say).
@@ -3232,7 +3517,8 @@ impl<C: Io, U: Io> Splice<C, U> {
 /// also when the listener closed it for a new client (its task aborted, `finish_all` never run).
 impl<C, U> Drop for Splice<C, U> {
     fn drop(&mut self) {
-        self.shared.buffered.give(self.local_bodies);
+        let held = self.local_bodies + self.services_held + self.replies_held;
+        self.shared.buffered.give(held);
     }
 }
 

@@ -6,10 +6,12 @@
 //! stays open, sending each change of status.
 //!
 //! Flow control runs both ways. The client's stream window is given back only once the service
-//! has taken the bytes (the connection window at once, as for every stream the splice answers:
-//! it is shared with the relayed streams, which must not stall behind a slow service); replies
-//! are sent within the client's windows, and taken from the service only while the client's
-//! buffer has room.
+//! has taken the bytes; the connection window as for the calls the splice answers itself
+//! (`Splice::give_back`): at once while the connection and the gateway may hold more, else
+//! once they may. What the services hold of the requests (`held`: bytes not taken, or taken
+//! as part of a message not yet whole) is on the gateway's count, `max_buffered_bytes`.
+//! Replies are sent within the client's windows, and taken from the service only while the
+//! client's buffer has room.
 //!
 //! Everything runs inside the splice's task, as its other local calls do. A stream has at most
 //! one future in `running`: it owns the service's reply body while it waits for the body's next
@@ -58,6 +60,12 @@ pub struct LocalStreams {
     credit: Arc<Credit>,
     /// Request bytes handed to services and not yet taken, on all streams.
     unread: usize,
+    /// Stream window given the client since the splice last looked (`drain_granted`): it
+    /// counts what each client stream may send.
+    granted: Vec<(u32, u32)>,
+    /// Request bytes the services hold, and reply bytes waiting for the client, on all streams
+    /// (`Entry::held`): on the gateway's count (`Shared::buffered`) through the splice.
+    held: usize,
 }
 
 struct Entry {
@@ -65,6 +73,13 @@ struct Entry {
     requests: Option<mpsc::UnboundedSender<Bytes>>,
     /// Bytes handed to the service that it has not taken: stream credit still owed.
     unread: usize,
+    /// Where the request's messages begin and end: a message's bytes are held (by the service's
+    /// decoder, once taken) until it is whole.
+    framing: Framing,
+    /// What the stream counts in `LocalStreams::held`: its unread bytes, or its unfinished
+    /// message's, whichever is more (both are the tail of what came); and its reply's frame
+    /// waiting for the client's window (`waiting`).
+    held: usize,
     /// What the client still accepts on this stream.
     window: i64,
     head_sent: bool,
@@ -190,6 +205,8 @@ impl LocalStreams {
             Entry {
                 requests: (!request_done).then_some(requests),
                 unread: 0,
+                framing: Framing::default(),
+                held: 0,
                 window,
                 head_sent: false,
                 waiting: None,
@@ -200,8 +217,8 @@ impl LocalStreams {
     }
 
     /// A DATA frame of `frame_len` bytes on stream `id`, `content` without its padding. The
-    /// connection's credit goes back at once (into `out`), the stream's once the service took
-    /// the bytes.
+    /// stream's credit goes back (into `out`) once the service took the bytes; the connection's
+    /// is the splice's to give (`Splice::give_back`), as what the services hold allows.
     pub fn data(
         &mut self,
         id: u32,
@@ -210,9 +227,6 @@ impl LocalStreams {
         end: bool,
         out: &mut BytesMut,
     ) {
-        if frame_len > 0 {
-            frame::put_window_update(out, 0, frame_len as u32);
-        }
         let Some(entry) = self.entries.get_mut(&id) else {
             return;
         };
@@ -228,6 +242,8 @@ impl LocalStreams {
             if sent {
                 entry.unread += content.len();
                 self.unread += content.len();
+                entry.framing.feed(content);
+                recount(&mut self.held, entry);
                 if self.unread > MAX_UNREAD {
                     entry.ending = Some(Status::resource_exhausted(format!(
                         "the gateway's services hold {MAX_UNREAD} unread request bytes of this connection already"
@@ -244,7 +260,13 @@ impl LocalStreams {
             entry.requests = None;
         } else if due > 0 {
             frame::put_window_update(out, id, due as u32);
+            self.granted.push((id, due as u32));
         }
+    }
+
+    /// The stream window given the client since the last call, per stream.
+    pub fn drain_granted(&mut self) -> std::vec::Drain<'_, (u32, u32)> {
+        self.granted.drain(..)
     }
 
     /// The client's half of stream `id` ended (with trailers or an empty END_STREAM DATA).
@@ -287,6 +309,31 @@ impl LocalStreams {
     pub fn remove(&mut self, id: u32) {
         if let Some(entry) = self.entries.remove(&id) {
             self.unread -= entry.unread;
+            self.held -= entry.held;
+        }
+    }
+
+    /// Request bytes the services hold now, on all streams: handed to them and not taken, or
+    /// taken as part of a message not yet whole.
+    pub fn held(&self) -> usize {
+        self.held
+    }
+
+    /// The stream whose unfinished request holds the most, with what it holds.
+    pub fn largest_unfinished(&self) -> Option<(usize, u32)> {
+        self.entries
+            .iter()
+            .filter(|(_, e)| e.requests.is_some() && e.ending.is_none() && e.held > 0)
+            .map(|(id, e)| (e.held, *id))
+            .max()
+    }
+
+    /// Ends stream `id` with `status` at the next poll; what it held is let go then.
+    pub fn refuse(&mut self, id: u32, status: Status) {
+        if let Some(entry) = self.entries.get_mut(&id) {
+            entry.ending = Some(status);
+            entry.requests = None;
+            self.parked.push_back(id);
         }
     }
 
@@ -329,8 +376,10 @@ impl LocalStreams {
             };
             entry.unread -= n;
             self.unread -= n;
+            recount(&mut self.held, entry);
             if entry.requests.is_some() && entry.ending.is_none() {
                 frame::put_window_update(frames, id, n as u32);
+                self.granted.push((id, n as u32));
             }
         }
         !taken.is_empty()
@@ -351,6 +400,7 @@ impl LocalStreams {
         let Some((mut data, guard, body)) = entry.waiting.take() else {
             return false;
         };
+        recount(&mut self.held, entry);
         let before = data.len();
         send_data(id, &mut data, &mut entry.window, out);
         if data.is_empty() && out.room {
@@ -359,6 +409,7 @@ impl LocalStreams {
         }
         let moved = data.len() < before;
         entry.waiting = Some((data, guard, body));
+        recount(&mut self.held, entry);
         self.parked.push_back(id);
         moved
     }
@@ -392,6 +443,7 @@ impl LocalStreams {
                     self.read_on(id, guard, body);
                 } else {
                     entry.waiting = Some((data, guard, body));
+                    recount(&mut self.held, entry);
                     self.parked.push_back(id);
                 }
             }
@@ -441,6 +493,66 @@ impl LocalStreams {
         frame::put_headers(out.frames, id, &block, true, out.max_frame);
         self.remove(id);
         ended.push(Finished { id, status });
+    }
+}
+
+impl Entry {
+    /// Its requests' bytes held, and its reply's next frame waiting for the client.
+    fn now_held(&self) -> usize {
+        let waiting = self.waiting.as_ref().map_or(0, |(data, ..)| data.len());
+        self.unread.max(self.framing.partial) + waiting
+    }
+}
+
+/// Brings `entry`'s share of the services' `held` up to date.
+fn recount(held: &mut usize, entry: &mut Entry) {
+    let now = entry.now_held();
+    *held = *held - entry.held + now;
+    entry.held = now;
+}
+
+/// Follows a request's gRPC messages (a 5-byte prefix with the length, then the message) as
+/// its bytes come, in pieces of any size.
+#[derive(Default)]
+struct Framing {
+    prefix: [u8; 5],
+    /// Bytes of the prefix read (5: in the message).
+    have: usize,
+    /// Bytes of the message still to come.
+    left: usize,
+    /// Bytes of the message not yet whole, its prefix included.
+    partial: usize,
+}
+
+impl Framing {
+    fn feed(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let take = if self.have < 5 {
+                let take = (5 - self.have).min(bytes.len());
+                self.prefix[self.have..self.have + take].copy_from_slice(&bytes[..take]);
+                self.have += take;
+                if self.have == 5 {
+                    let len = [
+                        self.prefix[1],
+                        self.prefix[2],
+                        self.prefix[3],
+                        self.prefix[4],
+                    ];
+                    self.left = u32::from_be_bytes(len) as usize;
+                }
+                take
+            } else {
+                let take = self.left.min(bytes.len());
+                self.left -= take;
+                take
+            };
+            self.partial += take;
+            bytes = &bytes[take..];
+            if self.have == 5 && self.left == 0 {
+                self.have = 0;
+                self.partial = 0;
+            }
+        }
     }
 }
 
@@ -495,5 +607,28 @@ impl hyper::body::Body for RequestBody {
             }
             None => Poll::Ready(None),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Framing;
+
+    #[test]
+    fn framing_holds_the_unfinished_message() {
+        let mut f = Framing::default();
+        let mut one = vec![0, 0, 0, 0, 3, b'a', b'b', b'c'];
+        let two = [0, 0, 0, 0, 10, b'x', b'y'];
+        one.extend_from_slice(&two);
+        for piece in one.chunks(3) {
+            f.feed(piece);
+        }
+        assert_eq!(f.partial, 7, "the second message, 7 of its 15 bytes");
+        f.feed(&[b'z'; 8]);
+        assert_eq!(f.partial, 0, "whole");
+        f.feed(&[0, 0, 0]);
+        assert_eq!(f.partial, 3, "a prefix begun");
+        f.feed(&[0, 0]);
+        assert_eq!(f.partial, 0, "an empty message is whole at once");
     }
 }

@@ -497,7 +497,15 @@ pub enum Hostile {
     /// On every connection but the first, the plugin's frames from the first reply HEADERS on
     /// reach the gateway [`LATE`] late, in order: replies that come after a call's deadline.
     LateReplies,
+    /// The plugin's windows as the gateway (and so its clients) see them are small: its
+    /// SETTINGS_INITIAL_WINDOW_SIZE reads [`SMALL_WINDOW`], and its first connection
+    /// WINDOW_UPDATE (the raise a tonic plugin sends at once) is dropped, so the connection
+    /// window stays at 65,535 until the plugin has taken half of what it thinks it granted.
+    SmallWindows,
 }
+
+/// The stream window a [`Hostile::SmallWindows`] plugin advertises.
+pub const SMALL_WINDOW: u32 = 16_384;
 
 /// How late the plugin's replies are with [`Hostile::LateReplies`].
 pub const LATE: Duration = Duration::from_secs(2);
@@ -584,6 +592,7 @@ async fn tap_connection(
     // The plugin's frames go back whole, so that a GOAWAY of the tap's never splits one.
     let back = gw_write.clone();
     let mut late = matches!(hostile, Hostile::LateReplies) && conn > 0;
+    let mut raise_dropped = false;
     let replies = tokio::spawn(async move {
         let mut buf = Vec::new();
         let mut chunk = [0u8; 16 * 1024];
@@ -603,6 +612,14 @@ async fn tap_connection(
                 // What the plugin sends meanwhile waits in the socket, read after.
                 tokio::time::sleep(LATE).await;
                 late = false;
+            }
+            if matches!(hostile, Hostile::SmallWindows) {
+                let out = small_windows(&buf[..whole], &mut raise_dropped);
+                if back.lock().await.write_all(&out).await.is_err() {
+                    return;
+                }
+                buf.drain(..whole);
+                continue;
             }
             if matches!(hostile, Hostile::SplitReplyBlocks) {
                 if split_blocks(&buf[..whole], &back).await.is_err() {
@@ -698,6 +715,32 @@ async fn tap_connection(
         }
     }
     replies.abort();
+}
+
+/// `frames` as a [`Hostile::SmallWindows`] plugin sends them: SETTINGS_INITIAL_WINDOW_SIZE
+/// rewritten, the first connection WINDOW_UPDATE dropped (`dropped` once it was).
+fn small_windows(mut frames: &[u8], dropped: &mut bool) -> Vec<u8> {
+    let mut out = Vec::with_capacity(frames.len());
+    while frames.len() >= 9 {
+        let len = u32::from_be_bytes([0, frames[0], frames[1], frames[2]]) as usize;
+        let (f, rest) = frames.split_at(9 + len);
+        frames = rest;
+        let (kind, flags, stream) = (f[3], f[4], u32::from_be_bytes(f[5..9].try_into().unwrap()));
+        if kind == WINDOW_UPDATE && stream == 0 && !*dropped {
+            *dropped = true;
+            continue;
+        }
+        let at = out.len();
+        out.extend_from_slice(f);
+        if kind == SETTINGS && flags & ACK == 0 {
+            for entry in out[at + 9..].chunks_exact_mut(6) {
+                if entry[..2] == [0, 4] {
+                    entry[2..].copy_from_slice(&SMALL_WINDOW.to_be_bytes());
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Writes `frames`, each HEADERS that ends its block as HEADERS and, after a pause, a
