@@ -12,7 +12,7 @@ use h2::RecvStream;
 use http::{HeaderValue, Request, Response};
 use tokio::sync::watch;
 
-use crate::grpc::{self, body, frame, status, Code, Status, CONTENT_TYPE};
+use crate::grpc::{self, frame, status, Code, Status, CONTENT_TYPE};
 use crate::metrics::{InFlight, Origin};
 use crate::observe::{self, Report};
 use crate::target;
@@ -20,6 +20,7 @@ use crate::tls::Authorization;
 use crate::translate::{self, CallError, FrontCall};
 use crate::upstream::{Connection, Live};
 
+use super::held::{ConnectionHeld, Held};
 use super::relay::{relay, reply_status};
 use super::reply::{error_reply, header_list_too_large};
 use super::router::Route;
@@ -169,7 +170,10 @@ async fn serve(
         .headers()
         .get("grpc-timeout")
         .and_then(|v| grpc::parse_timeout(v.as_bytes()));
-    let message = read_message(&mut request.into_body()).await;
+    // Held until the call ends: its bytes stay on the budget, as on the splice.
+    let connection = request.extensions().get::<ConnectionHeld>().cloned();
+    let mut body = Held::new(&shared.buffered, connection, request.into_body());
+    let message = read_message(&mut body).await;
     let call = decoded(shared, &live, &conn, route, message, deadline, report);
     let Some(encoded) = unless_reset(respond, call).await else {
         return report.fail(
@@ -492,8 +496,8 @@ fn encode_reply(
     translate::front::encode_front_method(route.dialect, route.method, outcome)
 }
 
-async fn read_message(body: &mut RecvStream) -> Result<Bytes, Status> {
-    let bytes = body::read_to_end(body).await?;
+async fn read_message(body: &mut Held<'_>) -> Result<Bytes, Status> {
+    let bytes = body.read_to_end().await?;
     frame::decode_unary(&bytes).map(Bytes::copy_from_slice)
 }
 

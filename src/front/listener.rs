@@ -24,6 +24,7 @@ use crate::upstream::Live;
 use tokio_rustls::client::TlsStream;
 
 use super::call::handle;
+use super::held::ConnectionHeld;
 use super::watched::Watched;
 use super::Shared;
 
@@ -328,7 +329,9 @@ async fn serve_connection_served<T>(
     // RFC 9113 names (the vendored h2's patch, vendor/PATCHES.md).
     let handshake = h2::server::Builder::new()
         .initial_window_size(1 << 20)
-        .initial_connection_window_size(4 << 20)
+        // The window a connection may fill past the request budget (`held`): the same as the
+        // splice's (a tonic plugin's 1 MiB).
+        .initial_connection_window_size(1 << 20)
         .max_concurrent_streams(limits.max_concurrent_streams)
         .max_header_list_size(limits.max_header_list_size)
         .max_pending_accept_reset_streams(limits.max_resets_per_second as usize)
@@ -340,6 +343,7 @@ async fn serve_connection_served<T>(
         Err(_) => return tracing::debug!("HTTP/2 handshake timed out"),
     };
     let mut upstream = private_upstream(&shared).await;
+    let held = ConnectionHeld::default();
     let mut calls = FuturesUnordered::new();
     let mut going_away = *shutdown.borrow();
     if going_away {
@@ -391,6 +395,7 @@ async fn serve_connection_served<T>(
                     if let Some(a) = &authorization {
                         request.extensions_mut().insert(a.clone());
                     }
+                    request.extensions_mut().insert(held.clone());
                     let private = upstream.as_ref().map(|(c, _)| c.clone());
                     calls.push(handle_owned(shared.clone(), private, request, respond, shutdown.clone()));
                 }

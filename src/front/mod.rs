@@ -3,6 +3,7 @@
 
 pub mod call;
 pub mod checked;
+pub mod held;
 pub mod identical;
 pub mod limits;
 pub mod listener;
