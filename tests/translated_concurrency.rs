@@ -16,38 +16,38 @@ use support::gateway::Gateway;
 use support::{scrape, value, Backend, Options};
 use tonic::transport::Channel;
 
-const CONNECTIONS: usize = 1;
 const CALLS: usize = 400;
 
 /// One translated call, by `n % 3`: ValidateVolumeCapabilities of `volume`; DeleteVolume of a
 /// volume that does not exist (OK: already gone), with secrets (both decoded and translated);
 /// Probe (wire-identical: relayed, its path rewritten to `csi.v0`).
 async fn translated_call(channel: Channel, volume: String, n: usize) -> Result<(), tonic::Status> {
-    if n % 3 == 2 {
-        v1::identity_client::IdentityClient::new(channel)
-            .probe(v1::ProbeRequest {})
-            .await?;
-        return Ok(());
-    }
-    let mut client = v1::controller_client::ControllerClient::new(channel);
-    if n % 3 == 0 {
-        let reply = client
-            .validate_volume_capabilities(v1::ValidateVolumeCapabilitiesRequest {
-                volume_id: volume,
-                volume_capabilities: vec![support::front::cap_v1()],
-                ..Default::default()
-            })
-            .await?;
-        assert!(reply.into_inner().confirmed.is_some(), "call {n} confirmed");
-    } else {
-        let secrets: HashMap<String, String> =
-            [("password".to_string(), format!("secret-{n}"))].into();
-        client
-            .delete_volume(v1::DeleteVolumeRequest {
-                volume_id: format!("gone-{n}"),
-                secrets,
-            })
-            .await?;
+    match n % 3 {
+        0 => {
+            let reply = v1::controller_client::ControllerClient::new(channel)
+                .validate_volume_capabilities(v1::ValidateVolumeCapabilitiesRequest {
+                    volume_id: volume,
+                    volume_capabilities: vec![support::front::cap_v1()],
+                    ..Default::default()
+                })
+                .await?;
+            assert!(reply.into_inner().confirmed.is_some(), "call {n} confirmed");
+        }
+        1 => {
+            let secrets: HashMap<String, String> =
+                [("password".to_string(), format!("secret-{n}"))].into();
+            v1::controller_client::ControllerClient::new(channel)
+                .delete_volume(v1::DeleteVolumeRequest {
+                    volume_id: format!("gone-{n}"),
+                    secrets,
+                })
+                .await?;
+        }
+        _ => {
+            v1::identity_client::IdentityClient::new(channel)
+                .probe(v1::ProbeRequest {})
+                .await?;
+        }
     }
     Ok(())
 }
@@ -172,11 +172,9 @@ async fn many_translated_calls(backend: &Backend, window: &str, mix: Mix) {
     for splice in [true, false] {
         let asserted = direct == 0 || !splice;
         let (gw, port) = Gateway::start_with_metrics(&backend.socket, "v0.1", splice).await;
-        let mut channels = Vec::new();
-        for _ in 0..CONNECTIONS {
-            channels.push(gw.channel().await);
-        }
-        let volume = v1::controller_client::ControllerClient::new(channels[0].clone())
+        // One client connection: on the terminated path, one private upstream connection.
+        let channel = gw.channel().await;
+        let volume = v1::controller_client::ControllerClient::new(channel.clone())
             .create_volume(v1::CreateVolumeRequest {
                 name: format!("pvc-many-{splice}"),
                 volume_capabilities: vec![support::front::cap_v1()],
@@ -194,8 +192,11 @@ async fn many_translated_calls(backend: &Backend, window: &str, mix: Mix) {
 
         let calls: Vec<_> = (0..CALLS)
             .map(|n| {
-                let channel = channels[n % CONNECTIONS].clone();
-                tokio::spawn(translated_call(channel, volume.clone(), mix.call(n)))
+                tokio::spawn(translated_call(
+                    channel.clone(),
+                    volume.clone(),
+                    mix.call(n),
+                ))
             })
             .collect();
         let mut failed = Vec::new();
@@ -212,7 +213,7 @@ async fn many_translated_calls(backend: &Backend, window: &str, mix: Mix) {
             .collect();
         let reconnected = reconnects() - before;
         println!(
-            "{mix:?}, plugin window {window}, splice {splice}: {CALLS} concurrent calls on {CONNECTIONS} connection(s): {} failed, upstream reconnects {reconnected}, 'upstream connection lost' {lost}, log lines naming too_many_data_frames {}",
+            "{mix:?}, plugin window {window}, splice {splice}: {CALLS} concurrent calls on 1 connection: {} failed, upstream reconnects {reconnected}, 'upstream connection lost' {lost}, log lines naming too_many_data_frames {}",
             failed.len(),
             too_many.len()
         );
