@@ -232,6 +232,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
             stop.clone(),
             config.listen.grace_period,
             config.listen.splice,
+            crate::front::limits::fit_appliance_connections(config.appliance_max_connections),
         ))
     });
     if let Some(listener) = metrics_listener {

@@ -702,6 +702,48 @@ async fn unfinished_requests_are_held_within_the_buffer_budget() {
     );
 }
 
+/// The same flood on the terminated path (`--splice=false`, served by h2): the calls that read
+/// their request whole count it against the same budget, and h2 is given back window for it
+/// (`release_capacity`) only while there is room, so the gateway holds the budget plus, per
+/// connection, the window it grants at connect time (1 MiB, as the plugin's on the splice).
+#[tokio::test]
+async fn unfinished_requests_on_the_terminated_path_are_held_within_the_buffer_budget() {
+    /// Past the budget, each connection: the connection window granted at connect time
+    /// (1 MiB), its streams' bodies rounded up as they grow, and its own buffers and its
+    /// private upstream connection's (h2's, on both sides).
+    const PER_CONNECTION_MIB: u64 = 3;
+    const KEPT_MIB: u64 = 64;
+    let backend = Backend::start(Options::new("v1")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let small = config(dir.path(), "max_buffered_bytes = 33554432");
+    let mut grown = Vec::new();
+    for (budget_mib, flags) in [
+        (256, vec!["--splice=false"]),
+        (32, vec![small.as_str(), "--splice=false"]),
+    ] {
+        let gw = Gateway::start(&backend.socket, "v0.1", &flags).await;
+        let (held, kept) = flood_of_unfinished_requests(&gw).await;
+        println!(
+            "terminated, max_buffered_bytes {budget_mib} MiB: +{held} MiB held, +{kept} MiB kept once closed"
+        );
+        assert!(
+            held < budget_mib + FLOOD_CONNECTIONS as u64 * PER_CONNECTION_MIB,
+            "budget {budget_mib} MiB: {FLOOD_CONNECTIONS} connections grew the gateway by {held} MiB"
+        );
+        assert!(
+            kept < KEPT_MIB,
+            "budget {budget_mib} MiB: {kept} MiB kept after the connections closed"
+        );
+        grown.push(held);
+    }
+    assert!(
+        grown[0] > grown[1] + 150,
+        "a budget 224 MiB smaller held {} MiB instead of {} MiB",
+        grown[1],
+        grown[0]
+    );
+}
+
 const FLOOD_CONNECTIONS: usize = 100;
 
 /// The flood of [`unfinished_requests_are_held_within_the_buffer_budget`] on `gw`: how much its
@@ -849,12 +891,26 @@ async fn grpc_status(reply: h2::client::ResponseFuture) -> Option<String> {
 /// one connection, which may buffer 8 MiB, sent a frame of each in turn within the windows —
 /// are not left waiting until the idle timeout: after 10 s without room the largest is
 /// answered RESOURCE_EXHAUSTED and its bytes let go, and the others are finished and go on.
-/// Spliced front.
+/// Spliced front; terminated (`--splice=false`), where one of the waiting requests is refused
+/// (not necessarily the largest).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_waiting_for_room_are_answered() {
-    const PIECE: usize = 16 * 1024;
     let backend = Backend::start(Options::new("v1")).await;
-    let gw = Gateway::start(&backend.socket, "v0.1", &[]).await;
+    for flags in [vec![], vec!["--splice=false"]] {
+        let gw = Gateway::start(&backend.socket, "v0.1", &flags).await;
+        let statuses = three_requests_waiting_for_room(&gw).await;
+        println!("{flags:?}: grpc-status of the three requests: {statuses:?}");
+        let refused = statuses.iter().filter(|s| *s == "8").count();
+        assert_eq!(
+            refused, 1,
+            "{flags:?}: one of three refused for room, the others answered by the plugin: {statuses:?}"
+        );
+    }
+}
+
+/// The three requests of [`requests_waiting_for_room_are_answered`] on `gw`: their grpc-status.
+async fn three_requests_waiting_for_room(gw: &Gateway) -> Vec<String> {
+    const PIECE: usize = 16 * 1024;
     let io = tokio::net::UnixStream::connect(&gw.socket).await.unwrap();
     let (client, connection) = h2::client::handshake(io).await.unwrap();
     tokio::spawn(async move {
@@ -910,12 +966,7 @@ async fn requests_waiting_for_room_are_answered() {
             .unwrap();
         statuses.push(status.expect("a reply with a grpc-status"));
     }
-    println!("grpc-status of the three requests: {statuses:?}");
-    let refused = statuses.iter().filter(|s| *s == "8").count();
-    assert_eq!(
-        refused, 1,
-        "one of three refused for room, the others answered by the plugin: {statuses:?}"
-    );
+    statuses
 }
 
 /// An h2 client connection to `gw` with `calls` calls (v0.3 CreateVolume, which the gateway

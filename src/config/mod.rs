@@ -146,6 +146,8 @@ pub struct Config {
     pub appliance: Option<crate::tls::ServerSettings>,
     /// `appliance.node_paths`, where there is an appliance listener (validated: absolute).
     pub node_paths: Option<PathBuf>,
+    /// `appliance.max_connections` (validated: above zero); 0 without an appliance listener.
+    pub appliance_max_connections: usize,
     pub log: Log,
     pub metrics: Metrics,
     pub runtime: Runtime,
@@ -243,6 +245,13 @@ impl File {
             })
             .then_some(path)
         });
+        let appliance_max_connections = self.appliance.as_ref().map_or(0, |a| {
+            let max = a.max_connections;
+            p.check(max > 0, "appliance.max_connections", || {
+                "must be above zero".into()
+            });
+            max
+        });
         let appliance = self.appliance.map(|a| a.check(&mut p));
         let log = self.log.check(&mut p);
         let metrics = self.metrics.check(&mut p);
@@ -288,6 +297,7 @@ impl File {
             upstream,
             appliance: appliance.flatten(),
             node_paths,
+            appliance_max_connections,
             log,
             metrics,
             runtime,

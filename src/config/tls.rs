@@ -52,6 +52,11 @@ pub struct ApplianceFile {
     pub reload_interval: Duration,
     #[serde(default = "default_keepalive_interval", with = "humantime_serde")]
     pub tcp_keepalive: Duration,
+    /// Peer connections served at once, by the UNIX listener's rule (`front::listener`):
+    /// a newcomer replaces the oldest connection that never finished a request, and is
+    /// refused only when every one has.
+    #[serde(default = "default_appliance_connections")]
+    pub max_connections: usize,
     /// Allow-list; empty admits every certificate the CA signed, for every service.
     #[serde(default)]
     pub peers: Vec<PeerFile>,
@@ -84,6 +89,9 @@ fn default_keepalive_timeout() -> Duration {
 }
 fn default_handshake_timeout() -> Duration {
     Duration::from_secs(10)
+}
+fn default_appliance_connections() -> usize {
+    1024
 }
 
 impl UpstreamTlsFile {

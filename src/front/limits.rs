@@ -43,7 +43,7 @@ pub fn fit_open_files(mut limits: Limits) -> Limits {
         (Some(soft), _) => soft,
         (None, _) => return limits, // unlimited
     };
-    let fits = (soft.saturating_sub(FDS_RESERVED) / FDS_PER_CONNECTION).max(1) as usize;
+    let fits = connections_within(soft);
     if limits.max_connections > fits {
         tracing::warn!(
             configured = limits.max_connections,
@@ -54,6 +54,31 @@ pub fn fit_open_files(mut limits: Limits) -> Limits {
         limits.max_connections = fits;
     }
     limits
+}
+
+/// Client connections an open-files limit of `soft` holds.
+fn connections_within(soft: u64) -> usize {
+    (soft.saturating_sub(FDS_RESERVED) / FDS_PER_CONNECTION).max(1) as usize
+}
+
+/// `appliance.max_connections` lowered to what the open-files limit holds (once
+/// [`fit_open_files`] raised it), as `max_connections` is: each listener's limit fits on its
+/// own.
+pub fn fit_appliance_connections(max: usize) -> usize {
+    let Some(soft) = rustix::process::getrlimit(rustix::process::Resource::Nofile).current else {
+        return max; // unlimited
+    };
+    let fits = connections_within(soft);
+    if max > fits {
+        tracing::warn!(
+            configured = max,
+            effective = fits,
+            open_files = soft,
+            "appliance.max_connections lowered to what the open-files limit holds (2 descriptors a connection, {FDS_RESERVED} kept); raise the limit (LimitNOFILE, ulimit -n) to serve more"
+        );
+        return fits;
+    }
+    max
 }
 
 /// A header list more than this many times `max_header_list_size` is not answered but ends

@@ -23,6 +23,7 @@ use crate::upstream::conn::{Connection, Driver};
 use crate::upstream::Live;
 use tokio_rustls::client::TlsStream;
 
+use super::held::ConnectionHeld;
 use super::terminated::handle;
 use super::watched::Watched;
 use super::Shared;
@@ -113,25 +114,27 @@ impl Served {
 /// with a request finished keeps its slot. Only with every slot held by such is a new connection
 /// refused.
 #[derive(Default)]
-struct Slots(std::collections::VecDeque<(tokio::task::Id, Served, tokio::task::AbortHandle)>);
+pub(crate) struct Slots(
+    std::collections::VecDeque<(tokio::task::Id, Served, tokio::task::AbortHandle)>,
+);
 
 impl Slots {
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.0.len()
     }
 
-    fn add(&mut self, task: tokio::task::AbortHandle, served: Served) {
+    pub(crate) fn add(&mut self, task: tokio::task::AbortHandle, served: Served) {
         self.0.push_back((task.id(), served, task));
     }
 
-    fn remove(&mut self, id: tokio::task::Id) {
+    pub(crate) fn remove(&mut self, id: tokio::task::Id) {
         if let Some(at) = self.0.iter().position(|(slot, ..)| *slot == id) {
             self.0.remove(at);
         }
     }
 
     /// Closes the oldest connection without a finished request; `false` if there is none.
-    fn make_room(&mut self) -> bool {
+    pub(crate) fn make_room(&mut self) -> bool {
         let Some(at) = self.0.iter().position(|(_, served, _)| !served.yes()) else {
             return false;
         };
@@ -157,19 +160,33 @@ const LINGER: Duration = Duration::from_secs(1);
 /// refusal's few bytes without waiting; if not, the connection just closes.
 fn refuse(io: UnixStream, lingering: &Arc<AtomicUsize>) {
     let _ = io.try_write(&super::limits::refusal());
+    lingered(lingering, closed_after_refusal(io));
+}
+
+/// Runs `refused` (a refused connection waiting for its client to close) in a task of its own
+/// while fewer than [`MAX_LINGERING`] do; past that it is dropped, and the connection with it.
+pub(crate) fn lingered<F>(lingering: &Arc<AtomicUsize>, refused: F)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
     if lingering.load(Ordering::Relaxed) >= MAX_LINGERING {
         return;
     }
     lingering.fetch_add(1, Ordering::Relaxed);
     let lingering = lingering.clone();
     tokio::spawn(async move {
-        let mut io = io;
-        let _ = io.shutdown().await;
-        let mut sink = [0u8; 4096];
-        let drained = async { while let Ok(1..) = io.read(&mut sink).await {} };
-        let _ = tokio::time::timeout(LINGER, drained).await;
+        refused.await;
         lingering.fetch_sub(1, Ordering::Relaxed);
     });
+}
+
+/// Shuts the gateway's side of a refused connection for writing, then reads and drops what the
+/// client still sends until it closes, for [`LINGER`] at most.
+pub(crate) async fn closed_after_refusal<T: AsyncRead + AsyncWrite + Unpin>(mut io: T) {
+    let _ = io.shutdown().await;
+    let mut sink = [0u8; 4096];
+    let drained = async { while let Ok(1..) = io.read(&mut sink).await {} };
+    let _ = tokio::time::timeout(LINGER, drained).await;
 }
 
 /// Splices the connection when the upstream is live and a connection of its own to it can be
@@ -186,18 +203,8 @@ async fn splice_or_serve(
 }
 
 /// [`splice_or_serve`] for a client that may call only what `authorization` allows (the
-/// appliance listener's mTLS peers).
-pub async fn splice_or_serve_authorized<C: Io>(
-    io: C,
-    shared: Arc<Shared>,
-    shutdown: watch::Receiver<bool>,
-    authorization: Option<Arc<Authorization>>,
-) {
-    splice_or_serve_served(io, shared, shutdown, authorization, Served::default()).await
-}
-
-/// [`splice_or_serve_authorized`], marking `served` once the client finished a request.
-async fn splice_or_serve_served<C: Io>(
+/// appliance listener's mTLS peers), marking `served` once the client finished a request.
+pub(crate) async fn splice_or_serve_served<C: Io>(
     io: C,
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
@@ -311,7 +318,7 @@ pub async fn serve_connection_authorized<T>(
 }
 
 /// [`serve_connection_authorized`], marking `served` once a call completed.
-async fn serve_connection_served<T>(
+pub(crate) async fn serve_connection_served<T>(
     io: T,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<bool>,
@@ -328,7 +335,9 @@ async fn serve_connection_served<T>(
     // RFC 9113 names (the vendored h2's patch, vendor/PATCHES.md).
     let handshake = h2::server::Builder::new()
         .initial_window_size(1 << 20)
-        .initial_connection_window_size(4 << 20)
+        // The window a connection may fill past the request budget (`held`): the same as the
+        // splice's (a tonic plugin's 1 MiB).
+        .initial_connection_window_size(1 << 20)
         .max_concurrent_streams(limits.max_concurrent_streams)
         .max_header_list_size(limits.max_header_list_size)
         .max_pending_accept_reset_streams(limits.max_resets_per_second as usize)
@@ -340,6 +349,7 @@ async fn serve_connection_served<T>(
         Err(_) => return tracing::debug!("HTTP/2 handshake timed out"),
     };
     let mut upstream = private_upstream(&shared).await;
+    let held = ConnectionHeld::default();
     let mut calls = FuturesUnordered::new();
     let mut going_away = *shutdown.borrow();
     if going_away {
@@ -391,6 +401,7 @@ async fn serve_connection_served<T>(
                     if let Some(a) = &authorization {
                         request.extensions_mut().insert(a.clone());
                     }
+                    request.extensions_mut().insert(held.clone());
                     let private = upstream.as_ref().map(|(c, _)| c.clone());
                     calls.push(handle_owned(shared.clone(), private, request, respond, shutdown.clone()));
                 }

@@ -1,6 +1,7 @@
 //! The front: the UNIX socket orchestrators call, the route table, and each call's path from
 //! request to reply.
 
+pub mod held;
 pub mod limits;
 pub mod listener;
 pub mod relay;

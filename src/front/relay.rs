@@ -56,7 +56,7 @@ pub async fn relay(
             return Pumped::default();
         }
         let mut upstream_send = upstream_send;
-        let pumped = pump(client_body, &mut upstream_send, true).await;
+        let pumped = pump(client_body, &mut upstream_send, true, true).await;
         if pumped.broken.is_some() {
             upstream_send.send_reset(h2::Reason::CANCEL);
         }
@@ -86,7 +86,7 @@ pub async fn relay(
             });
         }
         let mut client_send = client_send;
-        let mut pumped = pump(upstream_body, &mut client_send, keep_reply).await;
+        let mut pumped = pump(upstream_body, &mut client_send, keep_reply, false).await;
         if let Some(e) = &pumped.broken {
             let s = unreachable_upstream(upstream, e);
             let _ = client_send.send_trailers(status::to_headers(&s));
@@ -125,11 +125,23 @@ struct Pumped {
 
 /// Copies data then trailers from `from` to `to`, moving only as much as the receiver's window
 /// allows and returning flow-control credit only once the data is passed on. If `from` breaks
-/// off, the caller decides what `to` gets.
-async fn pump(mut from: RecvStream, to: &mut SendStream<Bytes>, keep_first: bool) -> Pumped {
+/// off, the caller decides what `to` gets. With `hold_small`, a small piece that does not end
+/// the stream waits for what follows, so that a request sent as a small DATA frame and then an
+/// empty one ending the stream (hyper's clients, tonic's) goes on as one frame ending it: h2
+/// counts each small DATA frame not ending its stream against a budget (`too_many_data_frames`,
+/// 32 KiB of overhead at HTTP/2's default window), which a few hundred such requests at once
+/// exhaust, and the plugin then ends the connection with every call on it.
+async fn pump(
+    mut from: RecvStream,
+    to: &mut SendStream<Bytes>,
+    keep_first: bool,
+    hold_small: bool,
+) -> Pumped {
     let mut seen = Pumped::default();
+    // Its credit is returned at once: at most one small piece a stream waits here.
+    let mut held: Option<Bytes> = None;
     while let Some(chunk) = from.data().await {
-        let mut chunk = match chunk {
+        let chunk = match chunk {
             Ok(chunk) => chunk,
             Err(e) => {
                 seen.broken = Some(e);
@@ -142,23 +154,25 @@ async fn pump(mut from: RecvStream, to: &mut SendStream<Bytes>, keep_first: bool
         let len = chunk.len();
         // A unary body is one DATA frame ending the stream: forward it as one frame too.
         let last = from.is_end_stream();
-        if chunk.is_empty() {
-            // Clients such as hyper end a body with an empty DATA frame: the end must travel on.
-            if last && to.send_data(Bytes::new(), true).is_err() {
-                return seen;
-            }
+        if hold_small && !last && (1..SMALL_DATA).contains(&len) && held.is_none() {
+            let _ = from.flow_control().release_capacity(len);
+            held = Some(chunk);
+            continue;
         }
-        while !chunk.is_empty() {
-            to.reserve_capacity(chunk.len());
-            let granted = match std::future::poll_fn(|cx| to.poll_capacity(cx)).await {
-                Some(Ok(n)) if n > 0 => n,
-                Some(Ok(_)) => continue,
-                _ => return seen,
-            };
-            let piece = chunk.split_to(granted.min(chunk.len()));
-            if to.send_data(piece, last && chunk.is_empty()).is_err() {
-                return seen;
+        let chunk = match held.take() {
+            // The end of the stream, empty: it goes with the piece held.
+            Some(piece) if chunk.is_empty() && last => piece,
+            Some(piece) => {
+                if !forward(to, piece, false).await {
+                    return seen;
+                }
+                chunk
             }
+            None => chunk,
+        };
+        // Clients such as hyper end a body with an empty DATA frame: the end must travel on.
+        if (!chunk.is_empty() || last) && !forward(to, chunk, last).await {
+            return seen;
         }
         let _ = from.flow_control().release_capacity(len);
         if last {
@@ -167,16 +181,46 @@ async fn pump(mut from: RecvStream, to: &mut SendStream<Bytes>, keep_first: bool
     }
     match from.trailers().await {
         Ok(Some(trailers)) => {
+            if let Some(piece) = held.take() {
+                if !forward(to, piece, false).await {
+                    return seen;
+                }
+            }
             seen.status = status::from_headers(&trailers);
             seen.code = seen.status.as_ref().map(|s| s.code());
             let _ = to.send_trailers(trailers);
         }
         Ok(None) => {
-            let _ = to.send_data(Bytes::new(), true);
+            let _ = forward(to, held.take().unwrap_or_default(), true).await;
         }
         Err(e) => seen.broken = Some(e),
     }
     seen
+}
+
+/// DATA pieces under this many bytes count against h2's budget of small frames (its
+/// `DEFAULT_DATA_FRAME_OVERHEAD_THRESHOLD`).
+const SMALL_DATA: usize = 256;
+
+/// Sends `chunk` as the receiver's window allows, the last piece ending the stream if `end`;
+/// `false` if `to` is gone.
+async fn forward(to: &mut SendStream<Bytes>, mut chunk: Bytes, end: bool) -> bool {
+    if chunk.is_empty() {
+        return to.send_data(chunk, end).is_ok();
+    }
+    while !chunk.is_empty() {
+        to.reserve_capacity(chunk.len());
+        let granted = match std::future::poll_fn(|cx| to.poll_capacity(cx)).await {
+            Some(Ok(n)) if n > 0 => n,
+            Some(Ok(_)) => continue,
+            _ => return false,
+        };
+        let piece = chunk.split_to(granted.min(chunk.len()));
+        if to.send_data(piece, end && chunk.is_empty()).is_err() {
+            return false;
+        }
+    }
+    true
 }
 
 /// The message inside a DATA chunk that holds one whole gRPC frame (a view, not a copy).

@@ -15,12 +15,13 @@ use tokio::sync::watch;
 use crate::call::answer::{decoded, live_upstream, streaming_refused, unknown_method};
 use crate::call::plan::{self, Admission, Plan};
 use crate::call::rescue::error_reply;
-use crate::grpc::{self, body, frame, status, Code, Status, CONTENT_TYPE};
+use crate::grpc::{self, frame, status, Code, Status, CONTENT_TYPE};
 use crate::metrics::{InFlight, Origin};
 use crate::observe::{self, Report};
 use crate::tls::Authorization;
 use crate::upstream::Connection;
 
+use super::held::{ConnectionHeld, Held};
 use super::relay::{relay, reply_status};
 use super::{services, Shared};
 
@@ -153,7 +154,10 @@ async fn serve(
         .headers()
         .get("grpc-timeout")
         .and_then(|v| grpc::parse_timeout(v.as_bytes()));
-    let message = read_message(&mut request.into_body()).await;
+    // Held until the call ends: its bytes stay on the budget, as on the splice.
+    let connection = request.extensions().get::<ConnectionHeld>().cloned();
+    let mut body = Held::new(&shared.buffered, connection, request.into_body());
+    let message = read_message(&mut body).await;
     let call = decoded(shared, &live, &conn, route, message, deadline, report);
     let Some(encoded) = unless_reset(respond, call).await else {
         return report.fail(
@@ -176,8 +180,8 @@ pub(crate) async fn unless_reset<F: std::future::Future>(
     }
 }
 
-async fn read_message(body: &mut RecvStream) -> Result<Bytes, Status> {
-    let bytes = body::read_to_end(body).await?;
+async fn read_message(body: &mut Held<'_>) -> Result<Bytes, Status> {
+    let bytes = body.read_to_end().await?;
     frame::decode_unary(&bytes).map(Bytes::copy_from_slice)
 }
 

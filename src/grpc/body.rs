@@ -8,26 +8,44 @@ use super::{Status, MAX_MESSAGE_BYTES};
 /// Reads `body` to its end. A unary gRPC body is one small message, so buffering it is cheaper
 /// than streaming it through a decoder.
 pub async fn read_to_end(body: &mut RecvStream) -> Result<Bytes, Status> {
-    let mut first: Option<Bytes> = None;
-    let mut rest = BytesMut::new();
+    let mut message = Gathered::default();
     while let Some(chunk) = body.data().await {
         let chunk = chunk.map_err(|e| h2_status(&e, "reading the message"))?;
         let _ = body.flow_control().release_capacity(chunk.len());
-        match first.take() {
-            None if rest.is_empty() => first = Some(chunk),
+        message.push(chunk)?;
+    }
+    Ok(message.whole())
+}
+
+/// A body's chunks gathered into one message, refused once past the message limit. A body that
+/// arrives as one chunk is kept as it came (a reference count, not a copy).
+#[derive(Default)]
+pub struct Gathered {
+    first: Option<Bytes>,
+    rest: BytesMut,
+}
+
+impl Gathered {
+    pub fn push(&mut self, chunk: Bytes) -> Result<(), Status> {
+        match self.first.take() {
+            None if self.rest.is_empty() => self.first = Some(chunk),
             Some(f) => {
-                rest.extend_from_slice(&f);
-                rest.extend_from_slice(&chunk);
+                self.rest.extend_from_slice(&f);
+                self.rest.extend_from_slice(&chunk);
             }
-            None => rest.extend_from_slice(&chunk),
+            None => self.rest.extend_from_slice(&chunk),
         }
-        if first.as_ref().map_or(rest.len(), Bytes::len) > MAX_MESSAGE_BYTES + 5 {
+        if self.first.as_ref().map_or(self.rest.len(), Bytes::len) > MAX_MESSAGE_BYTES + 5 {
             return Err(Status::resource_exhausted(format!(
                 "message larger than the limit of {MAX_MESSAGE_BYTES} bytes"
             )));
         }
+        Ok(())
     }
-    Ok(first.unwrap_or_else(|| rest.freeze()))
+
+    pub fn whole(self) -> Bytes {
+        self.first.unwrap_or_else(|| self.rest.freeze())
+    }
 }
 
 /// A transport error as a gRPC status: the stream or connection broke.

@@ -4,9 +4,11 @@
 //! service it belongs to.
 
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -16,6 +18,11 @@ use crate::front::{listener, Shared};
 use crate::metrics;
 
 /// Serves the appliance listener until `shutdown`, then gives connections `grace` to finish.
+/// At most `max_connections` are served at once, by the UNIX listener's rule
+/// (`listener::Slots`): with every slot taken, a newcomer is served in place of the oldest
+/// connection whose peer never finished a request (silent on TCP, silent after TLS, or never
+/// ending a request), which is closed; only with every slot held by a peer that did is the
+/// newcomer refused, with GOAWAY ENHANCE_YOUR_CALM once its TLS handshake is done.
 pub async fn serve(
     listener: TcpListener,
     acceptor: Arc<Acceptor>,
@@ -23,18 +30,28 @@ pub async fn serve(
     shutdown: watch::Receiver<bool>,
     grace: Duration,
     splice: bool,
+    max_connections: usize,
 ) {
     let mut connections = JoinSet::new();
+    let mut slots = listener::Slots::default();
+    let lingering = Arc::new(AtomicUsize::new(0));
     let mut stop = shutdown.clone();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
+                Ok((tcp, addr)) if slots.len() >= max_connections && !slots.make_room() => {
+                    tracing::warn!(peer = %addr, limit = max_connections, "too many appliance connections, each with a request finished; one refused");
+                    listener::lingered(&lingering, refused(tcp, addr, acceptor.clone()));
+                }
                 Ok((tcp, addr)) => {
                     let (acceptor, shared, shutdown) = (acceptor.clone(), shared.clone(), shutdown.clone());
-                    connections.spawn(async move {
+                    let served = listener::Served::default();
+                    let marked = served.clone();
+                    let task = connections.spawn(async move {
                         csi_gateway_tls::tcp_keepalive(&tcp, acceptor.settings().tcp_keepalive);
-                        connection(tcp, addr, &acceptor, shared, shutdown, splice).await
+                        connection(tcp, addr, &acceptor, shared, shutdown, splice, marked).await
                     });
+                    slots.add(task, served);
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "appliance accept failed");
@@ -42,7 +59,9 @@ pub async fn serve(
                 }
             },
             _ = stopped(&mut stop) => break,
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            Some(ended) = connections.join_next_with_id(), if !connections.is_empty() => {
+                slots.remove(ended.map_or_else(|e| e.id(), |(id, ())| id));
+            }
         }
     }
     drop(listener);
@@ -60,6 +79,25 @@ pub async fn serve(
     }
 }
 
+/// A connection past the limit: told why (`limits::refusal`) inside TLS, the only place its
+/// peer reads an HTTP/2 frame, then closed once the peer is done. A peer that does not
+/// complete the handshake gets nothing (`handshake_timeout`).
+async fn refused(tcp: tokio::net::TcpStream, addr: SocketAddr, acceptor: Arc<Acceptor>) {
+    let Some((mut stream, _)) = acceptor.handshake(tcp, addr).await else {
+        return;
+    };
+    let refusal = crate::front::limits::refusal();
+    if tokio::time::timeout(REFUSAL_WRITE, stream.write_all(&refusal))
+        .await
+        .is_ok_and(|written| written.is_ok())
+    {
+        listener::closed_after_refusal(stream).await;
+    }
+}
+
+/// How long a refused peer may take to read its refusal.
+const REFUSAL_WRITE: Duration = Duration::from_secs(1);
+
 /// Resolves once shutdown is signalled (holding no watch guard across awaits).
 async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     let _ = shutdown.wait_for(|s| *s).await;
@@ -72,15 +110,16 @@ async fn connection(
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
     splice: bool,
+    served: listener::Served,
 ) {
     let Some((stream, authorization)) = acceptor.handshake(tcp, addr).await else {
         return;
     };
     let authorization = Some(Arc::new(authorization));
     if splice {
-        listener::splice_or_serve_authorized(stream, shared, shutdown, authorization).await
+        listener::splice_or_serve_served(stream, shared, shutdown, authorization, served).await
     } else {
         metrics::front_connection("terminated", "tls", listener::upstream_kind(&shared));
-        listener::serve_connection_authorized(stream, shared, shutdown, authorization).await
+        listener::serve_connection_served(stream, shared, shutdown, authorization, served).await
     }
 }

@@ -232,6 +232,16 @@ fn not_http2(e: &h2::Error) -> bool {
     e.reason() == Some(h2::Reason::FRAME_SIZE_ERROR) && e.is_go_away() && !e.is_remote()
 }
 
+/// h2's budget for the framing overhead of the plugin's small DATA frames not yet read (each
+/// under 256 bytes counts 256 less its length), past which h2 ends the connection itself
+/// (GOAWAY ENHANCE_YOUR_CALM, `too_many_data_frames`). Its default follows the connection
+/// window: 32 KiB at HTTP/2's 64 KiB, some 150 unary replies (a small message, then trailers)
+/// that arrived together before their calls read them — 400 translated calls at once on one
+/// terminated connection lost the upstream connection, and all their calls with it. Room here
+/// for 16,384 such replies at once: the plugin is the gateway's own upstream, and the data it
+/// may send is still bounded by the window.
+const DATA_FRAME_BUDGET: usize = 16 * 1024 * 256;
+
 /// The HTTP/2 client handshake on `io`, and the driver future (with keepalive pings if asked).
 async fn handshake<T>(
     io: T,
@@ -245,6 +255,7 @@ where
 {
     let handshake = h2::client::Builder::new()
         .initial_window_size(1 << 20)
+        .data_frame_budget(DATA_FRAME_BUDGET)
         .handshake(io);
     let (send, mut connection) = tokio::time::timeout(timeout, handshake)
         .await

@@ -101,6 +101,12 @@ struct Cli {
     /// error quoting every readable string of the request, as plugins that echo input do.
     #[arg(long, hide = true, value_delimiter = ',')]
     test_echo_errors: Vec<String>,
+
+    /// Serve HTTP/2 with tonic's adaptive flow-control window (`http2_adaptive_window`), as
+    /// some plugins do: its windows start at HTTP/2's default 64 KiB, and with them h2's budget
+    /// for the overhead of small DATA frames (`too_many_data_frames`).
+    #[arg(long)]
+    http2_adaptive_window: bool,
 }
 
 fn parse_label(s: &str) -> Result<(String, String), String> {
@@ -150,6 +156,7 @@ fn main() -> ExitCode {
     let opts = Options {
         tls,
         echo_errors: cli.test_echo_errors,
+        http2_adaptive_window: cli.http2_adaptive_window,
         endpoint: cli.endpoint,
         dialect: cli.dialect,
         driver_name: cli.driver_name,

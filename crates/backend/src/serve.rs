@@ -51,6 +51,8 @@ pub struct Options {
     pub tls: Option<csi_gateway_tls::server::ServerSettings>,
     /// TEST HOOK: RPCs refused with an error quoting the request ([`super::echo`]).
     pub echo_errors: Vec<String>,
+    /// tonic's `http2_adaptive_window` (windows from 64 KiB, adapting to the link).
+    pub http2_adaptive_window: bool,
 }
 
 /// `unix:///abs/path`, `unix:/abs/path` or a bare path → the socket path.
@@ -154,6 +156,7 @@ pub async fn serve(opts: Options, shutdown: impl Future<Output = ()>) -> Result<
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let mut server = tokio::spawn(
         tonic::transport::Server::builder()
+            .http2_adaptive_window(Some(opts.http2_adaptive_window))
             .layer(super::rpclog::RpcLog)
             .layer(super::echo::Echo {
                 rpcs: Arc::new(opts.echo_errors.clone()),
