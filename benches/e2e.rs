@@ -214,16 +214,16 @@ fn main() {
     // Translated beside spliced, same run: issue 18 holds translated calls to within 10% of
     // same-dialect ones. Probe is wire-identical between v0.3 and v1 (relayed with its path
     // rewritten); NodeGetCapabilities has its reply translated (its capabilities filtered) and
-    // its request, which has no field, relayed (`front::identical::request_empty`).
+    // its request, which has no field, relayed (`translate::identical::request_empty`).
     // DeleteVolume, ControllerPublishVolume and NodePublishVolume are wire-identical but for
     // what their request may hold: a request the splice's check passes goes on as it came
-    // (`front::identical::checked`); without a secret the call is relayed from there, with one
+    // (`translate::identical::checked`); without a secret the call is relayed from there, with one
     // its reply is translated (an error would be scrubbed of it). CreateVolume's request goes
     // on as it came too, and its reply is translated (a v0.3 client gets no clone source).
     // NodeStageVolume, relayed once checked too. ValidateVolumeCapabilities's fields are
     // numbered differently in the two revisions (the v0.3 client sends its own request): a
     // request that passes the check goes on with its keys rewritten in place
-    // (`front::identical::RequestCheck::renumber`), and its reply is translated. A v0.3
+    // (`translate::identical::RequestCheck::renumber`), and its reply is translated. A v0.3
     // client's NodeGetId (v1 kept only NodeGetInfo) is one NodeGetInfo call, measured beside a
     // v1 client's NodeGetInfo: neither request has a field, so the client's goes on as it came
     // and only the reply is translated. Its path is two octets longer on the plugin's side: the

@@ -9,9 +9,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::call::protect::Protection;
 use crate::config::{Config, StoreBackend, UpstreamTarget};
 use crate::endpoint::Endpoint;
-use crate::front::protect::Protection;
 use crate::front::services::{ReflectionError, Services};
 use crate::front::{listener, router::PackageClash, socket, Router, Shared};
 use crate::metrics;

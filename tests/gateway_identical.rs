@@ -401,7 +401,7 @@ async fn a_v1_client_of_a_v0_3_plugin_gets_what_the_translation_gave() {
 }
 
 /// v0.3 client, v1 plugin: calls whose request the translation would copy go on as they came
-/// once the splice's check passes (`front::identical::checked`), and those with a rule about
+/// once the splice's check passes (`translate::identical::checked`), and those with a rule about
 /// their reply get it translated all the same — CreateVolume's and ListVolumes' clone sources,
 /// CreateSnapshot's time. Spliced and terminated, the client reads the same answers; requests
 /// the check does not pass (a REQUIRED field missing, a field v0.3 lacks) are translated.

@@ -209,7 +209,7 @@ echo_cells! {
 /// A translated call's error reaches the client scrubbed of the request's secrets whatever the
 /// log level (here no call is logged, only start-up): on the splice, for a request translated on the splice's
 /// own upstream stream (ControllerPublishVolume) and for one that goes on as it came
-/// (DeleteVolume, `front::identical::checked`), as on the terminating path.
+/// (DeleteVolume, `translate::identical::checked`), as on the terminating path.
 #[tokio::test]
 async fn echoed_errors_reach_the_client_scrubbed_at_any_log_level() {
     use csi_gateway::dialect::proto::v1;

@@ -15,12 +15,7 @@ use h2::RecvStream;
 use crate::grpc::body::{h2_status, Gathered};
 use crate::grpc::Status;
 
-use super::limits::{Budget, CONNECTION_BUFFERED};
-
-/// How long a request may wait for room before it is answered RESOURCE_EXHAUSTED and what it
-/// held let go, as on the splice: requests waiting for each other's room would otherwise sit
-/// until the idle timeout.
-pub const BUDGET_WAIT: Duration = Duration::from_secs(10);
+use super::limits::{no_room, Budget, BUDGET_WAIT, CONNECTION_BUFFERED};
 
 /// How often a request waiting for room looks again. The budget keeps no waiters (the splice
 /// gives bytes back on its hot path, where waking anyone would cost): only a request already
@@ -146,10 +141,4 @@ impl Drop for Held<'_> {
             let _ = self.body.flow_control().release_capacity(self.withheld);
         }
     }
-}
-
-fn no_room() -> Status {
-    Status::resource_exhausted(format!(
-        "the gateway holds all the requests it may (max_buffered_bytes, or {CONNECTION_BUFFERED} bytes on this connection); this one waited {BUDGET_WAIT:?} for room"
-    ))
 }

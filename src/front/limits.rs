@@ -103,6 +103,19 @@ pub fn refusal() -> bytes::BytesMut {
     out
 }
 
+/// How long window may stay withheld before a request is refused (RESOURCE_EXHAUSTED) to make
+/// room, on every path: requests that each wait for another to finish (three 4 MiB messages
+/// at once on one connection, or every connection's under a full budget) would otherwise wait
+/// until the idle timeout.
+pub const BUDGET_WAIT: Duration = Duration::from_secs(10);
+
+/// The answer to a request refused for room after [`BUDGET_WAIT`].
+pub fn no_room() -> crate::grpc::Status {
+    crate::grpc::Status::resource_exhausted(format!(
+        "the gateway holds all the requests it may (max_buffered_bytes, or {CONNECTION_BUFFERED} bytes on this connection); this one waited {BUDGET_WAIT:?} for room"
+    ))
+}
+
 /// The request and reply bytes held by every connection together, against
 /// `max_buffered_bytes`.
 #[derive(Debug)]

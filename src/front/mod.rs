@@ -17,12 +17,6 @@ use crate::observe::Redactor;
 use crate::translate::HandleStore;
 use crate::upstream::Upstream;
 
-/// The call layer's parts by the names the connection layer knew them by.
-pub use crate::call::{answer as call, checked, protect, rescue as reply};
-/// The `[calls]` policy, as the configuration reads it.
-pub use crate::config::calls as policy;
-/// Which calls are wire-identical between two dialects: the translate crate's.
-pub use csi_gateway_translate::identical;
 pub use limits::Limits;
 pub use router::Router;
 
@@ -39,7 +33,7 @@ pub struct Shared {
     /// What one client connection may make the gateway do.
     pub limits: Limits,
     /// Protection for fragile plugins, per method; also holds the `[calls]` policy.
-    pub protection: protect::Protection,
+    pub protection: crate::call::protect::Protection,
     /// The gateway's own services: reflection and health.
     pub services: services::Services,
     /// `appliance.node_paths`: where the appliance listener's peers' node paths are mirrored

@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::dialect::{Dialect, MethodInfo};
 use crate::hub::Method;
 
-use super::policy::Policy;
+use crate::config::calls::Policy;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Route {
@@ -38,11 +38,11 @@ pub struct Route {
 pub enum InlineRequest {
     /// Translated once whole.
     Translated,
-    /// Neither revision's request has a field ([`super::identical::request_empty`]): it goes
+    /// Neither revision's request has a field ([`crate::translate::identical::request_empty`]): it goes
     /// on as it came, and only the reply is translated.
     Empty,
     /// The call is wire-identical but for what its request may hold, and for its reply when
-    /// `reply_translated` ([`super::identical::checked`]): a request the check finds the
+    /// `reply_translated` ([`crate::translate::identical::checked`]): a request the check finds the
     /// translation would copy goes on as it came, and the call is relayed from there, or its
     /// reply translated for the method alone (with secrets, at least when it is an error).
     Checked { reply_translated: bool },
@@ -58,7 +58,7 @@ pub struct Inline {
     /// reply is translated, for the empty request.
     pub empty_request: Option<Method>,
     /// The check a request that goes on as it came must pass ([`InlineRequest::Checked`]).
-    pub check: Option<&'static super::identical::RequestCheck>,
+    pub check: Option<&'static crate::translate::identical::RequestCheck>,
     /// The reply of a request that passed its check is translated all the same.
     pub reply_translated: bool,
 }
@@ -114,7 +114,7 @@ impl Route {
             empty_request: self.hub.filter(|_| request == InlineRequest::Empty),
             check: match (request, self.hub) {
                 (InlineRequest::Checked { .. }, Some(m)) => {
-                    super::identical::front_check(self.dialect, m, requires_staging)
+                    crate::translate::identical::front_check(self.dialect, m, requires_staging)
                 }
                 _ => None,
             },
@@ -160,10 +160,10 @@ impl Route {
             let path = self.method.path;
             if self.v0_2 {
                 InlineRequest::Translated
-            } else if super::identical::request_empty(self.dialect, path, upstream) {
+            } else if crate::translate::identical::request_empty(self.dialect, path, upstream) {
                 InlineRequest::Empty
             } else if let Some(reply_translated) =
-                super::identical::request_checked(self.dialect, path, upstream)
+                crate::translate::identical::request_checked(self.dialect, path, upstream)
             {
                 InlineRequest::Checked { reply_translated }
             } else {
@@ -195,7 +195,7 @@ impl Router {
                     method,
                     v0_2: false,
                     decode: false,
-                    identical: super::identical::upstream_path(dialect, method.path),
+                    identical: crate::translate::identical::upstream_path(dialect, method.path),
                     inline: [None; 4],
                     inline_request: [InlineRequest::Translated; 4],
                     hub: None,

@@ -6,7 +6,7 @@
 //! control runs end to end as if directly connected. Stream ids are the client's own. Request
 //! header blocks are re-encoded once needed (see `headers`), which frees the splice to answer
 //! some streams itself: those whose method needs translation, or that the gateway refuses. A
-//! call of another dialect whose messages are wire-identical (`front::identical`) is relayed
+//! call of another dialect whose messages are wire-identical (`translate::identical`) is relayed
 //! like a same-dialect one, its request block re-encoded with the upstream's `:path`. For
 //! those it is the server: it returns the client's flow-control credit for what it consumed,
 //! and sends its replies within the client's windows. Its replies take connection-level window
@@ -52,15 +52,16 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
 use crate::call::plan::{self, Admission, Plan};
-use crate::front::identical::Verdict;
+use crate::call::{answer as call, rescue as reply};
 use crate::front::router::{Inline, Route};
+use crate::front::services;
 use crate::front::Shared;
-use crate::front::{call, reply, services};
 use crate::grpc::status::status_fields;
 use crate::grpc::{frame as grpc_frame, Code, Status, MAX_MESSAGE_BYTES};
 use crate::metrics::{InFlight, Origin};
 use crate::observe::{self, Report};
 use crate::tls::{Authorization, Keepalive};
+use crate::translate::identical::Verdict;
 use crate::translate::CallError;
 use crate::upstream::Live;
 
@@ -97,11 +98,6 @@ const MAX_LOCAL_CALLS: usize = 1024;
 const MAX_LOCAL_BODIES: usize = 4 * MAX_MESSAGE_BYTES;
 /// How often a connection whose window is withheld looks whether the gateway has room again.
 const BUDGET_RETRY: Duration = Duration::from_millis(50);
-/// How long window may stay withheld before the connection's largest unfinished request is
-/// refused (RESOURCE_EXHAUSTED) to make room: requests that each wait for another to finish
-/// (three 4 MiB messages at once on one connection, or every connection's under a full
-/// budget) would otherwise wait until the idle timeout.
-const BUDGET_WAIT: Duration = Duration::from_secs(10);
 /// The largest frame the splice lets either side send (SETTINGS_MAX_FRAME_SIZE is capped at
 /// this): bounds the buffer one frame needs.
 const MAX_FRAME: u32 = 64 * 1024;
@@ -383,7 +379,7 @@ struct Translated {
     early: Option<CallError>,
     /// For a call wire-identical but for what its request may hold, the check its request
     /// must pass to go on as it came (`Splice::check_request`).
-    check: Option<&'static crate::front::identical::RequestCheck>,
+    check: Option<&'static crate::translate::identical::RequestCheck>,
     /// Such a call's reply is translated all the same (`Inline::reply_translated`).
     reply_translated: bool,
 }
@@ -2228,8 +2224,9 @@ impl<C: Io, U: Io> Splice<C, U> {
         );
         let head_sent = self.streams.get(&id).is_some_and(|s| s.reply_started);
         let refusal = Status::resource_exhausted(format!(
-            "the gateway holds all the replies it may (max_buffered_bytes, or {} bytes on this connection); this one waited {BUDGET_WAIT:?} for room",
-            limits::CONNECTION_BUFFERED
+            "the gateway holds all the replies it may (max_buffered_bytes, or {} bytes on this connection); this one waited {:?} for room",
+            limits::CONNECTION_BUFFERED,
+            limits::BUDGET_WAIT,
         ));
         self.release_translated(id);
         self.reply_translated(id, Err(refusal), head_sent);
@@ -2270,10 +2267,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 _ => None,
             })
             .max();
-        let refusal = Status::resource_exhausted(format!(
-            "the gateway holds all the requests it may (max_buffered_bytes, or {} bytes on this connection); this one waited {BUDGET_WAIT:?} for room",
-            limits::CONNECTION_BUFFERED
-        ));
+        let refusal = limits::no_room();
         // A service's stream, if it holds more: ended at the services' next poll.
         if let Some((held, id)) = self.services.largest_unfinished() {
             if largest.is_none_or(|(local, _)| held > local) {
@@ -2468,12 +2462,12 @@ impl<C: Io, U: Io> Splice<C, U> {
             .withheld_since
             .filter(|_| self.withheld > 0)
             .map(|since| {
-                let at = (Instant::now() + BUDGET_RETRY).min(since + BUDGET_WAIT);
+                let at = (Instant::now() + BUDGET_RETRY).min(since + limits::BUDGET_WAIT);
                 (at, Timeout::Budget)
             })
             .or_else(|| {
                 let since = self.replies_paused?;
-                let at = (Instant::now() + BUDGET_RETRY).min(since + BUDGET_WAIT);
+                let at = (Instant::now() + BUDGET_RETRY).min(since + limits::BUDGET_WAIT);
                 Some((at, Timeout::Budget))
             });
         [self.client_deadline(), keepalive, handshake, call, budget]
@@ -2569,13 +2563,13 @@ impl<C: Io, U: Io> Splice<C, U> {
             Timeout::Budget => {
                 if self
                     .withheld_since
-                    .is_some_and(|t| t.elapsed() >= BUDGET_WAIT)
+                    .is_some_and(|t| t.elapsed() >= limits::BUDGET_WAIT)
                 {
                     self.make_room();
                 }
                 if self
                     .replies_paused
-                    .is_some_and(|t| t.elapsed() >= BUDGET_WAIT)
+                    .is_some_and(|t| t.elapsed() >= limits::BUDGET_WAIT)
                 {
                     self.make_reply_room();
                 }
@@ -3206,8 +3200,8 @@ impl<C: Io, U: Io> Splice<C, U> {
         // Left in place, where it marks the request as sent.
         let request = match &t.asked {
             Asked::Hub(request) => &**request,
-            // Its reply's translation reads the method alone (`front::identical`'s tests).
-            Asked::Relayed(method) => crate::front::identical::empty_request(*method),
+            // Its reply's translation reads the method alone (`translate::identical`'s tests).
+            Asked::Relayed(method) => crate::translate::identical::empty_request(*method),
             Asked::Not => {
                 // Before its request went: answered once the request is whole (`send_translated`).
                 t.early = Some(plugin_status.err().unwrap_or_else(|| {
@@ -3227,7 +3221,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             .and_then(|()| grpc_frame::decode_unary(&t.reply).map_err(CallError::upstream));
         let answer = match plugin {
             // A checked call's reply is wire-identical unless a rule reads it
-            // (`front::identical::checked`): else only an error needs the translation, to
+            // (`translate::identical::checked`): else only an error needs the translation, to
             // scrub it.
             Ok(message) if t.check.is_some() && !t.reply_translated => Ok(message.to_vec()),
             plugin => {
