@@ -2,7 +2,9 @@
 //! on UNIX sockets. In one run it measures a minimal fixed-reply upstream called directly (the
 //! baseline), through a socat byte relay and a plain tonic pass-through proxy (the reference
 //! points the performance target names), through the gateway with the same dialect on both
-//! sides — spliced (the default) and with `--splice=false` (HTTP/2 terminated on both sides) —
+//! sides — spliced (the default) and unattached (connections with no upstream connection of
+//! their own, whose calls the gateway answers on its shared one, as when the plugin was away at
+//! accept) —
 //! and through the gateway translating a v0.3 call to the v1 upstream; and direct, socat and
 //! the gateway again over 4 client connections. Those calls are made by the load tool's own
 //! HTTP/2 client; then the reference points and both gateways once more with h2load making
@@ -51,6 +53,34 @@ fn spawn(cmd: &mut Command) -> Proc {
     )
 }
 
+/// A port free on loopback now.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("local address").port()
+}
+
+/// Waits until the gateway's `/readyz` answers 200: its plugin is detected.
+fn wait_ready(port: u16) {
+    use std::io::{Read, Write};
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let ready = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok_and(|mut c| {
+            let _ = c.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            let mut reply = String::new();
+            let _ = c.read_to_string(&mut reply);
+            reply.starts_with("HTTP/1.1 200")
+        });
+        if ready {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "the gateway on port {port} never got ready"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn wait_for_socket(path: &Path) {
     let until = Instant::now() + Duration::from_secs(10);
     while std::os::unix::net::UnixStream::connect(path).is_err() {
@@ -95,24 +125,38 @@ fn main() {
             .arg(sock("up.sock")),
     );
     wait_for_socket(&sock("tonic.sock"));
-    let start_gateway = |binary: &str, name: &str, splice: bool| {
+    let start_gateway = |binary: &str, name: &str, attached: bool| {
+        // Unattached: the gateway reaches the plugin through a link removed once it is ready,
+        // so that its shared connection stays and each client connection's own dial fails.
+        let upstream = match attached {
+            true => sock("up.sock"),
+            false => {
+                let link = sock(&format!("{name}-up.sock"));
+                std::os::unix::fs::symlink(sock("up.sock"), &link).expect("symlink");
+                link
+            }
+        };
+        let port = free_port();
         let gw = spawn(
             Command::new(binary)
                 .args(["run", "--log-level", "error", "--upstream-dialect", "v1"])
-                .arg(format!("--splice={splice}"))
-                .arg("--metrics-listen=")
+                .arg(format!("--metrics-listen=127.0.0.1:{port}"))
                 .arg("--state-dir")
                 .arg(dir.path().join(format!("{name}-state")))
                 .arg("--listen")
                 .arg(sock(&format!("{name}.sock")))
                 .arg("--upstream")
-                .arg(sock("up.sock")),
+                .arg(&upstream),
         );
         wait_for_socket(&sock(&format!("{name}.sock")));
+        wait_ready(port);
+        if !attached {
+            std::fs::remove_file(&upstream).expect("removing the link");
+        }
         gw
     };
     let gw = start_gateway(gateway, "gw", true);
-    let terminating = start_gateway(gateway, "gw-term", false);
+    let unattached = start_gateway(gateway, "gw-unattached", false);
     let before = std::env::var("E2E_BEFORE").ok();
     let gw_before = before
         .as_deref()
@@ -136,7 +180,7 @@ fn main() {
             "socat.sock" => socat.as_ref(),
             "tonic.sock" => Some(&tonic),
             "gw.sock" => Some(&gw),
-            "gw-term.sock" => Some(&terminating),
+            "gw-unattached.sock" => Some(&unattached),
             "gw-before.sock" => gw_before.as_ref(),
             _ => None,
         };
@@ -179,7 +223,7 @@ fn main() {
     let mut same_dialect = vec![
         ("tonic", "tonic.sock"),
         ("gateway", "gw.sock"),
-        ("terminating", "gw-term.sock"),
+        ("unattached", "gw-unattached.sock"),
     ];
     // The older build, when asked for, right after the gateway it is compared with.
     let with_before = |targets: &mut Vec<(&'static str, &'static str)>, after: &str| {
@@ -192,7 +236,7 @@ fn main() {
     if section("passthrough") {
         println!(
             "# v1 Probe: direct vs socat vs tonic pass-through vs gateway (v1 -> v1, spliced) vs \
-             gateway --splice=false"
+             gateway unattached"
         );
         let passthrough = measure(&concurrency, true, &same_dialect).status().unwrap();
         assert!(passthrough.success());

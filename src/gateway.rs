@@ -231,7 +231,6 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
             shared.clone(),
             stop.clone(),
             config.listen.grace_period,
-            config.listen.splice,
             crate::front::limits::fit_appliance_connections(config.appliance_max_connections),
         ))
     });
@@ -252,7 +251,6 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         shared,
         stop,
         config.listen.grace_period,
-        config.listen.splice,
     ));
     Ok(Running {
         socket: path.clone(),

@@ -19,11 +19,12 @@
 //! - `csi-gateway-test-support` (crates/test-support): what the tests in `tests/` share.
 //!
 //! A call crosses three layers, top down; arrows point down only (`tests/layers.rs` checks it):
-//! - **connection** — [`splice`]: a client connection's HTTP/2 frames copied onto an upstream
-//!   connection of its own, only header blocks decoded, and the streams it serves itself; the
-//!   listeners in [`front`] (`listener`, `socket`) and the appliance's in [`tls`]. (The `h2`
-//!   server front, [`front::terminated`], used with `--splice=false` and when no plugin can be
-//!   dialled at accept, is the second connection path issue 42 retires.)
+//! - **connection** — [`splice`], the one HTTP/2 front: a client connection's frames copied
+//!   onto an upstream connection of its own, only header blocks decoded, and the streams it
+//!   serves itself; a connection for which none could be had at accept starts as one whose
+//!   upstream went (`Splice::unattached`), its calls answered on the gateway's shared upstream
+//!   connection. The listeners in [`front`] (`listener`, `socket`) and the appliance's in
+//!   [`tls`].
 //! - **call** — [`call`]: what becomes of one call, without a transport — its plan
 //!   ([`call::plan`], one decision for every path), its answer and rescue, protection and
 //!   request checks, and its one pipeline to the plugin ([`call::Pipeline`]: [`target`] paths

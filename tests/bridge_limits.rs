@@ -1,5 +1,5 @@
 //! The appliance listener's connection slots (`appliance.max_connections`), with real mutual
-//! TLS against the built binary, spliced and terminated: peers that connect and stay silent —
+//! TLS against the built binary, on spliced and on unattached connections: peers that connect and stay silent —
 //! on TCP, or after their TLS handshake — cannot lock a well-behaved peer out (the oldest of
 //! them gives way to a newcomer), a peer that completed a call keeps its slot, and only with
 //! every slot held by such a peer is a newcomer refused with GOAWAY ENHANCE_YOUR_CALM.
@@ -21,17 +21,20 @@ const SLOTS: usize = 8;
 const SILENT: usize = SLOTS;
 
 /// The fixed-reply plugin behind an appliance listening with `max_connections = SLOTS` (and a
-/// handshake timeout far longer than the test, so that only the slots close anything).
-fn appliance_with_slots(dir: &Path, splice: bool) -> Appliance {
+/// handshake timeout far longer than the test, so that only the slots close anything). With
+/// `spliced = false` the appliance reaches the plugin through a link removed once its shared
+/// connection is up, so every accepted connection is unattached.
+fn appliance_with_slots(dir: &Path, spliced: bool) -> Appliance {
     let pki = Pki::new(dir, "slots");
     let (cert, key) = pki.issue("server", &Leaf::server(&["localhost"]));
     let plugin = fixed_upstream(&dir.join("up.sock"));
     let port = free_port();
+    let link = dir.join("up-link.sock");
+    std::os::unix::fs::symlink(dir.join("up.sock"), &link).unwrap();
     let front = front_section(
         &dir.join("front.sock"),
-        &format!("unix://{}", dir.join("up.sock").display()),
-    )
-    .replace("[listen]\n", &format!("[listen]\nsplice = {splice}\n"));
+        &format!("unix://{}", link.display()),
+    );
     let appliance = format!(
         "[appliance]\nlisten = \"tcp://127.0.0.1:{port}\"\ncert = {cert:?}\nkey = {key:?}\nclient_ca = {:?}\nhandshake_timeout = \"60s\"\nmax_connections = {SLOTS}\n",
         pki.ca_path
@@ -39,6 +42,9 @@ fn appliance_with_slots(dir: &Path, splice: bool) -> Appliance {
     let gateway = gateway("appliance", dir, &(front + &appliance));
     gateway.wait_log("appliance listening");
     gateway.wait_log("upstream connected");
+    if !spliced {
+        std::fs::remove_file(&link).unwrap();
+    }
     Appliance {
         gateway,
         plugin,
@@ -119,9 +125,9 @@ fn identity(appliance: &Appliance) -> Issued {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_peers_give_way_to_a_well_behaved_one() {
-    for splice in [true, false] {
+    for spliced in [true, false] {
         let dir = tempfile::tempdir().unwrap();
-        let appliance = appliance_with_slots(dir.path(), splice);
+        let appliance = appliance_with_slots(dir.path(), spliced);
         let good = identity(&appliance);
         let config = || client_config(&appliance.pki.ca.cert_pem, Some(&good));
         let port = appliance.port;
@@ -131,7 +137,7 @@ async fn silent_peers_give_way_to_a_well_behaved_one() {
         assert_eq!(
             kept.probe().await.unwrap(),
             "0",
-            "splice {splice}: first call"
+            "spliced={spliced}: first call"
         );
 
         // Silent on TCP, then silent after TLS: 2 × SLOTS for SLOTS - 1 slots.
@@ -153,14 +159,14 @@ async fn silent_peers_give_way_to_a_well_behaved_one() {
         assert_eq!(
             status.as_deref().ok(),
             Some("0"),
-            "splice {splice}: the newcomer: {status:?}\n{}",
+            "spliced={spliced}: the newcomer: {status:?}\n{}",
             appliance.gateway.log()
         );
         let status = kept.probe().await;
         assert_eq!(
             status.as_deref().ok(),
             Some("0"),
-            "splice {splice}: the peer with a finished call: {status:?}"
+            "spliced={spliced}: the peer with a finished call: {status:?}"
         );
 
         let wait = Duration::from_millis(500);
@@ -173,13 +179,13 @@ async fn silent_peers_give_way_to_a_well_behaved_one() {
             closed_tls += closed_within(io, wait).await as usize;
         }
         println!(
-            "splice {splice}: {SLOTS} slots, 1 peer with a call, {SILENT} silent TCP + {SILENT} silent TLS peers, then a newcomer: {closed_tcp} TCP and {closed_tls} TLS silent connections closed; newcomer and kept peer served"
+            "spliced={spliced}: {SLOTS} slots, 1 peer with a call, {SILENT} silent TCP + {SILENT} silent TLS peers, then a newcomer: {closed_tcp} TCP and {closed_tls} TLS silent connections closed; newcomer and kept peer served"
         );
         // Every silent connection but those that fit beside the two served peers.
         assert_eq!(
             closed_tcp + closed_tls,
             2 * SILENT - (SLOTS - 2),
-            "splice {splice}: {closed_tcp} TCP + {closed_tls} TLS closed"
+            "spliced={spliced}: {closed_tcp} TCP + {closed_tls} TLS closed"
         );
         assert_eq!(closed_tcp, SILENT, "the oldest (TCP) went first");
     }
@@ -187,9 +193,9 @@ async fn silent_peers_give_way_to_a_well_behaved_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_slot_held_by_a_peer_with_a_call_refuses_the_newcomer() {
-    for splice in [true, false] {
+    for spliced in [true, false] {
         let dir = tempfile::tempdir().unwrap();
-        let appliance = appliance_with_slots(dir.path(), splice);
+        let appliance = appliance_with_slots(dir.path(), spliced);
         let good = identity(&appliance);
         let config = || client_config(&appliance.pki.ca.cert_pem, Some(&good));
         let mut peers = Vec::new();
@@ -203,11 +209,11 @@ async fn every_slot_held_by_a_peer_with_a_call_refuses_the_newcomer() {
             Err(e) => Err(e),
         };
         let reason = refused.as_ref().err().and_then(h2::Error::reason);
-        println!("splice {splice}: {SLOTS} peers with a call each, then a newcomer: {refused:?}");
+        println!("spliced={spliced}: {SLOTS} peers with a call each, then a newcomer: {refused:?}");
         assert_eq!(
             reason,
             Some(h2::Reason::ENHANCE_YOUR_CALM),
-            "splice {splice}: {refused:?}"
+            "spliced={spliced}: {refused:?}"
         );
         appliance
             .gateway

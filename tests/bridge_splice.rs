@@ -1,10 +1,9 @@
-//! The bridge on the fast path: with the default `listen.splice = true`, the node gateway
-//! splices each client connection onto an mTLS connection of its own to the appliance, and the
+//! The bridge on the fast path: the node gateway splices each client connection onto an mTLS connection of its own to the appliance, and the
 //! appliance splices each accepted mTLS connection onto a UNIX connection of its own to the
 //! plugin — shown by `csi_gateway_connections_total{path, client, upstream}` on both. The TLS
 //! rules stay: the node gateway splices onto the address it failed over to, a service the
-//! peer may not call is refused on the spliced appliance with the very reply the terminating
-//! one gives, and a silent appliance is dropped by the splice's own keepalive PINGs.
+//! peer may not call is refused on the spliced appliance with the very reply an unattached
+//! connection (one the appliance could not give a plugin connection of its own) gets, and a silent appliance is dropped by the splice's own keepalive PINGs.
 
 use csi_gateway_test_support as support;
 use csi_gateway_test_support::bridge as bridge_support;
@@ -50,8 +49,9 @@ async fn unary(conn: &Connection, path: &str) -> Result<bytes::Bytes, Status> {
 }
 
 /// plugin ← appliance (spliced; Identity and Node only for this peer) ← mTLS ← node gateway
-/// (spliced, after failing over from a dead address) ← one client connection. A terminating
-/// appliance (`listen.splice = false`) beside it gives the reference refusal.
+/// (spliced, after failing over from a dead address) ← one client connection. An appliance
+/// beside it whose connections start unattached (its plugin's path is gone once its shared
+/// connection is up) gives the reference refusal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bridged_calls_are_spliced_on_both_gateways_and_refusals_stay() {
     let dir = tempfile::tempdir().unwrap();
@@ -74,16 +74,19 @@ async fn bridged_calls_are_spliced_on_both_gateways_and_refusals_stay() {
             + &appliance_section(port, &scert, &skey, &pki.ca_path, &rules)),
         &format!("127.0.0.1:{b_metrics}"),
     );
-    let terminating = gateway(
-        "terminating",
+    // The unattached appliance reaches the plugin through a link that is removed once its
+    // shared connection is up: no accepted connection gets a plugin connection of its own.
+    let link = d.join("up-link.sock");
+    std::os::unix::fs::symlink(d.join("up.sock"), &link).unwrap();
+    let unattached = gateway(
+        "unattached",
         d,
-        &(front_section(&d.join("t.sock"), &plugin).replace(
-            "grace_period = \"1s\"\n",
-            "grace_period = \"1s\"\nsplice = false\n",
-        ) + &appliance_section(term_port, &scert, &skey, &pki.ca_path, &rules)),
+        &(front_section(&d.join("t.sock"), &format!("unix://{}", link.display()))
+            + &appliance_section(term_port, &scert, &skey, &pki.ca_path, &rules)),
     );
     b.wait_log("upstream connected");
-    terminating.wait_log("upstream connected");
+    unattached.wait_log("upstream connected");
+    std::fs::remove_file(&link).unwrap();
     let node = |name: &str, sock: &str, primary: u16, failover: u16, metrics: &str| {
         let front = front_section(&d.join(sock), &format!("tcp://127.0.0.1:{primary}"))
             + &format!("failover = [\"tcp://127.0.0.1:{failover}\"]\n");
@@ -126,31 +129,31 @@ async fn bridged_calls_are_spliced_on_both_gateways_and_refusals_stay() {
         .await
         .expect("the connection serves on after a refusal");
 
-    // The terminating appliance refuses the same call with the same reply.
+    // The unattached appliance refuses the same call with the same reply.
     let reference = unary(
         &connect(&d.join("at.sock")).await,
         "/csi.v1.Controller/CreateVolume",
     )
     .await
-    .expect_err("refused by the terminating appliance too");
+    .expect_err("refused by the unattached appliance too");
     assert_eq!(
         (reference.code(), reference.message()),
         (denied.code(), denied.message())
     );
 
-    // Both gateways spliced this client's connection, and terminated none.
+    // Both gateways spliced this client's connection, and left none unattached.
     let a_seen = support::scrape(a_metrics);
     assert!(
         connections(&a_seen, "spliced", "unix", "tls") >= 1.0,
         "{a_seen}"
     );
-    assert_eq!(connections(&a_seen, "terminated", "unix", "tls"), 0.0);
+    assert_eq!(connections(&a_seen, "unattached", "unix", "tls"), 0.0);
     let b_seen = support::scrape(b_metrics);
     assert!(
         connections(&b_seen, "spliced", "tls", "unix") >= 1.0,
         "{b_seen}"
     );
-    assert_eq!(connections(&b_seen, "terminated", "tls", "unix"), 0.0);
+    assert_eq!(connections(&b_seen, "unattached", "tls", "unix"), 0.0);
     // The refusal was answered on the appliance's spliced connection: its one accepted TLS
     // connection for this client is the spliced one, and the node gateway's supervisor.
     assert!(b.log().contains(&format!("\"identity\":\"{CLIENT_DNS}\"")));

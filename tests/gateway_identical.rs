@@ -1,6 +1,6 @@
 //! The wire-identical fast path (`src/front/identical.rs`) from outside: a v0.3 call whose
 //! messages are wire-compatible with v1 reaches a v1 plugin as it is, on the v1 path (and a v1
-//! call a v0.3 plugin the same way), spliced and terminated, and the client reads the same
+//! call a v0.3 plugin the same way), spliced and unattached, and the client reads the same
 //! reply and the same status as the full translation gave it; the call is counted and logged
 //! as a translated one. A call that is not wire-identical is still translated.
 //!
@@ -12,7 +12,7 @@
 use csi_gateway_test_support as support;
 
 use csi_gateway::dialect::proto::{v0_3, v1};
-use support::gateway::Gateway;
+use support::gateway::{FrontPath, Gateway};
 use support::{Backend, Options};
 use tonic::transport::Channel;
 use tonic::Code;
@@ -66,8 +66,8 @@ async fn a_v0_3_client_of_a_v1_plugin_gets_what_the_translation_gave() {
     // The plugin refuses NodeGetInfo, quoting its request.
     let opts = Options::new("v1").arg("--test-echo-errors=NodeGetInfo");
     let backend = Backend::start(opts).await;
-    for splice in [true, false] {
-        let (gw, metrics) = Gateway::start_with_metrics(&backend.socket, "v0.1", splice).await;
+    for path in FrontPath::BOTH {
+        let (gw, metrics) = Gateway::start_with_metrics(&backend.socket, "v0.1", path).await;
         let ch = gw.channel().await;
 
         // The connection's first call is wire-identical: relayed, field 99 and all.
@@ -75,14 +75,10 @@ async fn a_v0_3_client_of_a_v1_plugin_gets_what_the_translation_gave() {
             unary::<_, v0_3::NodeGetInfoResponse>(&ch, "/csi.v0.Node/NodeGetInfo", marked())
                 .await
                 .unwrap_err();
-        assert_eq!(
-            first.code(),
-            Code::InvalidArgument,
-            "splice={splice}: {first:?}"
-        );
+        assert_eq!(first.code(), Code::InvalidArgument, "{path:?}: {first:?}");
         assert!(
             first.message().contains(MARK),
-            "splice={splice}: relayed as it is: {first:?}\n{}",
+            "{path:?}: relayed as it is: {first:?}\n{}",
             gw.log_text()
         );
 
@@ -104,7 +100,7 @@ async fn a_v0_3_client_of_a_v1_plugin_gets_what_the_translation_gave() {
         assert_eq!(
             (&old.name, &old.vendor_version, &old.manifest),
             (&info.name, &info.vendor_version, &info.manifest),
-            "splice={splice}"
+            "{path:?}"
         );
         assert_eq!(info.name, "reference.csi-gateway.dev");
         let ready = modern.clone().probe(v1::ProbeRequest {}).await.unwrap();
@@ -124,7 +120,7 @@ async fn a_v0_3_client_of_a_v1_plugin_gets_what_the_translation_gave() {
         assert_eq!(
             (node_v0.code(), node_v0.message()),
             (node_v1.code(), node_v1.message()),
-            "splice={splice}"
+            "{path:?}"
         );
         assert_eq!(node_v0.code(), Code::InvalidArgument);
 
@@ -153,7 +149,7 @@ async fn a_v0_3_client_of_a_v1_plugin_gets_what_the_translation_gave() {
         );
         assert!(
             caps_v0.capabilities.iter().map(rpc_v0).all(|t| t == 1),
-            "splice={splice}: only STAGE_UNSTAGE_VOLUME exists in v0.3: {caps_v0:?}"
+            "{path:?}: only STAGE_UNSTAGE_VOLUME exists in v0.3: {caps_v0:?}"
         );
 
         // Counted and logged as translated calls, with their outcome.
@@ -172,7 +168,7 @@ async fn a_v0_3_client_of_a_v1_plugin_gets_what_the_translation_gave() {
             assert_eq!(
                 support::value(&text, &series(method, outcome)),
                 Some(n),
-                "splice={splice}: {method} {outcome}\n{text}"
+                "{path:?}: {method} {outcome}\n{text}"
             );
         }
         let log = gw.log_text();
@@ -182,7 +178,7 @@ async fn a_v0_3_client_of_a_v1_plugin_gets_what_the_translation_gave() {
                 && l.contains("upstream=\"v1\"")
                 && l.contains("origin=\"upstream\"")
                 && l.contains("refused (test hook)")),
-            "splice={splice}: the log line of a translated call\n{log}"
+            "{path:?}: the log line of a translated call\n{log}"
         );
     }
 }
@@ -223,10 +219,11 @@ async fn indexed_paths_stay_rewritten_on_one_connection() {
 }
 
 /// A wire-identical call whose block cannot go as it came (its `:authority` must be replaced)
-/// and whose fields the splice did not keep is translated; the connection's blocks are
-/// re-encoded from then on, so the next such call is relayed.
+/// and whose fields the splice did not keep is answered by the gateway on its shared upstream
+/// connection — its message still passed on as it came (`call::answer`); the connection's
+/// blocks are re-encoded from then on, so the next such call is relayed on its own.
 #[tokio::test]
-async fn a_block_that_cannot_be_rewritten_is_translated_once() {
+async fn a_block_that_cannot_be_rewritten_is_answered_once() {
     let opts = Options::new("v1").arg("--test-echo-errors=NodeGetInfo");
     let backend = Backend::start(opts).await;
     let gw = Gateway::start(&backend.socket, "v0.1", &[]).await;
@@ -239,17 +236,15 @@ async fn a_block_that_cannot_be_rewritten_is_translated_once() {
     assert_eq!(code.as_deref(), Some("0"));
     let body = prost::Message::encode_to_vec(&marked());
     let path = "/csi.v0.Node/NodeGetInfo";
-    let translated = raw_unary(&client, "other", path, &body).await;
+    let answered = raw_unary(&client, "other", path, &body).await;
     let relayed = raw_unary(&client, "other", path, &body).await;
-    assert_eq!(translated.0.as_deref(), Some("3"), "{translated:?}");
+    assert_eq!(answered.0.as_deref(), Some("3"), "{answered:?}");
     assert_eq!(relayed.0.as_deref(), Some("3"), "{relayed:?}");
-    assert!(
-        !translated.1.contains(MARK),
-        "the translation sends no unknown field: {translated:?}"
-    );
-    assert!(relayed.1.contains(MARK), "{relayed:?}");
-    // Both answer exactly what the plugin said of the request it got.
-    assert_eq!(relayed.1.replace(MARK, ""), translated.1);
+    // Both passed on as they came, field 99 and all: the same answer either way.
+    assert!(answered.1.contains(MARK), "{answered:?}");
+    assert_eq!(relayed, answered);
+    let log = gw.log_text();
+    assert!(log.contains("client connection spliced"), "{log}");
 }
 
 /// One unary call on a raw h2 connection with this `:authority`: grpc-status and the decoded
@@ -295,16 +290,15 @@ async fn raw_unary(
 async fn a_v1_client_of_a_v0_3_plugin_gets_what_the_translation_gave() {
     let backend = Backend::start(Options::new("v0.3")).await;
     let echo = Backend::start(Options::new("v0.3").arg("--test-echo-errors=ListVolumes")).await;
-    for splice in [true, false] {
-        let flag = format!("--splice={splice}");
-        let gw = Gateway::start(&backend.socket, "v0.1", &[&flag]).await;
+    for path in FrontPath::BOTH {
+        let gw = path.start(&backend.socket, "v0.1", &[]).await;
         let ch = gw.channel().await;
         let old = v0_3::controller_client::ControllerClient::new(ch.clone());
         let new = v1::controller_client::ControllerClient::new(ch.clone());
         for i in 0..2 {
             old.clone()
                 .create_volume(v0_3::CreateVolumeRequest {
-                    name: format!("identical-{splice}-{i}"),
+                    name: format!("identical-{path:?}-{i}"),
                     volume_capabilities: vec![support::front::cap_v03()],
                     capacity_range: Some(v0_3::CapacityRange {
                         required_bytes: 1 << 20,
@@ -346,7 +340,7 @@ async fn a_v1_client_of_a_v0_3_plugin_gets_what_the_translation_gave() {
             })
             .collect();
         assert!(old_entries.len() >= 2, "{listed_old:?}");
-        assert_eq!(new_entries, old_entries, "splice={splice}");
+        assert_eq!(new_entries, old_entries, "{path:?}");
         assert!(listed_new.entries.iter().all(|e| e.status.is_none()));
         let bad = |token: &str| v1::ListVolumesRequest {
             max_entries: 1,
@@ -365,7 +359,7 @@ async fn a_v1_client_of_a_v0_3_plugin_gets_what_the_translation_gave() {
             })
             .await
             .unwrap_err();
-        assert_eq!(e_new.code(), Code::Aborted, "splice={splice}: {e_new:?}");
+        assert_eq!(e_new.code(), Code::Aborted, "{path:?}: {e_new:?}");
         assert_eq!(
             (e_new.code(), e_new.message()),
             (e_old.code(), e_old.message())
@@ -382,7 +376,7 @@ async fn a_v1_client_of_a_v0_3_plugin_gets_what_the_translation_gave() {
             .unwrap();
 
         // Relayed as it is: the plugin sees the field neither revision has.
-        let gw_echo = Gateway::start(&echo.socket, "v0.1", &[&flag]).await;
+        let gw_echo = path.start(&echo.socket, "v0.1", &[]).await;
         let ch = gw_echo.channel().await;
         let request = MarkedList {
             max_entries: 1,
@@ -395,7 +389,7 @@ async fn a_v1_client_of_a_v0_3_plugin_gets_what_the_translation_gave() {
         assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
         assert!(
             e.message().contains(MARK) && e.message().contains("tok"),
-            "splice={splice}: {e:?}"
+            "{path:?}: {e:?}"
         );
     }
 }
@@ -403,14 +397,14 @@ async fn a_v1_client_of_a_v0_3_plugin_gets_what_the_translation_gave() {
 /// v0.3 client, v1 plugin: calls whose request the translation would copy go on as they came
 /// once the splice's check passes (`translate::identical::checked`), and those with a rule about
 /// their reply get it translated all the same — CreateVolume's and ListVolumes' clone sources,
-/// CreateSnapshot's time. Spliced and terminated, the client reads the same answers; requests
+/// CreateSnapshot's time. Spliced and unattached, the client reads the same answers; requests
 /// the check does not pass (a REQUIRED field missing, a field v0.3 lacks) are translated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_v0_3_clients_checked_calls_get_their_replies_translated() {
     let backend = Backend::start(Options::new("v1")).await;
     let mut answers = Vec::new();
-    for splice in [true, false] {
-        let (gw, metrics) = Gateway::start_with_metrics(&backend.socket, "v0.1", splice).await;
+    for path in FrontPath::BOTH {
+        let (gw, metrics) = Gateway::start_with_metrics(&backend.socket, "v0.1", path).await;
         let ch = gw.channel().await;
         let mut controller = v0_3::controller_client::ControllerClient::new(ch.clone());
         let create = v0_3::CreateVolumeRequest {
@@ -548,7 +542,7 @@ async fn a_v0_3_clients_checked_calls_get_their_replies_translated() {
             );
             assert!(
                 support::value(&text, &series).is_some_and(|n| n >= 1.0),
-                "splice={splice}: {method} {outcome}\n{text}"
+                "{path:?}: {method} {outcome}\n{text}"
             );
         }
         answers.push((
@@ -563,6 +557,6 @@ async fn a_v0_3_clients_checked_calls_get_their_replies_translated() {
     }
     assert_eq!(
         answers[0], answers[1],
-        "spliced and terminated answers differ"
+        "spliced and unattached answers differ"
     );
 }

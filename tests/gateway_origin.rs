@@ -2,7 +2,7 @@
 //! `csi_gateway_translations_total`) and logs it (`origin` on the call's line): set where the
 //! failure is made, never read off its gRPC code. The gateway's refusal of what the plugin's
 //! revision cannot honour and its own store's DATA_LOSS are the gateway's; the plugin's own
-//! NOT_FOUND is the upstream's — spliced and with `--splice=false` alike.
+//! NOT_FOUND is the upstream's — on spliced and unattached connections alike.
 
 use csi_gateway_test_support as support;
 
@@ -12,7 +12,7 @@ use std::time::Duration;
 use csi_gateway::dialect::proto::v1;
 use csi_gateway::dialect::Dialect;
 use support::front::Front;
-use support::gateway::Gateway;
+use support::gateway::{FrontPath, Gateway};
 use support::{Backend, Options};
 use tonic::Code;
 
@@ -51,14 +51,14 @@ fn mount(mode: i32) -> v1::VolumeCapability {
 #[tokio::test]
 async fn a_refusal_is_the_gateways_and_the_plugins_answer_its_own() {
     let backend = Backend::start(Options::new("v0.3")).await;
-    for splice in [true, false] {
-        let (gw, metrics) = Gateway::start_with_metrics(&backend.socket, "v0.1", splice).await;
+    for path in FrontPath::BOTH {
+        let (gw, metrics) = Gateway::start_with_metrics(&backend.socket, "v0.1", path).await;
         let mut controller = v1::controller_client::ControllerClient::new(gw.channel().await);
 
         // SINGLE_NODE_MULTI_WRITER arrived in v1.5.
         let refused = controller
             .create_volume(v1::CreateVolumeRequest {
-                name: format!("multi-writer-{splice}"),
+                name: format!("multi-writer-{path:?}"),
                 volume_capabilities: vec![mount(7)],
                 ..Default::default()
             })
@@ -67,27 +67,23 @@ async fn a_refusal_is_the_gateways_and_the_plugins_answer_its_own() {
         assert_eq!(
             refused.code(),
             Code::InvalidArgument,
-            "splice={splice}: {refused:?}"
+            "{path:?}: {refused:?}"
         );
         assert!(
             refused.message().contains("SINGLE_NODE_MULTI_WRITER"),
-            "splice={splice}: {refused:?}"
+            "{path:?}: {refused:?}"
         );
 
         let unknown = controller
             .controller_publish_volume(v1::ControllerPublishVolumeRequest {
-                volume_id: format!("no-such-volume-{splice}"),
+                volume_id: format!("no-such-volume-{path:?}"),
                 node_id: "node-1".into(),
                 volume_capability: Some(mount(1)),
                 ..Default::default()
             })
             .await
             .unwrap_err();
-        assert_eq!(
-            unknown.code(),
-            Code::NotFound,
-            "splice={splice}: {unknown:?}"
-        );
+        assert_eq!(unknown.code(), Code::NotFound, "{path:?}: {unknown:?}");
 
         let text = support::scrape(metrics);
         for (method, outcome) in [
@@ -97,7 +93,7 @@ async fn a_refusal_is_the_gateways_and_the_plugins_answer_its_own() {
             assert_eq!(
                 support::value(&text, &series("v0.3", method, outcome)),
                 Some(1.0),
-                "splice={splice}: {method} {outcome}\n{text}"
+                "{path:?}: {method} {outcome}\n{text}"
             );
         }
         for (method, wrong) in [
@@ -107,7 +103,7 @@ async fn a_refusal_is_the_gateways_and_the_plugins_answer_its_own() {
             assert_eq!(
                 support::value(&text, &series("v0.3", method, wrong)),
                 None,
-                "splice={splice}: {method} counted as {wrong}\n{text}"
+                "{path:?}: {method} counted as {wrong}\n{text}"
             );
         }
         logged(&gw, "CreateVolume", "InvalidArgument", "gateway").await;
@@ -118,7 +114,7 @@ async fn a_refusal_is_the_gateways_and_the_plugins_answer_its_own() {
         assert!(
             !log.lines()
                 .any(|l| l.contains("CreateVolume") && l.contains("code=Ok")),
-            "splice={splice}: the refused create reached the plugin\n{log}"
+            "{path:?}: the refused create reached the plugin\n{log}"
         );
     }
 }
@@ -132,26 +128,26 @@ async fn the_stores_data_loss_is_the_gateways() {
     };
     let etcd = support::etcd::Etcd::start().await;
     let backend = Backend::start(Options::new("v0.1-oneof")).await;
-    for splice in [true, false] {
+    for path in FrontPath::BOTH {
         let port = support::free_port();
-        let gw = Gateway::start(
-            &backend.socket,
-            "v0.1",
-            &[
-                &format!("--splice={splice}"),
-                &format!("--metrics-listen=127.0.0.1:{port}"),
-                "--state-backend=etcd",
-                &format!("--etcd-endpoints={}", etcd.endpoint),
-                // Each gateway its own keys: the damaged one stops the next start.
-                &format!("--etcd-prefix=/origin-{splice}/"),
-            ],
-        )
-        .await;
+        let gw = path
+            .start(
+                &backend.socket,
+                "v0.1",
+                &[
+                    &format!("--metrics-listen=127.0.0.1:{port}"),
+                    "--state-backend=etcd",
+                    &format!("--etcd-endpoints={}", etcd.endpoint),
+                    // Each gateway its own keys: the damaged one stops the next start.
+                    &format!("--etcd-prefix=/origin-{path:?}/"),
+                ],
+            )
+            .await;
         let f = Front::new(Dialect::V1, gw.channel().await);
-        let name = format!("damaged-{splice}");
+        let name = format!("damaged-{path:?}");
         let v = f.create(&name, 1 << 20, &HashMap::new()).await.unwrap();
         let mut kv = KvClient::connect(etcd.endpoint.clone()).await.unwrap();
-        let key = format!("/origin-{splice}/handle/{}", v.id).into_bytes();
+        let key = format!("/origin-{path:?}/handle/{}", v.id).into_bytes();
         let range = RangeRequest {
             key: key.clone(),
             ..Default::default()
@@ -167,20 +163,16 @@ async fn the_stores_data_loss_is_the_gateways() {
         kv.put(put).await.unwrap();
 
         let e = f.delete(&v.id_only(), &HashMap::new()).await.unwrap_err();
-        assert_eq!(e.code, Code::DataLoss, "splice={splice}: {e:?}");
+        assert_eq!(e.code, Code::DataLoss, "{path:?}: {e:?}");
         let text = support::scrape(port);
         let damaged = series("v0.1-oneof", "DeleteVolume", "gateway");
         assert_eq!(
             support::value(&text, &damaged),
             Some(1.0),
-            "splice={splice}\n{text}"
+            "{path:?}\n{text}"
         );
         let upstream = series("v0.1-oneof", "DeleteVolume", "upstream");
-        assert_eq!(
-            support::value(&text, &upstream),
-            None,
-            "splice={splice}\n{text}"
-        );
+        assert_eq!(support::value(&text, &upstream), None, "{path:?}\n{text}");
         logged(&gw, "DeleteVolume", "DataLoss", "gateway").await;
     }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use csi_gateway::dialect::Dialect;
 use support::front::Front;
-use support::gateway::Gateway;
+use support::gateway::{FrontPath, Gateway};
 use support::{scrape, value, Backend, Options};
 use tonic::Code;
 
@@ -34,7 +34,7 @@ struct Setup {
 }
 
 /// A slow v1 plugin behind a gateway serving `legacy` with `calls`.
-async fn setup(legacy: &str, calls: &str, extra: &[&str]) -> Setup {
+async fn setup(legacy: &str, calls: &str, extra: &[&str], path: FrontPath) -> Setup {
     let backend = Backend::start(Options::new("v1").arg("--fault-delay=1500ms")).await;
     let dir = tempfile::tempdir().unwrap();
     let metrics = support::free_port();
@@ -44,7 +44,7 @@ async fn setup(legacy: &str, calls: &str, extra: &[&str]) -> Setup {
     ];
     flags.extend(extra.iter().map(|s| s.to_string()));
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let gateway = Gateway::start(&backend.socket, legacy, &flags).await;
+    let gateway = path.start(&backend.socket, legacy, &flags).await;
     Setup {
         _backend: backend,
         gateway,
@@ -57,8 +57,8 @@ const SERIALIZED: &str = "[calls.methods.CreateVolume]\nserialize_per_volume = t
      [calls.methods.DeleteVolume]\nserialize_per_volume = true\n";
 
 /// Two calls on one volume at once: the second is turned away at once, the first completes.
-async fn second_call_on_a_volume_is_refused(dialect: Dialect, legacy: &str, extra: &[&str]) {
-    let s = setup(legacy, SERIALIZED, extra).await;
+async fn second_call_on_a_volume_is_refused(dialect: Dialect, legacy: &str, path: FrontPath) {
+    let s = setup(legacy, SERIALIZED, &[], path).await;
     let f = Front::new(dialect, s.gateway.channel().await);
     let none = HashMap::new();
     let first = f.create("pvc-1", 1 << 20, &none);
@@ -94,17 +94,17 @@ async fn second_call_on_a_volume_is_refused(dialect: Dialect, legacy: &str, extr
 
 #[tokio::test]
 async fn v1_second_call_on_a_volume_gets_aborted_spliced() {
-    second_call_on_a_volume_is_refused(Dialect::V1, "v0.1", &[]).await;
+    second_call_on_a_volume_is_refused(Dialect::V1, "v0.1", FrontPath::Spliced).await;
 }
 
 #[tokio::test]
-async fn v1_second_call_on_a_volume_gets_aborted_terminated() {
-    second_call_on_a_volume_is_refused(Dialect::V1, "v0.1", &["--splice=false"]).await;
+async fn v1_second_call_on_a_volume_gets_aborted_unattached() {
+    second_call_on_a_volume_is_refused(Dialect::V1, "v0.1", FrontPath::Unattached).await;
 }
 
 #[tokio::test]
 async fn draft_second_call_on_a_volume_gets_operation_pending_for_volume() {
-    second_call_on_a_volume_is_refused(Dialect::V0_1Oneof, "v0.1-oneof", &[]).await;
+    second_call_on_a_volume_is_refused(Dialect::V0_1Oneof, "v0.1-oneof", FrontPath::Spliced).await;
 }
 
 #[tokio::test]
@@ -113,6 +113,7 @@ async fn max_in_flight_turns_away_the_call_over_the_limit() {
         "v0.1",
         "[calls.methods.CreateVolume]\nmax_in_flight = 1\n",
         &[],
+        FrontPath::Spliced,
     )
     .await;
     let f = Front::new(Dialect::V1, s.gateway.channel().await);
@@ -144,6 +145,7 @@ async fn default_deadline_applies_only_when_the_client_set_none() {
         "v0.1",
         "[calls.methods.CreateVolume]\ndefault_deadline = \"300ms\"\n",
         &[],
+        FrontPath::Spliced,
     )
     .await;
     let f = Front::new(Dialect::V1, s.gateway.channel().await);
@@ -177,7 +179,7 @@ async fn default_deadline_applies_only_when_the_client_set_none() {
 async fn without_protection_calls_stay_on_the_fast_path() {
     let none = HashMap::new();
     for (calls, decoded) in [("", false), (SERIALIZED, true)] {
-        let s = setup("v0.1", calls, &[]).await;
+        let s = setup("v0.1", calls, &[], FrontPath::Spliced).await;
         let f = Front::new(Dialect::V1, s.gateway.channel().await);
         f.create("pvc-fast", 1 << 20, &none).await.unwrap();
         let metrics = scrape(s.metrics);

@@ -5,7 +5,7 @@
 //! serves, and asks Health about the upstream. Streams held open (a Watch across a plugin
 //! restart, a reflection stream under flow control, cancelled streams, shutdown) are driven
 //! with tonic's client. Every test of `on_every_path!` runs on a spliced connection (the
-//! default) and on a terminated one (`--splice=false`), as `spliced::NAME` and `terminated::NAME`.
+//! default) and on a unattached one (no upstream connection of its own; its calls answered on the gateway's shared one), as `spliced::NAME` and `unattached::NAME`.
 
 use csi_gateway_test_support as support;
 
@@ -35,7 +35,7 @@ const PLUGIN: &str = "reference.csi-gateway.dev";
 use support::gateway::FrontPath as Path;
 
 /// For each `async fn NAME(path: Path)`, one test per path, `spliced::NAME` and
-/// `terminated::NAME`, so a failure names its path.
+/// `unattached::NAME`, so a failure names its path.
 macro_rules! on_every_path {
     ($($body:ident),* $(,)?) => {
         mod spliced {
@@ -44,10 +44,10 @@ macro_rules! on_every_path {
                 super::$body(super::Path::Spliced).await
             })*
         }
-        mod terminated {
+        mod unattached {
             $(#[tokio::test]
             async fn $body() {
-                super::$body(super::Path::Terminated).await
+                super::$body(super::Path::Unattached).await
             })*
         }
     };
@@ -98,10 +98,10 @@ async fn reflection_lists_and_calls_every_dialect(path: Path) {
     // Each path serves the other legacy dialect under `csi`: both are covered.
     let legacy = match path {
         Path::Spliced => "v0.1",
-        Path::Terminated => "v0.1-oneof",
+        Path::Unattached => "v0.1-oneof",
     };
     let backend = Backend::start(Options::new(legacy)).await;
-    let gateway = Gateway::start(&backend.socket, legacy, path.args()).await;
+    let gateway = path.start(&backend.socket, legacy, &[]).await;
     let listed = tool(&gateway, &["list"]);
     for version in ["v1", "v1alpha"] {
         let services = names(&listed[version]);
@@ -150,7 +150,7 @@ async fn reflection_describes_the_legacy_dialect_the_listener_serves() {
 /// both reflection versions.
 async fn one_reflection_stream_answers_request_after_request(path: Path) {
     let backend = Backend::start(Options::new("v1")).await;
-    let gateway = Gateway::start(&backend.socket, "v0.1", path.args()).await;
+    let gateway = path.start(&backend.socket, "v0.1", &[]).await;
     for version in ["v1", "v1alpha"] {
         let out = tool(&gateway, &["stream", version]);
         let files = out["files"].as_object().unwrap();
@@ -235,7 +235,7 @@ fn serving(status: i32) -> ServingStatus {
 /// One Watch sees the plugin go and come back, and stays open throughout.
 async fn a_watch_follows_the_plugin_down_and_back(path: Path) {
     let mut backend = Backend::start(Options::new("v1")).await;
-    let gateway = Gateway::start(&backend.socket, "v0.1", path.args()).await;
+    let gateway = path.start(&backend.socket, "v0.1", &[]).await;
     let mut health = HealthClient::new(channel(&gateway, None).await);
     let request = HealthCheckRequest {
         service: "csi.v1.Node".into(),
@@ -251,6 +251,7 @@ async fn a_watch_follows_the_plugin_down_and_back(path: Path) {
     assert_eq!(serving(down.status), ServingStatus::NotServing);
 
     backend.restart(None).await;
+    path.plugin_back(&backend.socket);
     let up = next(&mut watch, "after the plugin came back").await;
     assert_eq!(serving(up.status), ServingStatus::Serving);
 
@@ -288,9 +289,7 @@ async fn cancelled_streams_leave_nothing_behind(path: Path) {
     let backend = Backend::start(Options::new("v1")).await;
     let port = support::free_port();
     let metrics = format!("--metrics-listen=127.0.0.1:{port}");
-    let mut args = vec![metrics.as_str()];
-    args.extend_from_slice(path.args());
-    let gateway = Gateway::start(&backend.socket, "v0.1", &args).await;
+    let gateway = path.start(&backend.socket, "v0.1", &[&metrics]).await;
     let in_flight = || support::value(&support::scrape(port), "csi_gateway_calls_in_flight");
 
     let channel = channel(&gateway, None).await;
@@ -424,7 +423,7 @@ fn grpc_request(path: &str) -> http::Request<()> {
 /// whole.
 async fn reflection_keeps_to_flow_control(path: Path) {
     let backend = Backend::start(Options::new("v1")).await;
-    let gateway = Gateway::start(&backend.socket, "v0.1", path.args()).await;
+    let gateway = path.start(&backend.socket, "v0.1", &[]).await;
     let mut reflection = ReflectionClient::new(channel(&gateway, Some(1024)).await);
     let symbols = ["csi.v1.Controller", "csi.v0.Node", "csi.Identity"];
     let sent: Vec<_> = (0..48)
@@ -452,7 +451,7 @@ async fn reflection_keeps_to_flow_control(path: Path) {
 /// health-checking client to go elsewhere) instead of holding it through its grace period.
 async fn a_watch_ends_unavailable_when_the_gateway_shuts_down(path: Path) {
     let backend = Backend::start(Options::new("v1")).await;
-    let mut gateway = Gateway::start(&backend.socket, "v0.1", path.args()).await;
+    let mut gateway = path.start(&backend.socket, "v0.1", &[]).await;
     let mut health = HealthClient::new(channel(&gateway, None).await);
     let mut watch = health
         .watch(HealthCheckRequest {

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use csi_gateway::dialect::Dialect;
 use support::front::Front;
-use support::gateway::Gateway;
+use support::gateway::{FrontPath, Gateway};
 use support::{Backend, Options};
 
 const CANARIES: [&str; 2] = ["CANARY-7f3a-secret-value", "CANARY-credential-92b1"];
@@ -209,7 +209,7 @@ echo_cells! {
 /// A translated call's error reaches the client scrubbed of the request's secrets whatever the
 /// log level (here no call is logged, only start-up): on the splice, for a request translated on the splice's
 /// own upstream stream (ControllerPublishVolume) and for one that goes on as it came
-/// (DeleteVolume, `translate::identical::checked`), as on the terminating path.
+/// (DeleteVolume, `translate::identical::checked`), as on an unattached connection.
 #[tokio::test]
 async fn echoed_errors_reach_the_client_scrubbed_at_any_log_level() {
     use csi_gateway::dialect::proto::v1;
@@ -219,16 +219,14 @@ async fn echoed_errors_reach_the_client_scrubbed_at_any_log_level() {
             .arg("--test-echo-errors=DeleteVolume,ControllerPublishVolume"),
     )
     .await;
-    for splice in [true, false] {
-        let gateway = Gateway::start(
-            &backend.socket,
-            "v0.1",
-            &[
-                "--log-level=info,csi_gateway::rpc=error",
-                &format!("--splice={splice}"),
-            ],
-        )
-        .await;
+    for path in FrontPath::BOTH {
+        let gateway = path
+            .start(
+                &backend.socket,
+                "v0.1",
+                &["--log-level=info,csi_gateway::rpc=error"],
+            )
+            .await;
         let mut controller = v1::controller_client::ControllerClient::new(gateway.channel().await);
         let delete = controller
             .delete_volume(v1::DeleteVolumeRequest {
@@ -250,7 +248,7 @@ async fn echoed_errors_reach_the_client_scrubbed_at_any_log_level() {
             ("ControllerPublishVolume", publish.map(|_| ())),
         ] {
             let e = outcome.expect_err("the plugin refuses it");
-            let cell = format!("{rpc}, splice={splice}: {e:?}");
+            let cell = format!("{rpc}, {path:?}: {e:?}");
             assert_eq!(e.code(), tonic::Code::InvalidArgument, "{cell}");
             assert!(e.message().contains("refused (test hook)"), "{cell}");
             assert!(e.message().contains("vol-echo"), "the echo is kept: {cell}");

@@ -4,7 +4,7 @@
 //! and never read their replies hold about one reply each (the gateway's resident memory);
 //! an oversized reflection request ends RESOURCE_EXHAUSTED and an unknown symbol's NOT_FOUND
 //! does not echo the whole name. Every test runs on a spliced connection (the default) and a
-//! terminated one (`--splice=false`), as `spliced::NAME` and `terminated::NAME`.
+//! unattached one (no upstream connection of its own; its calls answered on the gateway's shared one), as `spliced::NAME` and `unattached::NAME`.
 
 use csi_gateway_test_support as support;
 
@@ -30,7 +30,7 @@ use tonic_reflection::pb::v1::ServerReflectionRequest;
 
 use support::gateway::FrontPath as Path;
 
-/// For each `async fn NAME(path: Path)`, `spliced::NAME` and `terminated::NAME`.
+/// For each `async fn NAME(path: Path)`, `spliced::NAME` and `unattached::NAME`.
 macro_rules! on_every_path {
     ($($body:ident),* $(,)?) => {
         mod spliced {
@@ -39,10 +39,10 @@ macro_rules! on_every_path {
                 super::$body(super::Path::Spliced).await
             })*
         }
-        mod terminated {
+        mod unattached {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $body() {
-                super::$body(super::Path::Terminated).await
+                super::$body(super::Path::Unattached).await
             })*
         }
     };
@@ -85,7 +85,7 @@ async fn health_shares_one_probe_per_interval(path: Path) {
     const RUN: Duration = Duration::from_secs(5);
     let backend = Backend::start(Options::new("v1")).await;
     let tap = Tap::start(&backend.socket, Hostile::Quiet).await;
-    let gateway = Gateway::start(&tap.socket, "v0.1", path.args()).await;
+    let gateway = path.start(&tap.socket, "v0.1", &[]).await;
     let mut channels = Vec::new();
     for _ in 0..4 {
         channels.push(channel(&gateway).await);
@@ -184,21 +184,18 @@ async fn slow_reader(gateway: &Gateway, window: u32) -> Peer {
 /// 10 connections × 40 reflection streams, each asking for the largest descriptor (some
 /// 20 KB) 20 times in one go and reading nothing (a 1 KiB stream window): replies are produced
 /// only as the client reads, so the gateway holds one reply per stream (400 × 21 KB = 8 MiB),
-/// not every reply asked for (400 × 20 × 21 KB = 160 MiB; it used to hold several per stream
-/// spliced, all of them terminated). Its resident memory grows by less than that and each
-/// stream's fixed cost: about 15 KiB on the splice, 50 KiB where h2 and tonic terminate the
-/// stream (measured with one request per stream, which costs the same as twenty) — 24 MiB
-/// spliced, 48 MiB terminated. Once a connection reads, its streams get every reply.
+/// not every reply asked for (400 × 20 × 21 KB = 160 MiB; it used to hold several per
+/// stream). Its resident memory grows by less than that and each stream's fixed cost (about
+/// 15 KiB on the splice, measured with one request per stream, which costs the same as
+/// twenty): 24 MiB. Once a connection reads, its streams get every reply.
 async fn reflection_replies_wait_for_the_reader(path: Path) {
     const CONNECTIONS: usize = 10;
     const STREAMS: u32 = 40;
     const ASKS: usize = 20;
-    let bound_kib: u64 = match path {
-        Path::Spliced => 24 * 1024,
-        Path::Terminated => 48 * 1024,
-    };
+    // Spliced or unattached, the streams are the splice's.
+    let bound_kib: u64 = 24 * 1024;
     let backend = Backend::start(Options::new("v1")).await;
-    let gateway = Gateway::start(&backend.socket, "v0.1", path.args()).await;
+    let gateway = path.start(&backend.socket, "v0.1", &[]).await;
     let size = reply_size(&gateway, file_containing(LARGE)).await;
     assert!(size > 10_000, "{size}");
     // Warm up: what is allocated once (descriptors, runtime) is, before the baseline.
@@ -278,7 +275,7 @@ async fn reflection_replies_wait_for_the_reader(path: Path) {
 /// of 60 KB gets NOT_FOUND whose message holds at most 512 bytes of it.
 async fn reflection_requests_are_bounded(path: Path) {
     let backend = Backend::start(Options::new("v1")).await;
-    let gateway = Gateway::start(&backend.socket, "v0.1", path.args()).await;
+    let gateway = path.start(&backend.socket, "v0.1", &[]).await;
     let ask = |request: ServerReflectionRequest| {
         let gateway = &gateway;
         async move {

@@ -1,7 +1,7 @@
 //! The spliced fast path (`src/splice`) from outside: one client connection that carries
 //! relayed and translated calls together, replies the gateway writes itself within a client's
 //! tiny flow-control windows, hostile bytes on the socket, and the plugin dying under a
-//! spliced connection. The same calls run with `--splice=false`, so both paths agree.
+//! spliced connection. The same calls run on unattached connections, so both states agree.
 
 use csi_gateway_test_support as support;
 
@@ -12,7 +12,7 @@ use csi_gateway::dialect::proto::{v0_3, v1};
 use futures_util::future::join_all;
 use prost::Message;
 use support::front::cap_v1;
-use support::gateway::Gateway;
+use support::gateway::{FrontPath, Gateway};
 use support::{Backend, Options};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
@@ -23,8 +23,8 @@ const SPLICED: &str = "client connection spliced";
 #[tokio::test]
 async fn one_connection_carries_relayed_and_translated_calls() {
     let backend = Backend::start(Options::new("v1")).await;
-    for splice in [true, false] {
-        let gw = Gateway::start(&backend.socket, "v0.1", &[&format!("--splice={splice}")]).await;
+    for path in FrontPath::BOTH {
+        let gw = path.start(&backend.socket, "v0.1", &[]).await;
         let ch = gw.channel().await;
         let modern = v1::identity_client::IdentityClient::new(ch.clone());
         let legacy = v0_3::identity_client::IdentityClient::new(ch.clone());
@@ -48,12 +48,12 @@ async fn one_connection_carries_relayed_and_translated_calls() {
             .await
             .unwrap()
             .into_inner();
-        assert_eq!(translated.name, first, "splice={splice}");
+        assert_eq!(translated.name, first, "{path:?}");
         let again = modern
             .clone()
             .get_plugin_info(with_header(v1::GetPluginInfoRequest {}))
             .await
-            .unwrap_or_else(|e| panic!("splice={splice}: {e:?}\n{}", gw.log_text()));
+            .unwrap_or_else(|e| panic!("{path:?}: {e:?}\n{}", gw.log_text()));
         assert_eq!(name(again.into_inner()), first);
 
         // Many at once, interleaved, including errors on both paths.
@@ -84,7 +84,7 @@ async fn one_connection_carries_relayed_and_translated_calls() {
             }
         });
         for (i, r) in join_all(calls).await.into_iter().enumerate() {
-            r.unwrap_or_else(|e| panic!("call {i} (splice={splice}): {e:?}"));
+            r.unwrap_or_else(|e| panic!("call {i} ({path:?}): {e:?}"));
         }
         // One after another: each translated call starts from the state the one before it
         // left (the splice keeps it, `Splice::spare`), which must not leak into its answer.
@@ -94,14 +94,14 @@ async fn one_connection_carries_relayed_and_translated_calls() {
                 .clone()
                 .get_plugin_capabilities(v0_3::GetPluginCapabilitiesRequest {})
                 .await
-                .unwrap_or_else(|e| panic!("splice={splice}: {e:?}\n{}", gw.log_text()))
+                .unwrap_or_else(|e| panic!("{path:?}: {e:?}\n{}", gw.log_text()))
                 .into_inner();
-            assert!(!reply.capabilities.is_empty(), "splice={splice}: {reply:?}");
+            assert!(!reply.capabilities.is_empty(), "{path:?}: {reply:?}");
             capabilities.push(reply);
         }
         assert!(
             capabilities.windows(2).all(|w| w[0] == w[1]),
-            "splice={splice}: {capabilities:?}"
+            "{path:?}: {capabilities:?}"
         );
         // Errors keep their codes on either path: a missing name (relayed, the plugin's
         // INVALID_ARGUMENT) and an unknown method (answered by the gateway itself).
@@ -125,7 +125,11 @@ async fn one_connection_carries_relayed_and_translated_calls() {
         assert_eq!(status.code(), Code::Unimplemented, "{status:?}");
 
         let log = gw.log_text();
-        assert_eq!(log.contains(SPLICED), splice, "splice={splice}:\n{log}");
+        assert_eq!(
+            log.contains(SPLICED),
+            path == FrontPath::Spliced,
+            "{path:?}:\n{log}"
+        );
         assert!(log.contains("front=\"v0.3\""), "{log}");
     }
 }
@@ -355,7 +359,7 @@ async fn plugin_death_under_a_spliced_connection() {
 
 /// A plugin that dies under a call is reported the same on every path: to a draft
 /// (`v0.1-oneof`) client, an OK reply carrying the draft `Error` — a retryable `GeneralError`
-/// naming the plugin — never a bare gRPC status, whether the call was spliced or terminated.
+/// naming the plugin — never a bare gRPC status, whether the call was spliced or answered on an unattached connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_dying_under_a_draft_call_is_the_same_draft_error_on_every_path() {
     use csi_gateway::dialect::Dialect;
@@ -363,16 +367,11 @@ async fn a_plugin_dying_under_a_draft_call_is_the_same_draft_error_on_every_path
     use support::front::Front;
 
     let mut seen = Vec::new();
-    for splice in [true, false] {
+    for path in FrontPath::BOTH {
         // The plugin holds every create for a while once the volume's data is written.
         let opts = Options::new("v0.1-oneof").arg("--fault-delay=20s");
         let mut backend = Backend::start(opts).await;
-        let gw = Gateway::start(
-            &backend.socket,
-            "v0.1-oneof",
-            &[&format!("--splice={splice}")],
-        )
-        .await;
+        let gw = path.start(&backend.socket, "v0.1-oneof", &[]).await;
         let front = Front::new(Dialect::V0_1Oneof, gw.channel().await);
         let call = tokio::spawn(async move {
             let none = HashMap::new();
@@ -395,7 +394,7 @@ async fn a_plugin_dying_under_a_draft_call_is_the_same_draft_error_on_every_path
             .expect_err("the plugin died under the call");
         let json = failure.draft.unwrap_or_else(|| {
             panic!(
-                "splice={splice}: a bare gRPC status {:?} {:?}\n{}",
+                "{path:?}: a bare gRPC status {:?} {:?}\n{}",
                 failure.code,
                 failure.message,
                 gw.log_text()
@@ -403,19 +402,13 @@ async fn a_plugin_dying_under_a_draft_call_is_the_same_draft_error_on_every_path
         });
         let error: serde_json::Value = serde_json::from_str(&json).unwrap();
         let general = &error["general_error"];
-        assert_eq!(
-            general["error_code"], "UNDEFINED",
-            "splice={splice}: {json}"
-        );
-        assert_ne!(
-            general["caller_must_not_retry"], true,
-            "splice={splice}: {json}"
-        );
+        assert_eq!(general["error_code"], "UNDEFINED", "{path:?}: {json}");
+        assert_ne!(general["caller_must_not_retry"], true, "{path:?}: {json}");
         let description = general["error_description"].as_str().unwrap_or_default();
         let plugin = backend.socket.display().to_string();
-        assert!(description.contains(&plugin), "splice={splice}: {json}");
+        assert!(description.contains(&plugin), "{path:?}: {json}");
         // The call's log line says whose failure it was.
-        let what = format!("splice={splice}: the call logged as the gateway's failure");
+        let what = format!("{path:?}: the call logged as the gateway's failure");
         support::eventually(Duration::from_secs(10), &what, || {
             gw.log_text()
                 .lines()
@@ -431,7 +424,7 @@ async fn a_plugin_dying_under_a_draft_call_is_the_same_draft_error_on_every_path
 }
 
 /// A plugin that dies under a call, to clients of the other dialects: gRPC UNAVAILABLE naming
-/// the plugin, whether the call was relayed (v1) or translated (v0.3), spliced or terminated;
+/// the plugin, whether the call was relayed (v1) or translated (v0.3), spliced or unattached;
 /// the translated call counted with the same `outcome` on both paths — `gateway`, the
 /// gateway's failure to carry the call (README, "Metrics") — and logged with that origin.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -440,10 +433,10 @@ async fn a_plugin_dying_under_a_call_is_unavailable_on_every_path() {
     use std::collections::HashMap;
     use support::front::Front;
 
-    for splice in [true, false] {
+    for path in FrontPath::BOTH {
         let opts = Options::new("v1").arg("--fault-delay=20s");
         let mut backend = Backend::start(opts).await;
-        let (gw, metrics) = Gateway::start_with_metrics(&backend.socket, "v0.1", splice).await;
+        let (gw, metrics) = Gateway::start_with_metrics(&backend.socket, "v0.1", path).await;
         let mut calls = Vec::new();
         for dialect in [Dialect::V1, Dialect::V0_3] {
             let front = Front::new(dialect, gw.channel().await);
@@ -467,27 +460,23 @@ async fn a_plugin_dying_under_a_call_is_unavailable_on_every_path() {
             assert_eq!(
                 (failure.code, failure.draft.is_some()),
                 (Code::Unavailable, false),
-                "splice={splice}, {dialect}: {failure:?}\n{}",
+                "{path:?}, {dialect}: {failure:?}\n{}",
                 gw.log_text()
             );
             assert!(
                 failure.message.contains(&plugin),
-                "splice={splice}, {dialect}: {failure:?}"
+                "{path:?}, {dialect}: {failure:?}"
             );
         }
         let series = r#"csi_gateway_translations_total{front_dialect="v0.3",upstream_dialect="v1",method_name="/csi.v0.Controller/CreateVolume",outcome="gateway"}"#;
         let text = support::scrape(metrics);
-        assert_eq!(
-            support::value(&text, series),
-            Some(1.0),
-            "splice={splice}: {text}"
-        );
+        assert_eq!(support::value(&text, series), Some(1.0), "{path:?}: {text}");
         assert!(
             gw.log_text()
                 .lines()
                 .any(|l| l.contains("/csi.v1.Controller/CreateVolume")
                     && l.contains("origin=\"gateway\"")),
-            "splice={splice}: the relayed call logged as the gateway's failure\n{}",
+            "{path:?}: the relayed call logged as the gateway's failure\n{}",
             gw.log_text()
         );
     }
@@ -500,7 +489,7 @@ async fn a_plugin_dying_under_a_call_is_unavailable_on_every_path() {
 /// parted from the plugin's), a request too large to translate on the connection (answered on
 /// the gateway's call path), and a reply many times the client's stream window — the window
 /// the plugin gets too, so that its reply needs the gateway's WINDOW_UPDATEs. The spliced
-/// gateway answers each exactly as the terminating one does.
+/// gateway answers each exactly as it does on an unattached connection.
 #[tokio::test]
 async fn translated_calls_on_the_splices_own_upstream_streams() {
     const WINDOW: u32 = 256;
@@ -600,8 +589,8 @@ async fn translated_calls_on_the_splices_own_upstream_streams() {
         ("/csi.v1.Controller/DeleteSnapshot", delete_snapshot, false),
     ];
     let mut answers = Vec::new();
-    for splice in [true, false] {
-        let gw = Gateway::start(&backend.socket, "v0.1", &[&format!("--splice={splice}")]).await;
+    for path in FrontPath::BOTH {
+        let gw = path.start(&backend.socket, "v0.1", &[]).await;
         let io = UnixStream::connect(&gw.socket).await.unwrap();
         // Stream windows of 256 bytes, which the gateway passes on to the plugin as its own.
         let (client, conn) = h2::client::Builder::new()
@@ -638,17 +627,17 @@ async fn translated_calls_on_the_splices_own_upstream_streams() {
         let together = join_all(apart.iter().map(call)).await;
         let log = gw.log_text();
         for (i, answer) in together.into_iter().enumerate() {
-            assert_eq!(
-                answer,
-                got[i % calls.len()],
-                "call {i} (splice={splice}):\n{log}"
-            );
+            assert_eq!(answer, got[i % calls.len()], "call {i} ({path:?}):\n{log}");
         }
         assert!(
             !driver.is_finished(),
-            "splice={splice}: the connection failed:\n{log}"
+            "{path:?}: the connection failed:\n{log}"
         );
-        assert_eq!(log.contains(SPLICED), splice, "splice={splice}:\n{log}");
+        assert_eq!(
+            log.contains(SPLICED),
+            path == FrontPath::Spliced,
+            "{path:?}:\n{log}"
+        );
         answers.push(got);
     }
     let spliced = &answers[0];
@@ -692,7 +681,7 @@ async fn translated_calls_on_the_splices_own_upstream_streams() {
     );
     assert_eq!(
         answers[0], answers[1],
-        "spliced and terminated answers differ"
+        "spliced and unattached answers differ"
     );
 }
 
@@ -815,7 +804,7 @@ async fn a_burst_of_calls_goes_on_in_pieces() {
 /// in place (`identical::RequestCheck::renumber`), in the order the client wrote its fields,
 /// and the plugin's reply is translated (`supported` = `confirmed` present). A request the
 /// translation refuses (accessible_topology, which v1 removed) or whose message does not end
-/// with its frame is translated in full. Every answer is the one the terminating path gives.
+/// with its frame is translated in full. Every answer is the one an unattached connection gets.
 #[tokio::test]
 async fn a_v0_3_validate_goes_on_with_its_fields_renumbered() {
     use csi_gateway::dialect::Dialect;
@@ -861,9 +850,9 @@ async fn a_v0_3_validate_goes_on_with_its_fields_renumbered() {
     let path = "/csi.v0.Controller/ValidateVolumeCapabilities";
     let block = request_block(&[], path, &[]);
     let mut answers = Vec::new();
-    for splice in [true, false] {
+    for path in FrontPath::BOTH {
         let tap = Tap::start(&backend.socket, Hostile::Quiet).await;
-        let gw = Gateway::start(&tap.socket, "v0.1", &[&format!("--splice={splice}")]).await;
+        let gw = path.start(&tap.socket, "v0.1", &[]).await;
         let mut peer = Peer::connect(&gw.socket).await;
         let mut got = Vec::new();
         for (stream, request) in [(1, &own), (3, &other), (5, &topology)] {
@@ -883,7 +872,7 @@ async fn a_v0_3_validate_goes_on_with_its_fields_renumbered() {
             .collect();
         let supported = |i: usize| {
             v0_3::ValidateVolumeCapabilitiesResponse::decode(&got[i].data[5..])
-                .unwrap_or_else(|e| panic!("splice={splice} reply {i}: {e}: {:?}\n{log}", got[i]))
+                .unwrap_or_else(|e| panic!("{path:?} reply {i}: {e}: {:?}\n{log}", got[i]))
         };
         assert_eq!(answer[0].0.as_deref(), Some("0"), "{:?}\n{log}", got[0]);
         assert!(supported(0).supported, "{:?}", supported(0));
@@ -903,7 +892,7 @@ async fn a_v0_3_validate_goes_on_with_its_fields_renumbered() {
             "{:?}",
             got[2]
         );
-        assert_eq!(answer[3], answer[0], "splice={splice}: split request");
+        assert_eq!(answer[3], answer[0], "{path:?}: split request");
         // What the plugin got, by stream: the message of the first DATA frame.
         let sent: Vec<Vec<u8>> = tap
             .frames()
@@ -931,26 +920,26 @@ async fn a_v0_3_validate_goes_on_with_its_fields_renumbered() {
             };
             at += 2 + renumbered[at + 1] as usize;
         }
-        match splice {
+        match path {
             // Renumbered in place, in the client's order; the split one translated.
-            true => {
+            FrontPath::Spliced => {
                 assert_eq!(sent[0], renumbered, "{sent:?}\n{log}");
                 assert_eq!(sent.last(), Some(&translated), "{sent:?}");
             }
             // Every request translated.
-            false => assert_eq!(sent[0], translated, "{sent:?}"),
+            FrontPath::Unattached => assert_eq!(sent[0], translated, "{sent:?}"),
         }
         answers.push(answer);
     }
     assert_eq!(
         answers[0], answers[1],
-        "spliced and terminated answers differ"
+        "spliced and unattached answers differ"
     );
 }
 
 /// A v0.3 client's NodeGetId (v1 kept only NodeGetInfo) to a v1 plugin: the splice makes it
 /// one NodeGetInfo call on its own upstream connection; the answer is the plugin's node id,
-/// as on the terminating path.
+/// as on an unattached connection.
 #[tokio::test]
 #[allow(deprecated)] // v0.3 deprecated NodeGetId: a client of it is what is tested
 async fn a_v0_3_node_get_id_is_the_plugins_node_get_info() {
@@ -961,18 +950,18 @@ async fn a_v0_3_node_get_id_is_the_plugins_node_get_info() {
         .unwrap()
         .into_inner();
     assert!(!info.node_id.is_empty());
-    for splice in [true, false] {
-        let gw = Gateway::start(&backend.socket, "v0.1", &[&format!("--splice={splice}")]).await;
+    for path in FrontPath::BOTH {
+        let gw = path.start(&backend.socket, "v0.1", &[]).await;
         let mut node = v0_3::node_client::NodeClient::new(gw.channel().await);
         for _ in 0..3 {
             let id = node
                 .node_get_id(v0_3::NodeGetIdRequest {})
                 .await
-                .unwrap_or_else(|e| panic!("splice={splice}: {e:?}\n{}", gw.log_text()))
+                .unwrap_or_else(|e| panic!("{path:?}: {e:?}\n{}", gw.log_text()))
                 .into_inner();
-            assert_eq!(id.node_id, info.node_id, "splice={splice}");
+            assert_eq!(id.node_id, info.node_id, "{path:?}");
         }
-        assert_eq!(gw.log_text().contains(SPLICED), splice);
+        assert_eq!(gw.log_text().contains(SPLICED), path == FrontPath::Spliced);
     }
 }
 

@@ -1,12 +1,12 @@
-//! HTTP/2 conformance of the gateway's front, on every path a call can take: spliced (relayed
-//! to a v1 plugin), translated on a spliced connection (a v0.3 call answered by the gateway
-//! first, so that the splice re-encodes the client's blocks from then on), and terminated
-//! (`--splice=false`). Raw frames over the UNIX socket check what RFC 9113 and RFC 7541 ask of
-//! a proxy: the preface, frame sizes, stream ids and states, flow control, SETTINGS, PING,
-//! GOAWAY, CONTINUATION, HPACK's edge cases, and rapid reset. Each case gets a connection of
-//! its own. Every case asserts the one answer RFC 9113 names, on every path: with
-//! `--splice=false` the vendored `h2` answers with the same codes as the splice (its patch,
-//! vendor/PATCHES.md).
+//! HTTP/2 conformance of the gateway's front (the splice), on every path a call can take:
+//! spliced (relayed to a v1 plugin), translated on a spliced connection (a v0.3 call answered
+//! by the gateway first, so that the splice re-encodes the client's blocks from then on), and
+//! unattached (no upstream connection of its own could be had at accept: every call answered
+//! by the gateway on its shared upstream connection). Raw frames over the UNIX socket check
+//! what RFC 9113 and RFC 7541 ask of a proxy: the preface, frame sizes, stream ids and states,
+//! flow control, SETTINGS, PING, GOAWAY, CONTINUATION, HPACK's edge cases, and rapid reset.
+//! Each case gets a connection of its own. Every case asserts the one answer RFC 9113 names,
+//! on every path.
 //!
 //! Then the connection-level frames per hop: a plugin that GOAWAYs on PINGs (as grpc-go does)
 //! or goes away under a spliced connection never shows its GOAWAY to the client, and no call
@@ -16,7 +16,7 @@ use csi_gateway_test_support as support;
 
 use std::time::Duration;
 
-use support::gateway::Gateway;
+use support::gateway::{FrontPath, Gateway};
 use support::h2raw::*;
 use support::{Backend, Options};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -32,7 +32,7 @@ struct Path {
 async fn paths(backend: &Backend) -> Vec<Path> {
     let spliced = Gateway::start(&backend.socket, "v0.1", &[]).await;
     let spliced2 = Gateway::start(&backend.socket, "v0.1", &[]).await;
-    let terminated = Gateway::start(&backend.socket, "v0.1", &["--splice=false"]).await;
+    let unattached = Gateway::start_unattached(&backend.socket, "v0.1", &[]).await;
     vec![
         Path {
             name: "spliced",
@@ -45,8 +45,8 @@ async fn paths(backend: &Backend) -> Vec<Path> {
             translated_first: true,
         },
         Path {
-            name: "terminated",
-            gw: terminated,
+            name: "unattached",
+            gw: unattached,
             translated_first: false,
         },
     ]
@@ -750,12 +750,12 @@ async fn upstream_goaway_stays_on_its_hop() {
 async fn a_client_reset_cancels_the_upstream_call() {
     let backend = Backend::start(Options::new("v1").arg("--fault-delay=20s")).await;
     let tap = Tap::start(&backend.socket, Hostile::GoawayAfterTrigger).await;
-    for splice in [true, false] {
-        let gw = Gateway::start(&tap.socket, "v0.1", &[&format!("--splice={splice}")]).await;
+    for front in FrontPath::BOTH {
+        let gw = front.start(&tap.socket, "v0.1", &[]).await;
         let mut p = Peer::connect(&gw.socket).await;
         let before = tap.frames().len();
         let request = csi_gateway::dialect::proto::v0_3::CreateVolumeRequest {
-            name: format!("slow-{splice}"),
+            name: format!("slow-{front:?}"),
             volume_capabilities: vec![support::front::cap_v03()],
             ..Default::default()
         };
@@ -798,7 +798,7 @@ async fn a_client_reset_cancels_the_upstream_call() {
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "splice={splice}: the upstream call was not reset\n{}",
+                "{front:?}: the upstream call was not reset\n{}",
                 gw.log_text()
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -984,9 +984,7 @@ async fn malformed_requests_are_stream_errors() {
         let cases = cases
             .into_iter()
             .chain([("8.1.2.3/1 an empty :path", empty_path)]);
-        // The spliced front, the one "One HTTP/2 front" keeps: h2 (--splice=false) answers a
-        // pseudo-header in trailers.
-        for p in &paths(&backend).await[..2] {
+        for p in &paths(&backend).await {
             let (mut peer, mut id) = p.open().await;
             for (case, fields) in cases.clone() {
                 let what = format!("{}: {path}: {case}", p.name);
@@ -1070,7 +1068,7 @@ async fn stream_error(peer: &mut Peer, id: u32, code: u32, what: &str) -> bool {
 async fn frames_on_closed_streams_and_self_dependencies_are_errors() {
     let backend = Backend::start(Options::new("v1")).await;
     for path in [PROBE, "/"] {
-        for p in &paths(&backend).await[..2] {
+        for p in &paths(&backend).await {
             let (mut peer, mut id) = p.open().await;
             let block = request_block(&[], path, &[]);
             let name = |case: &str| format!("{}: {path}: {case}", p.name);

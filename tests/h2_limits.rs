@@ -1,16 +1,16 @@
 //! The connection limits of `[listen.limits]` (src/front/limits.rs), driven with raw frames
-//! (crates/test-support/src/h2raw.rs) against the built gateway on both paths a connection can
-//! take: spliced (the default, UNIX-socket upstream) and terminated (`--splice=false`, served by
-//! h2 as TCP upstreams and connections accepted while the plugin is down are). Each limit is
-//! set small in a configuration file so that each case takes seconds, and each path must give
-//! the same answer: idle connections, total connections, slow header blocks, concurrent
+//! (crates/test-support/src/h2raw.rs) against the built gateway's one front in both states a
+//! connection can start in: spliced onto an upstream connection of its own, and unattached (no
+//! connection of its own could be had at accept, so the gateway answers its calls on its shared
+//! upstream connection). Each limit is set small in a configuration file so that each case
+//! takes seconds, and each state must give the same answer: idle connections, total connections, slow header blocks, concurrent
 //! streams, resets per second, and the memory a connection can make the gateway hold.
 
 use csi_gateway_test_support as support;
 
 use std::time::{Duration, Instant};
 
-use support::gateway::Gateway;
+use support::gateway::{FrontPath, Gateway};
 use support::h2raw::*;
 use support::{Backend, Options};
 
@@ -37,9 +37,9 @@ async fn paths(backend: &Backend, limits: &str) -> Paths {
     let dir = tempfile::tempdir().unwrap();
     let flag = config(dir.path(), limits);
     let spliced = Gateway::start(&backend.socket, "v0.1", &[&flag]).await;
-    let terminated = Gateway::start(&backend.socket, "v0.1", &[&flag, "--splice=false"]).await;
+    let unattached = Gateway::start_unattached(&backend.socket, "v0.1", &[&flag]).await;
     Paths {
-        gateways: vec![("spliced", spliced), ("terminated", terminated)],
+        gateways: vec![("spliced", spliced), ("unattached", unattached)],
         _dir: dir,
     }
 }
@@ -425,7 +425,7 @@ async fn resets_past_the_rate_get_enhance_your_calm() {
 
 /// The reset budget is the gateway's, not one connection's: a client that spreads its resets
 /// over four connections, each under `max_resets_per_second`, is told to calm down all the
-/// same. Spliced front (the one that remains; `--splice=false` counts per connection).
+/// same.
 #[tokio::test]
 async fn resets_spread_over_connections_share_one_budget() {
     let backend = Backend::start(Options::new("v1")).await;
@@ -702,29 +702,25 @@ async fn unfinished_requests_are_held_within_the_buffer_budget() {
     );
 }
 
-/// The same flood on the terminated path (`--splice=false`, served by h2): the calls that read
-/// their request whole count it against the same budget, and h2 is given back window for it
-/// (`release_capacity`) only while there is room, so the gateway holds the budget plus, per
-/// connection, the window it grants at connect time (1 MiB, as the plugin's on the splice).
+/// The same flood on unattached connections, whose calls the gateway reads whole itself: their
+/// requests count against the same budget, and the client is given back window for them only
+/// while there is room, so the gateway holds the budget plus, per connection, the window it
+/// granted (the RFC's 64 KiB).
 #[tokio::test]
-async fn unfinished_requests_on_the_terminated_path_are_held_within_the_buffer_budget() {
-    /// Past the budget, each connection: the connection window granted at connect time
-    /// (1 MiB), its streams' bodies rounded up as they grow, and its own buffers and its
-    /// private upstream connection's (h2's, on both sides).
+async fn unfinished_requests_on_unattached_connections_are_held_within_the_buffer_budget() {
+    /// Past the budget, each connection: the window granted, its streams' bodies rounded up as
+    /// they grow, and its own buffers.
     const PER_CONNECTION_MIB: u64 = 3;
     const KEPT_MIB: u64 = 64;
     let backend = Backend::start(Options::new("v1")).await;
     let dir = tempfile::tempdir().unwrap();
     let small = config(dir.path(), "max_buffered_bytes = 33554432");
     let mut grown = Vec::new();
-    for (budget_mib, flags) in [
-        (256, vec!["--splice=false"]),
-        (32, vec![small.as_str(), "--splice=false"]),
-    ] {
-        let gw = Gateway::start(&backend.socket, "v0.1", &flags).await;
+    for (budget_mib, flags) in [(256, vec![]), (32, vec![small.as_str()])] {
+        let gw = Gateway::start_unattached(&backend.socket, "v0.1", &flags).await;
         let (held, kept) = flood_of_unfinished_requests(&gw).await;
         println!(
-            "terminated, max_buffered_bytes {budget_mib} MiB: +{held} MiB held, +{kept} MiB kept once closed"
+            "unattached, max_buffered_bytes {budget_mib} MiB: +{held} MiB held, +{kept} MiB kept once closed"
         );
         assert!(
             held < budget_mib + FLOOD_CONNECTIONS as u64 * PER_CONNECTION_MIB,
@@ -891,19 +887,18 @@ async fn grpc_status(reply: h2::client::ResponseFuture) -> Option<String> {
 /// one connection, which may buffer 8 MiB, sent a frame of each in turn within the windows —
 /// are not left waiting until the idle timeout: after 10 s without room the largest is
 /// answered RESOURCE_EXHAUSTED and its bytes let go, and the others are finished and go on.
-/// Spliced front; terminated (`--splice=false`), where one of the waiting requests is refused
-/// (not necessarily the largest).
+/// Both states a connection starts in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_waiting_for_room_are_answered() {
     let backend = Backend::start(Options::new("v1")).await;
-    for flags in [vec![], vec!["--splice=false"]] {
-        let gw = Gateway::start(&backend.socket, "v0.1", &flags).await;
+    for path in FrontPath::BOTH {
+        let gw = path.start(&backend.socket, "v0.1", &[]).await;
         let statuses = three_requests_waiting_for_room(&gw).await;
-        println!("{flags:?}: grpc-status of the three requests: {statuses:?}");
+        println!("{path:?}: grpc-status of the three requests: {statuses:?}");
         let refused = statuses.iter().filter(|s| *s == "8").count();
         assert_eq!(
             refused, 1,
-            "{flags:?}: one of three refused for room, the others answered by the plugin: {statuses:?}"
+            "{path:?}: one of three refused for room, the others answered by the plugin: {statuses:?}"
         );
     }
 }
@@ -1049,7 +1044,7 @@ async fn a_connection_closed_for_another_gives_back_what_it_held() {
 
 /// A connection whose first call is in flight — its request whole, its plugin not answering
 /// yet — keeps its slot through a flood of silent connections, and gets its answer once the
-/// plugin does. Spliced front (`--splice=false` counts a call once it completed).
+/// plugin does.
 #[tokio::test]
 async fn a_first_call_in_flight_keeps_its_slot() {
     let backend = Backend::start(Options::new("v1")).await;

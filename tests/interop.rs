@@ -1,5 +1,5 @@
 //! Interop: gRPC client stacks written elsewhere, against the built binaries on every path a call
-//! can take — spliced, translated, terminated (`--splice=false`), bridged over mutual TLS,
+//! can take — spliced, translated, unattached (no upstream connection of its own), bridged over mutual TLS,
 //! accepted while the plugin is down — and directly against the reference backend in every
 //! dialect. The clients:
 //! - gRPC C-core, through Python's `grpcio` (`tests/interop/grpcio_call.py`): with its default
@@ -499,20 +499,21 @@ async fn translated_path_serves_every_client() {
     every_client(&gw.socket, Dialect::V0_3, "translated").await;
 }
 
-/// HTTP/2 terminated on both sides (`--splice=false`): relayed and translated.
+/// Unattached connections (no upstream connection of their own, their calls answered by the
+/// gateway on its shared upstream connection): relayed and translated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn terminated_path_serves_every_client() {
+async fn unattached_connections_serve_every_client() {
     let backend = Backend::start(Options::new("v1")).await;
-    let gw = Gateway::start(&backend.socket, "v0.1", &["--splice=false"]).await;
-    every_client(&gw.socket, Dialect::V1, "terminated").await;
-    every_client(&gw.socket, Dialect::V0_1, "terminated, translated").await;
+    let gw = Gateway::start_unattached(&backend.socket, "v0.1", &[]).await;
+    every_client(&gw.socket, Dialect::V1, "unattached").await;
+    every_client(&gw.socket, Dialect::V0_1, "unattached, translated").await;
     assert!(!gw.log_text().contains("client connection spliced"));
     plugin_saw_only_localhost(&backend);
 }
 
 /// node gateway (UNIX socket) → mutual TLS → appliance gateway → plugin: the node gateway's
-/// connections are terminated (TCP upstream); the appliance listener gets the raw client's
-/// authorities over TLS too.
+/// connections are spliced onto TLS connections of their own; the appliance listener gets the
+/// raw client's authorities over TLS too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bridged_path_serves_every_client() {
     use bridge_support::*;
@@ -572,13 +573,13 @@ async fn bridged_path_serves_every_client() {
     plugin_saw_only_localhost(&backend);
 }
 
-/// Connections accepted while the plugin is down are terminated by the gateway: every client
+/// Connections accepted while the plugin is down start unattached: every client
 /// reads UNAVAILABLE naming the plugin (not a reset stream), and the same clients are served
 /// once it is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_accepted_while_the_plugin_is_down_serve_every_client() {
     let mut backend = Backend::start(Options::new("v1")).await;
-    let gw = Gateway::start(&backend.socket, "v0.1", &["--splice=true"]).await;
+    let gw = Gateway::start(&backend.socket, "v0.1", &[]).await;
     backend.kill();
     // A call notices the loss; the gateway then reports the plugin down.
     let _ = tonic_name(&gw.socket, Dialect::V1).await;

@@ -1,8 +1,9 @@
 //! The layering rules, checked on the source: arrows point down.
 //!
 //! ```text
-//! connection  src/splice/, the listeners (src/front/{listener,socket,watched}.rs,
-//!             src/tls/appliance.rs), the `h2` server front (src/front/{terminated,relay}.rs)
+//! connection  src/splice/ (the one front: every client connection, attached to an upstream
+//!             connection of its own or not), the listeners (src/front/{listener,socket}.rs,
+//!             src/tls/appliance.rs)
 //!    ↓
 //! call        src/call/ (plan, answer, rescue, protection, checks, and the pipeline to the
 //!             plugin: target paths, staging emulation), and the route table and the
@@ -45,9 +46,6 @@ const CONNECTION: &[&str] = &[
     "splice",
     "front::listener",
     "front::socket",
-    "front::watched",
-    "front::terminated",
-    "front::relay",
     "tls::appliance",
     "gateway",
 ];

@@ -136,7 +136,7 @@ async fn a_relayed_call_past_its_deadline_is_answered_and_reset_on_the_plugin() 
         "{}",
         gw.log_text()
     );
-    // Logged as the gateway's failure, as on the terminating path.
+    // Logged as the gateway's failure, as on an unattached connection.
     let logged = |l: &str| l.contains("Probe") && l.contains("origin=\"gateway\"");
     assert!(gw.log_text().lines().any(logged), "{}", gw.log_text());
 }

@@ -1,9 +1,9 @@
 //! Many translated calls at once: 400 concurrent v1 calls whose requests the gateway translates
 //! for a v0.3 plugin (ValidateVolumeCapabilities and DeleteVolume with secrets, decoded; Probe,
-//! wire-identical, relayed), on one client connection, spliced and terminated
-//! (`--splice=false`). A terminated connection's calls go on its private upstream connection,
-//! all in one task, so that 400 replies arrive before their calls read them: the gateway's h2
-//! client counted each reply's small DATA frame against its budget (`too_many_data_frames`, 32
+//! wire-identical, relayed), on one client connection, spliced and unattached (no upstream
+//! connection of its own: its calls go on the gateway's shared one). Calls the gateway makes
+//! itself share one upstream connection driven by one task, so that 400 replies can arrive
+//! before their calls read them: the gateway's h2 client once counted each reply's small DATA frame against its budget (`too_many_data_frames`, 32
 //! KiB at HTTP/2's default window) and ended the connection itself, with every call on it. Every
 //! call must succeed, and the upstream connection must not be lost.
 
@@ -12,7 +12,7 @@ use csi_gateway_test_support as support;
 use std::collections::HashMap;
 
 use csi_gateway::dialect::proto::v1;
-use support::gateway::Gateway;
+use support::gateway::{FrontPath, Gateway};
 use support::{scrape, value, Backend, Options};
 use tonic::transport::Channel;
 
@@ -92,8 +92,8 @@ impl Mix {
 /// 400 relayed Probes at once on one connection, to a plugin whose h2 budget for small DATA
 /// frames is 32 KiB (adaptive window): each request a 5-byte DATA frame, then an empty one
 /// ending the stream, from hyper's client. A direct client trips the plugin's budget, and so
-/// does the splice, which relays those frames as they are; the terminated path must not (the
-/// relay sends the request's data with the end of the stream when both have come).
+/// does the splice, which relays those frames as they are; an unattached connection must not (the
+/// gateway's call sends the request's data with the end of the stream when both have come).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_hundred_concurrent_relayed_probes_to_a_plugin_with_a_small_window() {
     let backend = Backend::start(
@@ -162,21 +162,21 @@ async fn direct_calls(backend: &Backend, window: &str, mix: Mix) -> usize {
     failed
 }
 
-/// The calls through a spliced and a terminated gateway in front of `backend`. All must succeed
-/// where the control (the same calls straight to the plugin) did; where the plugin refused
-/// even those, the spliced path, which relays the client's frames as they come, gets what a
-/// direct client gets (printed, not asserted), and the terminated one, which frames each
-/// translated request itself, must still succeed.
+/// The calls through a spliced and an unattached connection to a gateway in front of
+/// `backend`. All must succeed where the control (the same calls straight to the plugin) did;
+/// where the plugin refused even those, the spliced path, which relays the client's frames as
+/// they come, gets what a direct client gets (printed, not asserted), and the unattached one,
+/// whose calls the gateway frames itself, must still succeed.
 async fn many_translated_calls(backend: &Backend, window: &str, mix: Mix) {
     let direct = direct_calls(backend, window, mix).await;
-    for splice in [true, false] {
-        let asserted = direct == 0 || !splice;
-        let (gw, port) = Gateway::start_with_metrics(&backend.socket, "v0.1", splice).await;
-        // One client connection: on the terminated path, one private upstream connection.
+    for path in FrontPath::BOTH {
+        let asserted = direct == 0 || path == FrontPath::Unattached;
+        let (gw, port) = Gateway::start_with_metrics(&backend.socket, "v0.1", path).await;
+        // One client connection: unattached, its calls share the gateway's upstream connection.
         let channel = gw.channel().await;
         let volume = v1::controller_client::ControllerClient::new(channel.clone())
             .create_volume(v1::CreateVolumeRequest {
-                name: format!("pvc-many-{splice}"),
+                name: format!("pvc-many-{path:?}"),
                 volume_capabilities: vec![support::front::cap_v1()],
                 ..Default::default()
             })
@@ -213,7 +213,7 @@ async fn many_translated_calls(backend: &Backend, window: &str, mix: Mix) {
             .collect();
         let reconnected = reconnects() - before;
         println!(
-            "{mix:?}, plugin window {window}, splice {splice}: {CALLS} concurrent calls on 1 connection: {} failed, upstream reconnects {reconnected}, 'upstream connection lost' {lost}, log lines naming too_many_data_frames {}",
+            "{mix:?}, plugin window {window}, {path:?}: {CALLS} concurrent calls on 1 connection: {} failed, upstream reconnects {reconnected}, 'upstream connection lost' {lost}, log lines naming too_many_data_frames {}",
             failed.len(),
             too_many.len()
         );
@@ -222,13 +222,13 @@ async fn many_translated_calls(backend: &Backend, window: &str, mix: Mix) {
         }
         assert!(
             failed.is_empty(),
-            "plugin window {window}, splice {splice}: {} of {CALLS} failed, e.g. {:?}\n{}",
+            "plugin window {window}, {path:?}: {} of {CALLS} failed, e.g. {:?}\n{}",
             failed.len(),
             &failed[..failed.len().min(3)],
             too_many.first().unwrap_or(&"")
         );
-        assert_eq!(reconnected, 0.0, "splice {splice}: upstream reconnected");
-        assert_eq!(lost, 0, "splice {splice}: upstream connection lost");
-        assert!(too_many.is_empty(), "splice {splice}: {too_many:?}");
+        assert_eq!(reconnected, 0.0, "{path:?}: upstream reconnected");
+        assert_eq!(lost, 0, "{path:?}: upstream connection lost");
+        assert!(too_many.is_empty(), "{path:?}: {too_many:?}");
     }
 }

@@ -138,10 +138,6 @@ struct RunArgs {
     /// Which revision the front serves under the package `csi.v0`: v0.3 or v0.2.
     #[arg(long)]
     v0_dialect: Option<String>,
-    /// Splice client connections onto upstream connections of their own (true) or terminate
-    /// every connection (false); see listen.splice.
-    #[arg(long)]
-    splice: Option<bool>,
     /// Log format: text or json.
     #[arg(long)]
     log_format: Option<String>,
@@ -260,7 +256,6 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         upstream_dialect: args.upstream_dialect,
         legacy_dialect: args.legacy_dialect,
         v0_dialect: args.v0_dialect,
-        splice: args.splice,
         log_format: args.log_format.or(sidecar.logging_format),
         log_level: args.log_level.or_else(|| {
             sidecar

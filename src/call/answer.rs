@@ -2,8 +2,9 @@
 //! on both sides, the message passed on; otherwise the front dialect decoded into the hub, the
 //! plugin called through the one pipeline ([`super::Pipeline`]), and the outcome encoded back —
 //! errors included, since the draft answers errors inside an OK reply. The splice calls it for
-//! the calls it answers itself, and for those it translates on its own upstream connection
-//! ([`inline_request`], [`inline_reply`]); the `h2` server front for every call it reads.
+//! the calls it answers itself (every call of a connection without an upstream connection of
+//! its own), and for those it translates on its own upstream connection ([`inline_request`],
+//! [`inline_reply`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -123,8 +124,19 @@ pub(crate) async fn decoded(
     let acts = route
         .hub
         .is_some_and(|m| target::acts_on(side, route.dialect, upstream, m));
-    let encoded = if route.passes_to(upstream) && !acts {
-        passed_on(conn, route, message, deadline, report).await
+    // Same dialect, or messages wire-identical to the plugin's: passed on as they came (a
+    // field neither revision has included), on the plugin's path.
+    let untouched = match route.identical_path(upstream) {
+        _ if acts => None,
+        _ if route.passes_to(upstream) => Some(route.method.path),
+        Some(path) => {
+            report.translated = true;
+            Some(path)
+        }
+        None => None,
+    };
+    let encoded = if let Some(path) = untouched {
+        passed_on(conn, route, path, message, deadline, report).await
     } else {
         translated(shared, side, live, conn, route, message, deadline, report).await
     };
@@ -146,16 +158,18 @@ fn side<'a>(shared: &'a Shared, conn: &Connection, report: &Report) -> target::S
     target::Side::of(report.bridge_peer, bridged, shared.node_paths.as_deref())
 }
 
-/// A call whose messages pass untouched, read by the gateway: passed on within `deadline`.
+/// A call whose messages pass untouched, read by the gateway: passed on to `path` within
+/// `deadline`.
 async fn passed_on(
     conn: &Connection,
     route: Route,
+    path: &str,
     message: Bytes,
     deadline: Option<Duration>,
     report: &mut Report,
 ) -> Result<Vec<u8>, Status> {
     let began = Instant::now();
-    let reply = with_deadline(deadline, conn, conn.unary(route.method.path, &message)).await;
+    let reply = with_deadline(deadline, conn, conn.unary(path, &message)).await;
     report.upstream = Some(began.elapsed());
     match reply {
         Ok(b) => Ok(b.to_vec()),

@@ -1,6 +1,5 @@
-//! What becomes of a call, decided from its head: the one copy of the decision that every
-//! connection path takes (the splice in `splice::conn`, the `h2` server front in
-//! `front::terminated::handle`). In two steps, because a connection may have to wait for its plugin
+//! What becomes of a call, decided from its head: the one copy of the decision, which the
+//! connection (`splice::conn`) takes for every stream. In two steps, because a connection may have to wait for its plugin
 //! between them: [`admit`] reads only the head (the route table, the peer's rule, the size of
 //! the header list), [`plan`] the plugin's dialect too. What a connection cannot do for a call
 //! (its upstream connection gone, a header block it cannot rewrite) it decides itself, after.

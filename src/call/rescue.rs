@@ -1,4 +1,4 @@
-//! The one place a failed call becomes its reply, whichever path served it (terminated, spliced,
+//! The one place a failed call becomes its reply, whichever path served it (spliced,
 //! answered by the splice itself, relayed or translated), so that a client reads the same reply
 //! for the same failure on every path. Each failure is tagged with its origin — the client, the
 //! gateway or the upstream — where it is made, never guessed from its code: a failed upstream
@@ -36,7 +36,7 @@ pub fn error_reply(
 /// RESOURCE_EXHAUSTED, as gRPC names a request over a size limit (a client may shrink its
 /// metadata), rather than the HTTP 431 that h2 sends by itself, which gRPC clients read as
 /// UNKNOWN (the gRPC spec's HTTP-to-status table maps no 4xx but 400, 401, 403, 404 and 429).
-/// The message names no size of the request's: a terminating front stops counting at the limit.
+/// The message names no size of the request's: the count stops at the limit.
 pub fn header_list_too_large(limit: u32) -> Status {
     Status::resource_exhausted(format!(
         "request headers over the limit of {limit} bytes (SETTINGS_MAX_HEADER_LIST_SIZE)"

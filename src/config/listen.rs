@@ -27,9 +27,6 @@ pub struct ListenFile {
     pub v0_dialect: Choice<V0Dialect>,
     #[serde(default = "default_grace", with = "humantime_serde")]
     pub grace_period: Duration,
-    /// Splice client connections onto upstream connections of their own (UNIX upstreams).
-    #[serde(default = "default_splice")]
-    pub splice: bool,
     /// What one client connection may make the gateway do (`[listen.limits]`).
     #[serde(default)]
     pub limits: super::limits::Limits,
@@ -47,7 +44,6 @@ impl Default for ListenFile {
             legacy_dialect: Choice::default(),
             v0_dialect: Choice::default(),
             grace_period: default_grace(),
-            splice: default_splice(),
             limits: super::limits::Limits::default(),
         }
     }
@@ -88,10 +84,6 @@ fn default_grace() -> Duration {
     Duration::from_secs(10)
 }
 
-fn default_splice() -> bool {
-    true
-}
-
 /// `[listen]`, validated.
 #[derive(Clone, Debug)]
 pub struct Listen {
@@ -103,8 +95,6 @@ pub struct Listen {
     pub v0: V0Dialect,
     /// On SIGTERM, in-flight calls get this long to finish.
     pub grace_period: Duration,
-    /// See [`ListenFile::splice`].
-    pub splice: bool,
     /// See [`ListenFile::limits`].
     pub limits: super::limits::Limits,
 }
@@ -162,7 +152,6 @@ impl ListenFile {
             legacy: legacy?,
             v0: v0?,
             grace_period: self.grace_period,
-            splice: self.splice,
             limits: self.limits,
         })
     }

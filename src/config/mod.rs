@@ -122,8 +122,6 @@ pub struct Overrides {
     pub legacy_dialect: Option<String>,
     /// `listen.v0_dialect`.
     pub v0_dialect: Option<String>,
-    /// `listen.splice`.
-    pub splice: Option<bool>,
     pub log_format: Option<String>,
     pub log_level: Option<String>,
     pub metrics_listen: Option<String>,
@@ -206,9 +204,6 @@ impl File {
             Choice::parse,
         );
         set(&mut self.listen.v0_dialect, o.v0_dialect, Choice::parse);
-        if let Some(splice) = o.splice {
-            self.listen.splice = splice;
-        }
         set(&mut self.log.format, o.log_format, Choice::parse);
         set(&mut self.log.level, o.log_level, |v| v);
         set(&mut self.metrics.listen, o.metrics_listen, |v| v);

@@ -1,5 +1,5 @@
 //! What one client connection may make the gateway do, the same on every path (spliced,
-//! translated, terminated): set by `[listen.limits]` in the configuration.
+//! translated, unattached): set by `[listen.limits]` in the configuration.
 
 use std::time::Duration;
 
@@ -82,9 +82,8 @@ pub fn fit_appliance_connections(max: usize) -> usize {
 }
 
 /// A header list more than this many times `max_header_list_size` is not answered but ends
-/// the connection (GOAWAY ENHANCE_YOUR_CALM): h2, on the terminated path, stops decoding there
-/// (its `MAX_HEADER_LIST_ABUSE_MULTIPLIER`), and the splice does the same so that no path
-/// answers what another refuses.
+/// the connection (GOAWAY ENHANCE_YOUR_CALM), as h2's servers stop decoding there (its
+/// `MAX_HEADER_LIST_ABUSE_MULTIPLIER`).
 pub const HEADER_LIST_ABUSE: usize = 4;
 
 /// How long a client may take to send its preface: fixed, since no legitimate client comes

@@ -1,16 +1,13 @@
-//! Accepts connections and serves each one's streams: spliced (`crate::splice`) when it can be,
-//! otherwise terminated here. A terminated front connection gets its own upstream connection,
-//! and both connections' I/O and all the calls between them run inside one task: a call is
-//! never handed to another task or thread inside the gateway (no per-call task, no
-//! shared-connection task to wake). When the private upstream connection cannot be had, calls
-//! fall back to the supervisor's shared one. On shutdown every connection is told to go away and
-//! gets `grace` to finish its calls.
+//! Accepts connections and serves each one with the splice (`crate::splice`): onto an upstream
+//! connection of its own when one can be had, else unattached, its calls answered by the
+//! gateway on its shared upstream connection. A connection's I/O and all its calls run inside
+//! one task. Connection slots go to well-behaved clients first (`Slots`); on shutdown every
+//! connection is told to go away and gets `grace` to finish its calls.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::watch;
@@ -19,24 +16,17 @@ use tokio::task::JoinSet;
 use crate::endpoint::Endpoint;
 use crate::splice::{Io, Splice};
 use crate::tls::{Authorization, Keepalive};
-use crate::upstream::conn::{Connection, Driver};
 use crate::upstream::Live;
 use tokio_rustls::client::TlsStream;
 
-use super::held::ConnectionHeld;
-use super::terminated::handle;
-use super::watched::Watched;
 use super::Shared;
 
-/// Serves until `shutdown` turns true, then drains for at most `grace`. With `splice`, a
-/// connection is spliced onto an upstream connection of its own whenever the upstream is a
-/// live UNIX socket (see `crate::splice`), and terminated otherwise.
+/// Serves until `shutdown` turns true, then drains for at most `grace`.
 pub async fn serve(
     listener: UnixListener,
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
     grace: Duration,
-    splice: bool,
 ) {
     let mut connections = JoinSet::new();
     let mut slots = Slots::default();
@@ -52,12 +42,7 @@ pub async fn serve(
                 }
                 Ok((io, _)) => {
                     let served = Served::default();
-                    let task = if splice {
-                        connections.spawn(splice_or_serve(io, shared.clone(), shutdown.clone(), served.clone()))
-                    } else {
-                        connection_counted("terminated", "unix", upstream_kind(&shared));
-                        connections.spawn(serve_connection_served(io, shared.clone(), shutdown.clone(), None, served.clone()))
-                    };
+                    let task = connections.spawn(serve_connection(io, shared.clone(), shutdown.clone(), None, served.clone()));
                     slots.add(task, served);
                 }
                 Err(e) => {
@@ -90,9 +75,8 @@ pub async fn serve(
 }
 
 /// Whether the client sent a whole request on its connection (the splice marks it as the
-/// request ends, so a first call in flight counts however long it takes; the terminated path
-/// once a call completes): set by the connection, read by the listener when every slot is
-/// taken.
+/// request ends, so a first call in flight counts however long it takes): set by the
+/// connection, read by the listener when every slot is taken.
 #[derive(Clone, Default)]
 pub struct Served(Arc<std::sync::atomic::AtomicBool>);
 
@@ -189,22 +173,14 @@ pub(crate) async fn closed_after_refusal<T: AsyncRead + AsyncWrite + Unpin>(mut 
     let _ = tokio::time::timeout(LINGER, drained).await;
 }
 
-/// Splices the connection when the upstream is live and a connection of its own to it can be
-/// had — a UNIX socket, or mutual TLS to a TCP upstream (the bridge), made as the supervisor's
-/// (same endpoint after failover, same client certificate, same keepalive) — otherwise
-/// (upstream down or refusing) terminates it.
-async fn splice_or_serve(
-    io: UnixStream,
-    shared: Arc<Shared>,
-    shutdown: watch::Receiver<bool>,
-    served: Served,
-) {
-    splice_or_serve_served(io, shared, shutdown, None, served).await
-}
-
-/// [`splice_or_serve`] for a client that may call only what `authorization` allows (the
-/// appliance listener's mTLS peers), marking `served` once the client finished a request.
-pub(crate) async fn splice_or_serve_served<C: Io>(
+/// Serves one client connection — on the UNIX socket, or a peer of the appliance listener that
+/// may call only what `authorization` allows — marking `served` once the client finished a
+/// request. Spliced onto an upstream connection of its own when one can be had: a UNIX socket,
+/// or mutual TLS to a TCP upstream (the bridge), made as the supervisor's (same endpoint after
+/// failover, same client certificate, same keepalive). Otherwise (the plugin down, refusing, or
+/// not detected) the splice starts without one and answers the calls itself on the gateway's
+/// shared upstream connection (`Splice::unattached`).
+pub(crate) async fn serve_connection<C: Io>(
     io: C,
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
@@ -212,8 +188,9 @@ pub(crate) async fn splice_or_serve_served<C: Io>(
     served: Served,
 ) {
     let client = C::KIND;
-    match splice_upstream(&shared).await {
-        Some((live, SpliceUpstream::Unix(upstream))) => {
+    let (live, upstream) = splice_upstream(&shared).await;
+    match (live, upstream) {
+        (Some(live), Some(SpliceUpstream::Unix(upstream))) => {
             connection_counted("spliced", client, "unix");
             Splice::new(shared, live, io, upstream, shutdown)
                 .authorized(authorization)
@@ -221,7 +198,7 @@ pub(crate) async fn splice_or_serve_served<C: Io>(
                 .run()
                 .await
         }
-        Some((live, SpliceUpstream::Tls(upstream, keepalive))) => {
+        (Some(live), Some(SpliceUpstream::Tls(upstream, keepalive))) => {
             connection_counted("spliced", client, "tls");
             Splice::new(shared, live, io, *upstream, shutdown)
                 .authorized(authorization)
@@ -230,9 +207,13 @@ pub(crate) async fn splice_or_serve_served<C: Io>(
                 .run()
                 .await
         }
-        None => {
-            connection_counted("terminated", client, upstream_kind(&shared));
-            serve_connection_served(io, shared, shutdown, authorization, served).await
+        (live, _) => {
+            connection_counted("unattached", client, upstream_kind(&shared));
+            Splice::unattached(shared, live, io, shutdown)
+                .authorized(authorization)
+                .served(served)
+                .run()
+                .await
         }
     }
 }
@@ -244,37 +225,45 @@ enum SpliceUpstream {
     Tls(Box<TlsStream<csi_gateway_tls::tcp::Tcp>>, Keepalive),
 }
 
-/// Dials the live upstream for a splice: `None` when it is down or cannot be reached now (the
-/// connection is then terminated, on the gateway's own connections).
-async fn splice_upstream(shared: &Shared) -> Option<(Arc<Live>, SpliceUpstream)> {
+/// The live upstream, once detection is done, and a connection of the splice's own to it:
+/// `None` when it is down or cannot be reached now.
+async fn splice_upstream(shared: &Shared) -> (Option<Arc<Live>>, Option<SpliceUpstream>) {
     // A client that connects while the gateway is still detecting its plugin is spliced once
     // that is done, not served without it for the connection's life.
-    let live = shared.upstream.known(None).await.ok()?;
-    let upstream = match (live.conn.endpoint(), live.conn.tls()) {
+    let Ok(live) = shared.upstream.known(None).await else {
+        return (None, None);
+    };
+    let upstream = dial(&live).await;
+    if upstream.is_some() {
+        tracing::debug!("client connection spliced");
+    }
+    (Some(live), upstream)
+}
+
+async fn dial(live: &Live) -> Option<SpliceUpstream> {
+    match (live.conn.endpoint(), live.conn.tls()) {
         (Endpoint::Unix(path), _) => {
             match tokio::time::timeout(SPLICE_DIAL, UnixStream::connect(path)).await {
-                Ok(Ok(upstream)) => SpliceUpstream::Unix(upstream),
+                Ok(Ok(upstream)) => Some(SpliceUpstream::Unix(upstream)),
                 Ok(Err(e)) => {
-                    tracing::debug!(error = %e, "cannot splice: upstream refused");
-                    return None;
+                    tracing::debug!(error = %e, "no upstream connection of its own: upstream refused");
+                    None
                 }
                 Err(_) => {
-                    tracing::debug!("cannot splice: upstream connect timed out");
-                    return None;
+                    tracing::debug!("no upstream connection of its own: connect timed out");
+                    None
                 }
             }
         }
         (Endpoint::Tcp(addr), Some(dialer)) => match dialer.dial(addr, SPLICE_DIAL).await {
-            Ok(tls) => SpliceUpstream::Tls(Box::new(tls), dialer.keepalive()),
+            Ok(tls) => Some(SpliceUpstream::Tls(Box::new(tls), dialer.keepalive())),
             Err(e) => {
-                tracing::debug!(error = %e, "cannot splice: no TLS connection to the upstream");
-                return None;
+                tracing::debug!(error = %e, "no upstream connection of its own: no TLS connection");
+                None
             }
         },
-        (Endpoint::Tcp(_), None) => return None,
-    };
-    tracing::debug!("client connection spliced");
-    Some((live, upstream))
+        (Endpoint::Tcp(_), None) => None,
+    }
 }
 
 /// How long a splice waits for its upstream connection (TCP and TLS handshake included).
@@ -293,163 +282,6 @@ pub fn upstream_kind(shared: &Shared) -> &'static str {
 
 fn connection_counted(path: &'static str, client: &'static str, upstream: &'static str) {
     crate::metrics::front_connection(path, client, upstream);
-}
-
-/// Serves the streams of one HTTP/2 connection.
-pub async fn serve_connection<T>(io: T, shared: Arc<Shared>, shutdown: watch::Receiver<bool>)
-where
-    T: AsyncRead + AsyncWrite + Unpin,
-{
-    serve_connection_authorized(io, shared, shutdown, None).await
-}
-
-/// Serves one HTTP/2 connection whose peer may call only what `authorization` allows (the
-/// appliance listener's mTLS peers; `None`: anything, as on the UNIX socket). Each request
-/// carries it to [`handle`] as an extension.
-pub async fn serve_connection_authorized<T>(
-    io: T,
-    shared: Arc<Shared>,
-    shutdown: watch::Receiver<bool>,
-    authorization: Option<Arc<Authorization>>,
-) where
-    T: AsyncRead + AsyncWrite + Unpin,
-{
-    serve_connection_served(io, shared, shutdown, authorization, Served::default()).await
-}
-
-/// [`serve_connection_authorized`], marking `served` once a call completed.
-pub(crate) async fn serve_connection_served<T>(
-    io: T,
-    shared: Arc<Shared>,
-    mut shutdown: watch::Receiver<bool>,
-    authorization: Option<Arc<Authorization>>,
-    served: Served,
-) where
-    T: AsyncRead + AsyncWrite + Unpin,
-{
-    let limits = &shared.limits;
-    let (io, mut seen) = Watched::new(io, limits.max_resets_per_second);
-    // h2 enforces these the way the splice does (REFUSED_STREAM past the streams, GOAWAY
-    // ENHANCE_YOUR_CALM past the resets; a request past the header list is handed over marked,
-    // and `handle` answers it as the splice does), and checks every frame with the error codes
-    // RFC 9113 names (the vendored h2's patch, vendor/PATCHES.md).
-    let handshake = h2::server::Builder::new()
-        .initial_window_size(1 << 20)
-        // The window a connection may fill past the request budget (`held`): the same as the
-        // splice's (a tonic plugin's 1 MiB).
-        .initial_connection_window_size(1 << 20)
-        .max_concurrent_streams(limits.max_concurrent_streams)
-        .max_header_list_size(limits.max_header_list_size)
-        .max_pending_accept_reset_streams(limits.max_resets_per_second as usize)
-        .max_local_error_reset_streams(Some(limits.max_resets_per_second as usize))
-        .handshake(io);
-    let mut conn = match tokio::time::timeout(Duration::from_secs(10), handshake).await {
-        Ok(Ok(conn)) => conn,
-        Ok(Err(e)) => return tracing::debug!(error = %e, "HTTP/2 handshake failed"),
-        Err(_) => return tracing::debug!("HTTP/2 handshake timed out"),
-    };
-    let mut upstream = private_upstream(&shared).await;
-    let held = ConnectionHeld::default();
-    let mut calls = FuturesUnordered::new();
-    let mut going_away = *shutdown.borrow();
-    if going_away {
-        conn.graceful_shutdown();
-    }
-    // Reset whenever a call starts or ends; fires only while no call is open.
-    let idle_timeout = shared.limits.idle_timeout;
-    let mut idle = Box::pin(tokio::time::sleep(idle_timeout));
-    // Armed while a header block of the client's waits for its end (see `watched`).
-    let mut block = Box::pin(tokio::time::sleep(Duration::ZERO));
-    let mut block_open = false;
-    let mut watching = true;
-    loop {
-        tokio::select! {
-            changed = seen.changed(), if watching => match changed {
-                Ok(()) => {
-                    let now = *seen.borrow_and_update();
-                    if now.too_many_resets {
-                        tracing::debug!("client reset too many streams; connection closed");
-                        conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
-                        watching = false;
-                    }
-                    block_open = now.block_since.is_some() && watching;
-                    if let Some(since) = now.block_since {
-                        let at = since + limits.header_block_timeout;
-                        block.as_mut().reset(tokio::time::Instant::from_std(at));
-                    }
-                }
-                Err(_) => watching = false,
-            },
-            () = &mut block, if block_open => {
-                tracing::debug!("client header block not finished in time; connection closed");
-                conn.abrupt_shutdown(h2::Reason::PROTOCOL_ERROR);
-                block_open = false;
-                watching = false;
-            }
-            Some(()) = calls.next(), if !calls.is_empty() => {
-                served.mark();
-                idle.as_mut().reset(tokio::time::Instant::now() + idle_timeout);
-            }
-            () = &mut idle, if calls.is_empty() && !going_away && !idle_timeout.is_zero() => {
-                tracing::debug!("idle client connection asked to go away");
-                going_away = true;
-                conn.graceful_shutdown();
-            }
-            next = conn.accept() => match next {
-                Some(Ok((mut request, respond))) => {
-                    idle.as_mut().reset(tokio::time::Instant::now() + idle_timeout);
-                    if let Some(a) = &authorization {
-                        request.extensions_mut().insert(a.clone());
-                    }
-                    request.extensions_mut().insert(held.clone());
-                    let private = upstream.as_ref().map(|(c, _)| c.clone());
-                    calls.push(handle_owned(shared.clone(), private, request, respond, shutdown.clone()));
-                }
-                Some(Err(e)) => {
-                    tracing::debug!(error = %e, "client connection error");
-                    break;
-                }
-                None => break,
-            },
-            () = drive(&mut upstream), if upstream.is_some() => upstream = None,
-            _ = stopped(&mut shutdown), if !going_away => {
-                going_away = true;
-                conn.graceful_shutdown();
-            }
-        }
-    }
-    // The connection is closed: whatever is left can only notice that.
-    while calls.next().await.is_some() {}
-}
-
-async fn handle_owned(
-    shared: Arc<Shared>,
-    private: Option<Connection>,
-    request: http::Request<h2::RecvStream>,
-    respond: h2::server::SendResponse<bytes::Bytes>,
-    stopping: watch::Receiver<bool>,
-) {
-    handle(&shared, private, request, respond, stopping).await
-}
-
-/// A connection to the upstream for this front connection alone, once the upstream is live.
-async fn private_upstream(shared: &Shared) -> Option<(Connection, Driver)> {
-    let live = shared.upstream.live().ok()?;
-    match live.conn.redial_undriven(Duration::from_secs(2)).await {
-        Ok(pair) => Some(pair),
-        Err(e) => {
-            tracing::debug!(error = %e, "no private upstream connection; using the shared one");
-            None
-        }
-    }
-}
-
-/// Performs the private upstream connection's I/O until it ends.
-async fn drive(upstream: &mut Option<(Connection, Driver)>) {
-    match upstream {
-        Some((_, driver)) => driver.await,
-        None => std::future::pending().await,
-    }
 }
 
 /// Resolves once shutdown is signalled (holding no watch guard across awaits).

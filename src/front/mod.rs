@@ -1,15 +1,11 @@
 //! The front: the UNIX socket orchestrators call, the route table, and each call's path from
 //! request to reply.
 
-pub mod held;
 pub mod limits;
 pub mod listener;
-pub mod relay;
 pub mod router;
 pub mod services;
 pub mod socket;
-pub mod terminated;
-pub mod watched;
 
 use std::sync::Arc;
 

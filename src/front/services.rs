@@ -2,9 +2,8 @@
 //! socket with no proto files: server reflection (`grpc.reflection.v1` and `v1alpha`) over the
 //! descriptors of exactly the dialects the front serves, and `grpc.health.v1.Health` reflecting
 //! the upstream's Probe. The services are tonic's (`tonic-reflection`) or tonic-generated
-//! (`tonic-health`'s trait, implemented here), served as streams both ways: through a small
-//! bridge from the front's `h2` streams here, and by the splice (`splice::local_stream`).
-//! Either way, what a client can make them hold is bounded (`bounded`: the size of a request,
+//! (`tonic-health`'s trait, implemented here), served as streams both ways by the splice
+//! (`splice::local_stream`). What a client can make them hold is bounded (`bounded`: the size of a request,
 //! one reply owed at a time, the length of an error message), and health shares the plugin's
 //! Probe among all its callers (`Upstream::probe`).
 
@@ -14,15 +13,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::Stream;
-use h2::server::SendResponse;
-use h2::RecvStream;
 use http::{HeaderValue, Request, Response};
-use http_body_util::BodyExt;
-use hyper::body::{Body as _, Frame};
-use tokio::sync::watch;
 use tonic::body::Body;
 use tonic_health::pb::health_server::{Health, HealthServer};
 use tonic_health::pb::{
@@ -31,7 +24,7 @@ use tonic_health::pb::{
 use tower::ServiceExt;
 
 use crate::dialect::Dialect;
-use crate::grpc::{body::h2_status, status, Code, Status, CONTENT_TYPE};
+use crate::grpc::{Code, Status, CONTENT_TYPE};
 use crate::metrics::Origin;
 use crate::tls::Authorization;
 use crate::upstream::Upstream;
@@ -174,123 +167,6 @@ where
     })
 }
 
-/// Serves one stream of a terminated connection: requests streamed in, replies streamed out
-/// (reflection is a bidirectional stream, health Watch a server stream), until the reply ends,
-/// the client resets the stream, or the gateway shuts down (`stopping` turns true: the stream
-/// ends with UNAVAILABLE rather than hold the connection through the grace period). Returns
-/// the final status code. Reply bytes go out only as the client's window lets them (h2 would
-/// buffer any amount), and the reply's next frame is asked for only once they all went: a
-/// client that does not read holds the service up, not the gateway's memory.
-pub async fn serve(
-    handler: &Handler,
-    request: Request<RecvStream>,
-    respond: &mut SendResponse<Bytes>,
-    mut stopping: watch::Receiver<bool>,
-) -> Code {
-    let (parts, body) = request.into_parts();
-    let request = Request::from_parts(parts, Body::new(recv_body(body)));
-    let (parts, mut body) = handler(request).await.into_parts();
-    let code = status::from_headers(&parts.headers).map(|s| s.code());
-    let end = body.is_end_stream();
-    let Ok(mut send) = respond.send_response(Response::from_parts(parts, ()), end) else {
-        return Code::Cancelled;
-    };
-    if end {
-        return code.unwrap_or(Code::Ok);
-    }
-    // Reply bytes waiting for the client's window.
-    let mut unsent = Bytes::new();
-    loop {
-        let next = tokio::select! {
-            // Looked at first: a reset also ends the request, and so, often, the reply — with
-            // an OK the client never sees.
-            biased;
-            // A client that goes away (a Watch it no longer wants) ends the call; a window that
-            // opens lets the waiting reply bytes go.
-            event = std::future::poll_fn(|cx| poll_stream(&mut send, cx, !unsent.is_empty())) => {
-                match event {
-                    Some(room) => {
-                        let piece = unsent.split_to(room.min(unsent.len()));
-                        if send.send_data(piece, false).is_err() {
-                            return Code::Cancelled;
-                        }
-                        continue;
-                    }
-                    None => return Code::Cancelled,
-                }
-            }
-            next = body.frame(), if unsent.is_empty() => next,
-            () = stopped(&mut stopping) => {
-                let s = Status::unavailable("the gateway is shutting down");
-                let _ = send.send_trailers(status::to_headers(&s));
-                return s.code();
-            }
-        };
-        let frame = match next {
-            Some(Ok(frame)) => frame,
-            Some(Err(_)) => {
-                send.send_reset(h2::Reason::INTERNAL_ERROR);
-                return Code::Internal;
-            }
-            None => {
-                let _ = send.send_data(Bytes::new(), true);
-                return code.unwrap_or(Code::Ok);
-            }
-        };
-        match frame.into_data() {
-            Ok(data) => {
-                send.reserve_capacity(data.len());
-                unsent = data;
-            }
-            Err(frame) => {
-                let Ok(trailers) = frame.into_trailers() else {
-                    continue;
-                };
-                let code = status::from_headers(&trailers).map_or(Code::Unknown, |s| s.code());
-                return match send.send_trailers(trailers) {
-                    Ok(()) => code,
-                    Err(_) => Code::Cancelled, // the client reset the stream meanwhile
-                };
-            }
-        }
-    }
-}
-
-/// What happened on a reply stream: `None` if the client reset it (or it failed), else
-/// `Some(room)` once the client's window has room for reply bytes (only when `waiting` for it).
-fn poll_stream(
-    send: &mut h2::SendStream<Bytes>,
-    cx: &mut std::task::Context<'_>,
-    waiting: bool,
-) -> std::task::Poll<Option<usize>> {
-    use std::task::Poll;
-    if send.poll_reset(cx).is_ready() {
-        return Poll::Ready(None);
-    }
-    if !waiting {
-        return Poll::Pending;
-    }
-    if send.capacity() > 0 {
-        return Poll::Ready(Some(send.capacity()));
-    }
-    match send.poll_capacity(cx) {
-        Poll::Ready(Some(Ok(room))) if room > 0 => Poll::Ready(Some(room)),
-        Poll::Ready(Some(Ok(_))) => {
-            cx.waker().wake_by_ref(); // no waker was kept: look again
-            Poll::Pending
-        }
-        Poll::Pending => Poll::Pending,
-        Poll::Ready(Some(Err(_)) | None) => Poll::Ready(None),
-    }
-}
-
-/// Resolves once the gateway shuts down (never, if it can no longer say).
-async fn stopped(stopping: &mut watch::Receiver<bool>) {
-    if stopping.wait_for(|s| *s).await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
-
 /// The request of a call to `path` on the splice, whose `body` the splice feeds from the
 /// client's DATA frames (`splice::local_stream`).
 pub fn request(path: &str, body: Body) -> Result<Request<Body>, Status> {
@@ -306,32 +182,6 @@ pub fn request(path: &str, body: Body) -> Result<Request<Body>, Status> {
     );
     headers.insert("te", HeaderValue::from_static("trailers"));
     Ok(request)
-}
-
-/// The h2 request body as an HTTP body: data (returning flow-control credit as it is taken),
-/// then trailers.
-fn recv_body(
-    body: RecvStream,
-) -> http_body_util::StreamBody<impl Stream<Item = Result<Frame<Bytes>, Status>> + Send> {
-    let frames = futures_util::stream::unfold(Some((body, false)), |state| async move {
-        let (mut body, data_done) = state?;
-        if !data_done {
-            match body.data().await {
-                Some(Ok(data)) => {
-                    let _ = body.flow_control().release_capacity(data.len());
-                    return Some((Ok(Frame::data(data)), Some((body, false))));
-                }
-                Some(Err(e)) => return Some((Err(h2_status(&e, "reading the request")), None)),
-                None => {}
-            }
-        }
-        match body.trailers().await {
-            Ok(Some(trailers)) => Some((Ok(Frame::trailers(trailers)), None)),
-            Ok(None) => None,
-            Err(e) => Some((Err(h2_status(&e, "reading the request")), None)),
-        }
-    });
-    http_body_util::StreamBody::new(frames)
 }
 
 /// `grpc.health.v1.Health` for the service names the front serves (each CSI service of each

@@ -5,7 +5,7 @@ use http::{HeaderMap, HeaderValue};
 
 use csi_gateway_wire::headers;
 
-use super::{Code, Status, CONTENT_TYPE};
+use super::{Code, Status};
 
 /// Trailers (or trailers-only headers) that carry `status`.
 pub fn to_headers(status: &Status) -> HeaderMap {
@@ -29,17 +29,6 @@ pub fn ok_trailers() -> HeaderMap {
 pub fn from_headers(headers: &HeaderMap) -> Option<Status> {
     headers.get("grpc-status")?;
     Status::from_header_map(headers)
-}
-
-/// A complete trailers-only response for `status`.
-pub fn trailers_only(status: &Status) -> http::Response<()> {
-    let mut response = http::Response::new(());
-    *response.headers_mut() = to_headers(status);
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static(CONTENT_TYPE),
-    );
-    response
 }
 
 /// The status of a reply whose trailers went missing.

@@ -121,7 +121,7 @@ fn describe() {
     );
     describe_counter!(
         CONNECTIONS,
-        "Client connections accepted, by path (spliced or terminated), client side (unix, tls: the appliance listener) and upstream side (unix, tls, none: down)"
+        "Client connections accepted, by path (spliced, or unattached: no upstream connection of its own), client side (unix, tls: the appliance listener) and upstream side (unix, tls, none: down)"
     );
     describe_counter!(
         SERVICE_CALLS,

@@ -32,7 +32,7 @@
 //! frames are dropped, as RFC 9113 §5.5 lets a hop do.
 //!
 //! The upstream is never waited on past a bound. A call on it with a `grpc-timeout` whose reply
-//! has not ended by then gets DEADLINE_EXCEEDED from the gateway, as on the terminating path,
+//! has not ended by then gets DEADLINE_EXCEEDED from the gateway, as a call it answers does,
 //! and its stream is reset there (RST_STREAM CANCEL); the connection's deadlines share one
 //! timer (`deadlines`). The upstream's SETTINGS must come within `upstream.connect_timeout` of
 //! the client's preface, and its first frame must be SETTINGS: else (a plugin stopped, or not
@@ -67,7 +67,7 @@ use crate::upstream::Live;
 
 use crate::front::limits::{self, Limits, Rate};
 
-use super::io::{write, Io};
+use super::io::{write, Io, Unattached};
 use super::local_stream::{self, LocalStreams};
 use csi_gateway_wire::frame::{self, reason, Head, Kind, Reason};
 use csi_gateway_wire::headers;
@@ -109,7 +109,9 @@ type LocalOutcome = (u32, Instant, Report, Result<Vec<u8>, Status>);
 
 pub struct Splice<C, U> {
     shared: Arc<Shared>,
-    live: Arc<Live>,
+    /// The plugin this connection's upstream connection reaches; `None` on a connection
+    /// started without one when no plugin was ever detected (`unattached`).
+    live: Option<Arc<Live>>,
     client: C,
     upstream: U,
     from_client: BytesMut,
@@ -509,6 +511,25 @@ enum Broken {
     Upstream(String),
 }
 
+impl<C: Io> Splice<C, Unattached> {
+    /// A connection for which no upstream connection could be had at accept (the plugin down,
+    /// refusing, or not detected yet). It starts in the state a splice is in once its upstream
+    /// went away, except that the client is not asked to go: the gateway's own SETTINGS open
+    /// the client's side, and it answers every call itself on its shared upstream connection,
+    /// which waits for the plugin as far as each call's deadline allows (`call::answer`).
+    pub fn unattached(
+        shared: Arc<Shared>,
+        live: Option<Arc<Live>>,
+        client: C,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
+        let mut splice = Splice::build(shared, live, client, Unattached, shutdown);
+        splice.upstream_gone = true;
+        splice.own_preface();
+        splice
+    }
+}
+
 impl<C: Io, U: Io> Splice<C, U> {
     pub fn new(
         shared: Arc<Shared>,
@@ -517,8 +538,18 @@ impl<C: Io, U: Io> Splice<C, U> {
         upstream: U,
         shutdown: watch::Receiver<bool>,
     ) -> Splice<C, U> {
+        Splice::build(shared, Some(live), client, upstream, shutdown)
+    }
+
+    fn build(
+        shared: Arc<Shared>,
+        live: Option<Arc<Live>>,
+        client: C,
+        upstream: U,
+        shutdown: watch::Receiver<bool>,
+    ) -> Splice<C, U> {
         let limits = shared.limits.clone();
-        let client_decoder = client_decoder(&shared, &live);
+        let client_decoder = client_decoder(&shared, live.as_deref());
         Splice {
             shared,
             live,
@@ -598,8 +629,16 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
     }
 
+    /// What the upstream is called in messages and logs.
+    fn upstream_name(&self) -> String {
+        match &self.live {
+            Some(live) => live.conn.endpoint().to_string(),
+            None => "(no plugin detected)".to_string(),
+        }
+    }
+
     /// Lets the client call only what `authorization` allows: a stream to another CSI service
-    /// is answered by the splice with PERMISSION_DENIED, as the terminating path answers it.
+    /// is answered by the splice with PERMISSION_DENIED (`call::plan::admit`).
     pub fn authorized(mut self, authorization: Option<Arc<Authorization>>) -> Self {
         self.authorization = authorization;
         self
@@ -1689,13 +1728,15 @@ impl<C: Io, U: Io> Splice<C, U> {
         };
         let planned = match (route, &refused) {
             (Some(r), None) => {
-                let session = &self.live.session;
-                Some(plan::plan(
-                    &r,
-                    self.live.detected.dialect,
-                    session.requires_staging,
-                    !end_stream,
-                ))
+                let live = self.live.as_ref();
+                live.map(|live| {
+                    plan::plan(
+                        &r,
+                        live.detected.dialect,
+                        live.session.requires_staging,
+                        !end_stream,
+                    )
+                })
             }
             _ => None,
         };
@@ -1743,8 +1784,10 @@ impl<C: Io, U: Io> Splice<C, U> {
         report.service = service
             .as_ref()
             .map(|_| services::method_name(&report.path));
-        report.upstream_dialect = Some(self.live.detected.dialect);
-        report.driver = Some(self.live.driver_name.clone());
+        if let Some(live) = &self.live {
+            report.upstream_dialect = Some(live.detected.dialect);
+            report.driver = Some(live.driver_name.clone());
+        }
         let side = if let (true, Some(inline), Some(route)) = (relayed, inline, route) {
             self.own_streams = true;
             let window = self.client_initial_window;
@@ -1931,6 +1974,10 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// `last` is the request's last piece, not in its body yet: a request that came in one
     /// DATA frame (most) is translated from that frame, never copied.
     fn send_translated(&mut self, id: u32, last: &[u8]) {
+        let Some(live) = self.live.clone() else {
+            // Only a connection with an upstream of its own translates calls on it.
+            return self.fall_back(id);
+        };
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
@@ -1945,7 +1992,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             t.body.extend_from_slice(last);
         }
         let body = if t.body.is_empty() { last } else { &t.body[..] };
-        let outcome = call::inline_request(&self.live, t.route, t.path, body, report);
+        let outcome = call::inline_request(&live, t.route, t.path, body, report);
         if !matches!(outcome, call::Inline::Call(..)) && t.body.is_empty() {
             // Answered by the splice after all, which wants the request whole.
             t.body.extend_from_slice(last);
@@ -1953,14 +2000,9 @@ impl<C: Io, U: Io> Splice<C, U> {
         if let Some(early) = t.early.take() {
             // The plugin answered already: its answer, translated.
             let answer = match outcome {
-                call::Inline::Call(request, _) => call::inline_reply(
-                    &self.shared,
-                    &self.live,
-                    t.route,
-                    &request,
-                    Err(early),
-                    report,
-                ),
+                call::Inline::Call(request, _) => {
+                    call::inline_reply(&self.shared, &live, t.route, &request, Err(early), report)
+                }
                 call::Inline::Answer(answer) => answer,
                 call::Inline::Fallback => return self.fall_back(id),
             };
@@ -2449,7 +2491,8 @@ impl<C: Io, U: Io> Splice<C, U> {
         let handshake = self
             .upstream_asked
             .filter(|_| !self.server_preface && !self.upstream_gone)
-            .and_then(|asked| asked.checked_add(self.live.connect_timeout))
+            .zip(self.live.as_ref())
+            .and_then(|(asked, live)| asked.checked_add(live.connect_timeout))
             .map(|at| (at, Timeout::UpstreamHandshake));
         // Not inside the upstream's header block, where nothing of the splice's own may go to
         // the client: a call that expires then is answered once the block ends.
@@ -2544,9 +2587,10 @@ impl<C: Io, U: Io> Splice<C, U> {
                 None
             }
             Timeout::UpstreamHandshake => {
+                let timeout = self.live.as_ref().map(|l| l.connect_timeout);
                 let why = format!(
                     "no HTTP/2 SETTINGS within {:?} (upstream.connect_timeout)",
-                    self.live.connect_timeout
+                    timeout.unwrap_or_default()
                 );
                 self.upstream_lost(&why);
                 None
@@ -2611,7 +2655,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     }
 
     /// A call on the upstream whose deadline passed before its reply ended: answered
-    /// DEADLINE_EXCEEDED by the gateway, as the terminating path answers it
+    /// DEADLINE_EXCEEDED by the gateway, as a call it answers gets it
     /// (`call::answer::with_deadline`), and its stream reset on the upstream (RST_STREAM
     /// CANCEL), whose frames on it from then on are dropped (`reset_upstream`).
     fn deadline_exceeded(&mut self, id: u32) {
@@ -2621,7 +2665,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let timeout = stream.timeout.unwrap_or_default();
         let s = Status::deadline_exceeded(format!(
             "deadline of {timeout:?} exceeded waiting for upstream {}",
-            self.live.conn.endpoint()
+            self.upstream_name()
         ));
         tracing::debug!(
             stream = id,
@@ -2657,7 +2701,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         if self.ping_out {
             let why = format!("no keepalive ping reply within {:?}", k.timeout);
-            tracing::warn!(upstream = %self.live.conn.endpoint(), reason = %why, "upstream peer unresponsive; dropping the connection");
+            tracing::warn!(upstream = %self.upstream_name(), reason = %why, "upstream peer unresponsive; dropping the connection");
             self.ping_at = None;
             return self.upstream_lost(&why);
         }
@@ -3224,9 +3268,13 @@ impl<C: Io, U: Io> Splice<C, U> {
             // (`translate::identical::checked`): else only an error needs the translation, to
             // scrub it.
             Ok(message) if t.check.is_some() && !t.reply_translated => Ok(message.to_vec()),
-            plugin => {
-                call::inline_reply(&self.shared, &self.live, t.route, request, plugin, report)
-            }
+            plugin => match &self.live {
+                Some(live) => {
+                    call::inline_reply(&self.shared, live, t.route, request, plugin, report)
+                }
+                // Never: only a connection with an upstream of its own translates on it.
+                None => Err(Status::unavailable("no upstream connection")),
+            },
         };
         if let (Ok(message), Some(Code::Ok), true, false) = (
             &answer,
@@ -3303,13 +3351,13 @@ impl<C: Io, U: Io> Splice<C, U> {
                 "upstream connection lost; closing the client connection"
             );
             self.dead = true;
-            let why = format!("upstream {}: {why}", self.live.conn.endpoint());
+            let why = format!("upstream {}: {why}", self.upstream_name());
             return self.finish_all(Code::Unavailable, Origin::Gateway, &why);
         }
         if !self.server_preface {
             self.own_preface();
         }
-        let upstream = self.live.conn.endpoint().to_string();
+        let upstream = self.upstream_name();
         tracing::warn!(upstream = %upstream, reason = why, "upstream connection lost under a spliced client connection");
         let relayed: Vec<u32> = self
             .streams
@@ -3518,10 +3566,14 @@ impl<C, U> Drop for Splice<C, U> {
 
 /// The decoding context of a client's request blocks, keeping apart the table of the plugin
 /// they go on to where the splice rewrites a `:path` to one of another length.
-fn client_decoder(shared: &Shared, live: &Live) -> headers::Decoder {
+/// The client's decoder; it follows the `:path`s the upstream's dialect renames, which only a
+/// connection with an upstream of its own relays.
+fn client_decoder(shared: &Shared, live: Option<&Live>) -> headers::Decoder {
     let mut decoder = headers::Decoder::default();
-    let staging = live.session.requires_staging;
-    decoder.follow_renames(shared.router.renames(live.detected.dialect, staging));
+    if let Some(live) = live {
+        let staging = live.session.requires_staging;
+        decoder.follow_renames(shared.router.renames(live.detected.dialect, staging));
+    }
     decoder
 }
 

@@ -99,6 +99,43 @@ impl Io for tokio_rustls::client::TlsStream<csi_gateway_tls::tcp::Tcp> {
     const KIND: &'static str = "tls";
 }
 
+/// The upstream side of a splice that has none (`Splice::unattached`): the splice never reads
+/// or writes it, since it starts as if its upstream had gone; should it be asked to, it is a
+/// stream at its end.
+pub struct Unattached;
+
+impl AsyncRead for Unattached {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        _: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for Unattached {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        _: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Poll::Ready(Err(ErrorKind::NotConnected.into()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl Io for Unattached {
+    const KIND: &'static str = "none";
+}
+
 /// Writes as much of `buf` as the stream takes now, then pushes on what the stream itself still
 /// holds (TLS records rustls sealed but the socket did not take); `Ok(true)` if anything of
 /// `buf` was written. A stream that holds bytes has registered for the socket's writability,

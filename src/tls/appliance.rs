@@ -15,7 +15,6 @@ use tokio::task::JoinSet;
 
 use super::Acceptor;
 use crate::front::{listener, Shared};
-use crate::metrics;
 
 /// Serves the appliance listener until `shutdown`, then gives connections `grace` to finish.
 /// At most `max_connections` are served at once, by the UNIX listener's rule
@@ -29,7 +28,6 @@ pub async fn serve(
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
     grace: Duration,
-    splice: bool,
     max_connections: usize,
 ) {
     let mut connections = JoinSet::new();
@@ -49,7 +47,7 @@ pub async fn serve(
                     let marked = served.clone();
                     let task = connections.spawn(async move {
                         csi_gateway_tls::tcp_keepalive(&tcp, acceptor.settings().tcp_keepalive);
-                        connection(tcp, addr, &acceptor, shared, shutdown, splice, marked).await
+                        connection(tcp, addr, &acceptor, shared, shutdown, marked).await
                     });
                     slots.add(task, served);
                 }
@@ -109,17 +107,11 @@ async fn connection(
     acceptor: &Acceptor,
     shared: Arc<Shared>,
     shutdown: watch::Receiver<bool>,
-    splice: bool,
     served: listener::Served,
 ) {
     let Some((stream, authorization)) = acceptor.handshake(tcp, addr).await else {
         return;
     };
     let authorization = Some(Arc::new(authorization));
-    if splice {
-        listener::splice_or_serve_served(stream, shared, shutdown, authorization, served).await
-    } else {
-        metrics::front_connection("terminated", "tls", listener::upstream_kind(&shared));
-        listener::serve_connection_served(stream, shared, shutdown, authorization, served).await
-    }
+    listener::serve_connection(stream, shared, shutdown, authorization, served).await
 }

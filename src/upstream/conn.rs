@@ -81,14 +81,6 @@ impl Connection {
         Ok(conn)
     }
 
-    /// Another connection to the same endpoint, made the same way (TLS included).
-    pub async fn redial_undriven(
-        &self,
-        timeout: Duration,
-    ) -> Result<(Connection, Driver), ConnectError> {
-        Connection::dial_undriven(&self.endpoint, self.tls.as_ref(), timeout).await
-    }
-
     /// Dials a UNIX socket, or a TCP endpoint over mutual TLS (never plaintext TCP).
     pub async fn dial_undriven(
         endpoint: &Endpoint,
@@ -237,7 +229,7 @@ fn not_http2(e: &h2::Error) -> bool {
 /// (GOAWAY ENHANCE_YOUR_CALM, `too_many_data_frames`). Its default follows the connection
 /// window: 32 KiB at HTTP/2's 64 KiB, some 150 unary replies (a small message, then trailers)
 /// that arrived together before their calls read them — 400 translated calls at once on one
-/// terminated connection lost the upstream connection, and all their calls with it. Room here
+/// client connection once lost the upstream connection, and all their calls with it. Room here
 /// for 16,384 such replies at once: the plugin is the gateway's own upstream, and the data it
 /// may send is still bounded by the window.
 const DATA_FRAME_BUDGET: usize = 16 * 1024 * 256;

@@ -35,16 +35,32 @@ impl Gateway {
         Gateway::start_through(&[], upstream, legacy, extra).await
     }
 
-    /// [`Gateway::start`] spliced or not (`splice`), its metrics served on a free local port,
-    /// returned with it.
-    pub async fn start_with_metrics(upstream: &Path, legacy: &str, splice: bool) -> (Gateway, u16) {
+    /// [`FrontPath::start`], its metrics served on a free local port, returned with it.
+    pub async fn start_with_metrics(
+        upstream: &Path,
+        legacy: &str,
+        path: FrontPath,
+    ) -> (Gateway, u16) {
         let port = crate::free_port();
-        let flags = [
-            format!("--splice={splice}"),
-            format!("--metrics-listen=127.0.0.1:{port}"),
-        ];
-        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-        (Gateway::start(upstream, legacy, &flags).await, port)
+        let flag = format!("--metrics-listen=127.0.0.1:{port}");
+        (path.start(upstream, legacy, &[&flag]).await, port)
+    }
+
+    /// A gateway whose client connections are all unattached while its plugin runs: it is
+    /// started on a symbolic link to `upstream`'s socket, removed once the plugin is detected.
+    /// Its shared upstream connection, made through the link, stays; the connection of its own
+    /// that each client connection dials fails (no such file), as when the plugin is away.
+    /// The link is `upstream` with `.link` appended, so that messages naming the gateway's
+    /// upstream name the plugin's socket path too.
+    pub async fn start_unattached(upstream: &Path, legacy: &str, extra: &[&str]) -> Gateway {
+        let link = PathBuf::from(format!("{}.link", upstream.display()));
+        std::os::unix::fs::symlink(upstream, &link).expect("symlink to the plugin's socket");
+        let flag = format!("--upstream=unix://{}", link.display());
+        let mut flags = vec![flag.as_str()];
+        flags.extend(extra.iter().filter(|f| !f.starts_with("--upstream=")));
+        let g = Gateway::start(upstream, legacy, &flags).await;
+        fs::remove_file(&link).expect("removing the link");
+        g
     }
 
     /// [`Gateway::start`] through `wrapper`, which must end by exec'ing its arguments (so the
@@ -278,21 +294,45 @@ impl Drop for Run {
     }
 }
 
-/// The path a client connection takes through the gateway.
-#[derive(Clone, Copy, Debug)]
+/// The state a client connection of the gateway's starts in: the one HTTP/2 front (the splice)
+/// in each upstream state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FrontPath {
     /// Spliced onto an upstream connection of its own (the default).
     Spliced,
-    /// HTTP/2 terminated on both sides (`--splice=false`).
-    Terminated,
+    /// Unattached: no upstream connection of its own could be had at accept, so the gateway
+    /// answers the connection's calls itself on its shared upstream connection.
+    Unattached,
 }
 
 impl FrontPath {
-    /// The gateway's flags for this path.
-    pub fn args(self) -> &'static [&'static str] {
+    pub const BOTH: [FrontPath; 2] = [FrontPath::Spliced, FrontPath::Unattached];
+
+    /// A gateway whose client connections start in this state ([`Gateway::start`] or
+    /// [`Gateway::start_unattached`]).
+    pub async fn start(self, upstream: &Path, legacy: &str, extra: &[&str]) -> Gateway {
         match self {
-            FrontPath::Spliced => &[],
-            FrontPath::Terminated => &["--splice=false"],
+            FrontPath::Spliced => Gateway::start(upstream, legacy, extra).await,
+            FrontPath::Unattached => Gateway::start_unattached(upstream, legacy, extra).await,
+        }
+    }
+
+    /// Lets the gateway reach `upstream`'s plugin once it is started again: an unattached
+    /// gateway's link to it is made again (its connections accepted before stay unattached,
+    /// as a plugin that was away at their accept leaves them).
+    pub fn plugin_back(self, upstream: &Path) {
+        if self == FrontPath::Unattached {
+            let link = PathBuf::from(format!("{}.link", upstream.display()));
+            let _ = fs::remove_file(&link);
+            std::os::unix::fs::symlink(upstream, &link).expect("symlink to the plugin's socket");
+        }
+    }
+
+    /// The name tests print.
+    pub fn name(self) -> &'static str {
+        match self {
+            FrontPath::Spliced => "spliced",
+            FrontPath::Unattached => "unattached",
         }
     }
 }

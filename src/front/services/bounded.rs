@@ -1,6 +1,5 @@
-//! What a gateway service takes from a client and gives back, bounded, on every path (the
-//! splice's local streams and the terminated front both call the services through
-//! [`Handler`]s, which [`bounded`] wraps):
+//! What a gateway service takes from a client and gives back, bounded (the splice's local
+//! streams call the services through [`Handler`]s, which [`bounded`] wraps):
 //!
 //! - Request messages over [`MAX_REQUEST_BYTES`] end the call RESOURCE_EXHAUSTED as soon as
 //!   their length prefix arrives (the services' requests are a symbol or a service name; a

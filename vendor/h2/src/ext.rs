@@ -53,9 +53,3 @@ impl fmt::Debug for Protocol {
         self.value.fmt(f)
     }
 }
-
-/// csi-gateway patch (vendor/PATCHES.md): marks a request, in its extensions, whose header list
-/// was over the server's SETTINGS_MAX_HEADER_LIST_SIZE. Its fields past the limit are left out;
-/// the application answers it (h2 used to answer such a request with HTTP 431 itself).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct HeaderListTooLarge;

@@ -38,10 +38,6 @@ struct FrameDecoder {
     max_continuation_frames: usize,
 
     partial: Option<Partial>,
-
-    /// csi-gateway patch (vendor/PATCHES.md): whether the peer's first frame, which RFC 9113
-    /// §3.4 requires to be SETTINGS, has come.
-    settings_seen: bool,
 }
 
 /// Partially loaded headers frame
@@ -127,7 +123,6 @@ impl FrameDecoder {
                 max_frame_size,
             ),
             partial: None,
-            settings_seen: false,
         }
     }
 
@@ -171,17 +166,6 @@ fn decode_frame(decoder: &mut FrameDecoder, mut bytes: BytesMut) -> Result<Optio
 
     tracing::trace!(frame.kind = ?kind);
 
-    // csi-gateway patch (vendor/PATCHES.md): RFC 9113 §3.4 — each side's preface ends with a
-    // SETTINGS frame (not an ACK), so any other first frame is an invalid preface, a
-    // connection error of type PROTOCOL_ERROR; h2 used to answer a PING sent before it.
-    if !decoder.settings_seen {
-        if kind != Kind::Settings || head.flag() & 0x1 != 0 {
-            proto_err!(conn: "first frame is {:?}, not SETTINGS", kind);
-            return Err(Error::library_go_away(Reason::PROTOCOL_ERROR));
-        }
-        decoder.settings_seen = true;
-    }
-
     macro_rules! header_block {
         ($frame:ident, $head:ident, $bytes:ident) => ({
             // Drop the frame header
@@ -223,7 +207,7 @@ fn decode_frame(decoder: &mut FrameDecoder, mut bytes: BytesMut) -> Result<Optio
                 },
                 Err(e) => {
                     proto_err!(conn: "failed HPACK decoding; err={:?}", e);
-                    return Err(Error::library_go_away(connection_error_reason(&e)));
+                    return Err(Error::library_go_away(Reason::PROTOCOL_ERROR));
                 }
             }
 
@@ -249,7 +233,7 @@ fn decode_frame(decoder: &mut FrameDecoder, mut bytes: BytesMut) -> Result<Optio
 
             res.map_err(|e| {
                 proto_err!(conn: "failed to load SETTINGS frame; err={:?}", e);
-                Error::library_go_away(connection_error_reason(&e))
+                Error::library_go_away(Reason::PROTOCOL_ERROR)
             })?
             .into()
         }
@@ -258,7 +242,7 @@ fn decode_frame(decoder: &mut FrameDecoder, mut bytes: BytesMut) -> Result<Optio
 
             res.map_err(|e| {
                 proto_err!(conn: "failed to load PING frame; err={:?}", e);
-                Error::library_go_away(connection_error_reason(&e))
+                Error::library_go_away(Reason::PROTOCOL_ERROR)
             })?
             .into()
         }
@@ -267,7 +251,7 @@ fn decode_frame(decoder: &mut FrameDecoder, mut bytes: BytesMut) -> Result<Optio
 
             res.map_err(|e| {
                 proto_err!(conn: "failed to load WINDOW_UPDATE frame; err={:?}", e);
-                Error::library_go_away(connection_error_reason(&e))
+                Error::library_go_away(Reason::PROTOCOL_ERROR)
             })?
             .into()
         }
@@ -287,7 +271,7 @@ fn decode_frame(decoder: &mut FrameDecoder, mut bytes: BytesMut) -> Result<Optio
             let res = frame::Reset::load(head, &bytes[frame::HEADER_LEN..]);
             res.map_err(|e| {
                 proto_err!(conn: "failed to load RESET frame; err={:?}", e);
-                Error::library_go_away(connection_error_reason(&e))
+                Error::library_go_away(Reason::PROTOCOL_ERROR)
             })?
             .into()
         }
@@ -295,7 +279,7 @@ fn decode_frame(decoder: &mut FrameDecoder, mut bytes: BytesMut) -> Result<Optio
             let res = frame::GoAway::load(head, &bytes[frame::HEADER_LEN..]);
             res.map_err(|e| {
                 proto_err!(conn: "failed to load GO_AWAY frame; err={:?}", e);
-                Error::library_go_away(connection_error_reason(&e))
+                Error::library_go_away(Reason::PROTOCOL_ERROR)
             })?
             .into()
         }
@@ -316,13 +300,6 @@ fn decode_frame(decoder: &mut FrameDecoder, mut bytes: BytesMut) -> Result<Optio
                     let id = head.stream_id();
                     proto_err!(stream: "PRIORITY invalid dependency ID; stream={:?}", id);
                     return Err(Error::library_reset(id, Reason::PROTOCOL_ERROR));
-                }
-                // csi-gateway patch (vendor/PATCHES.md): RFC 9113 §6.3 — a PRIORITY frame
-                // whose length is not 5 is a stream error of type FRAME_SIZE_ERROR.
-                Err(frame::Error::InvalidPayloadLength) => {
-                    let id = head.stream_id();
-                    proto_err!(stream: "PRIORITY of the wrong length; stream={:?}", id);
-                    return Err(Error::library_reset(id, Reason::FRAME_SIZE_ERROR));
                 }
                 Err(e) => {
                     proto_err!(conn: "failed to load PRIORITY frame; err={:?};", e);
@@ -413,7 +390,7 @@ fn decode_frame(decoder: &mut FrameDecoder, mut bytes: BytesMut) -> Result<Optio
                 }
                 Err(e) => {
                     proto_err!(conn: "failed HPACK decoding; err={:?}", e);
-                    return Err(Error::library_go_away(connection_error_reason(&e)));
+                    return Err(Error::library_go_away(Reason::PROTOCOL_ERROR));
                 }
             }
 
@@ -431,36 +408,6 @@ fn decode_frame(decoder: &mut FrameDecoder, mut bytes: BytesMut) -> Result<Optio
     };
 
     Ok(Some(frame))
-}
-
-/// csi-gateway patch (vendor/PATCHES.md): the error code RFC 9113 names for a connection
-/// error in loading a frame, where h2 answered PROTOCOL_ERROR to all of them.
-fn connection_error_reason(e: &frame::Error) -> Reason {
-    use hpack::DecoderError::*;
-    match e {
-        // §4.2, §6.4, §6.5, §6.7, §6.8, §6.9: a frame too short for its mandatory fields or of
-        // a length its type forbids (PING not 8, SETTINGS not a multiple of 6, SETTINGS ACK
-        // not empty, WINDOW_UPDATE and RST_STREAM not 4, GOAWAY under 8).
-        frame::Error::BadFrameSize
-        | frame::Error::InvalidPayloadLength
-        | frame::Error::InvalidPayloadAckSettings => Reason::FRAME_SIZE_ERROR,
-        // §6.5.2: SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1.
-        frame::Error::InvalidInitialWindowSize => Reason::FLOW_CONTROL_ERROR,
-        // §4.3: a field block that cannot be decompressed (a bad representation, index,
-        // integer or Huffman code, a table size update out of place or over the limit, a block
-        // that ends mid-field). A field that decodes but is not valid HTTP (a bad name, value
-        // or pseudo-header) stays a PROTOCOL_ERROR.
-        frame::Error::Hpack(
-            InvalidRepresentation
-            | InvalidIntegerPrefix
-            | InvalidTableIndex
-            | InvalidHuffmanCode
-            | InvalidMaxDynamicSize
-            | IntegerOverflow
-            | NeedMore(_),
-        ) => Reason::COMPRESSION_ERROR,
-        _ => Reason::PROTOCOL_ERROR,
-    }
 }
 
 impl<T> Stream for FramedRead<T>

@@ -141,10 +141,6 @@ pub enum Error {
     /// An invalid setting value was provided
     InvalidSettingValue,
 
-    /// csi-gateway patch (vendor/PATCHES.md): SETTINGS_INITIAL_WINDOW_SIZE over 2^31-1, which
-    /// RFC 9113 §6.5.2 makes a FLOW_CONTROL_ERROR, unlike the other invalid values.
-    InvalidInitialWindowSize,
-
     /// An invalid window update value
     InvalidWindowUpdateValue,
 

@@ -174,8 +174,7 @@ impl Settings {
                 }
                 Some(InitialWindowSize(val)) => {
                     if val as usize > MAX_INITIAL_WINDOW_SIZE {
-                        // csi-gateway patch (vendor/PATCHES.md): a FLOW_CONTROL_ERROR.
-                        return Err(Error::InvalidInitialWindowSize);
+                        return Err(Error::InvalidSettingValue);
                     } else {
                         settings.initial_window_size = Some(val);
                     }

@@ -218,12 +218,7 @@ impl Recv {
             }
         }
 
-        // csi-gateway patch (vendor/PATCHES.md): a server hands a request whose header list is
-        // over its SETTINGS_MAX_HEADER_LIST_SIZE to the application, marked with
-        // `ext::HeaderListTooLarge`, so that the application answers it in its own protocol (a
-        // gRPC server: RESOURCE_EXHAUSTED; a gRPC client reads an HTTP 431 as UNKNOWN).
-        let over_size = frame.is_over_size() && counts.peer().is_server();
-        if frame.is_over_size() && !over_size {
+        if frame.is_over_size() {
             // A frame is over size if the decoded header block was bigger than
             // SETTINGS_MAX_HEADER_LIST_SIZE.
             //
@@ -260,12 +255,9 @@ impl Recv {
         }
 
         if !pseudo.is_informational() {
-            let mut message = counts
+            let message = counts
                 .peer()
                 .convert_poll_message(pseudo, fields, stream_id)?;
-            if let (true, peer::PollMessage::Server(request)) = (over_size, &mut message) {
-                request.extensions_mut().insert(crate::ext::HeaderListTooLarge);
-            }
 
             // Push the frame onto the stream's recv buffer
             stream
