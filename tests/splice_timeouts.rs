@@ -1,4 +1,4 @@
-//! The spliced path's bounds on the plugin (`src/splice/conn.rs`), from outside: a call whose
+//! The spliced path's bounds on the plugin (`src/splice/conn/`), from outside: a call whose
 //! `grpc-timeout` passes before the plugin's reply ended gets DEADLINE_EXCEEDED from the gateway
 //! and its stream is reset on the plugin, the plugin's late frames never reaching the client;
 //! a splice's own connection to the plugin that brings no SETTINGS (a stopped plugin) or

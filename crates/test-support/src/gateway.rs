@@ -23,6 +23,8 @@ pub struct Gateway {
     /// A command the gateway is started through (`sh -c '…; exec "$0" "$@"'`), if any.
     wrapper: Vec<String>,
     child: Option<Child>,
+    /// The link to the plugin's socket an unattached gateway starts on, until it is removed.
+    link: Option<PathBuf>,
     log: PathBuf,
     root: tempfile::TempDir,
 }
@@ -58,9 +60,7 @@ impl Gateway {
         let flag = format!("--upstream=unix://{}", link.display());
         let mut flags = vec![flag.as_str()];
         flags.extend(extra.iter().filter(|f| !f.starts_with("--upstream=")));
-        let g = Gateway::start(upstream, legacy, &flags).await;
-        fs::remove_file(&link).expect("removing the link");
-        g
+        Gateway::start_linked(&[], upstream, legacy, &flags, Some(link)).await
     }
 
     /// [`Gateway::start`] through `wrapper`, which must end by exec'ing its arguments (so the
@@ -70,6 +70,19 @@ impl Gateway {
         upstream: &Path,
         legacy: &str,
         extra: &[&str],
+    ) -> Gateway {
+        Gateway::start_linked(wrapper, upstream, legacy, extra, None).await
+    }
+
+    /// [`Gateway::start_through`]; `link`, if any, is removed once the plugin is detected and
+    /// before the readiness check connects (`wait_ready`), so that no client connection of
+    /// the test's gets an upstream connection of its own through it.
+    async fn start_linked(
+        wrapper: &[&str],
+        upstream: &Path,
+        legacy: &str,
+        extra: &[&str],
+        link: Option<PathBuf>,
     ) -> Gateway {
         let root = tempfile::tempdir().expect("tempdir");
         let socket = root.path().join("sock").join("csi.sock");
@@ -93,6 +106,7 @@ impl Gateway {
             args,
             wrapper: wrapper.iter().map(|s| s.to_string()).collect(),
             child: None,
+            link,
             log: root.path().join("gateway.log"),
             root,
         };
@@ -139,6 +153,9 @@ impl Gateway {
                 );
             }
             let detected = self.log_text().matches("upstream connected").count() > before;
+            if let Some(link) = self.link.take_if(|_| detected) {
+                fs::remove_file(&link).expect("removing the link");
+            }
             if detected && std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
                 return;
             }

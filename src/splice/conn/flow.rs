@@ -1,0 +1,272 @@
+//! Flow control and the gateway's buffer budget: the client's windows counted and enforced
+//! (RFC 9113 §6.9.1), window granted for what the splice consumes, withheld while the gateway
+//! has no room, and the connection window owed to either side.
+
+use super::*;
+
+impl<C: Io, U: Io> Splice<C, U> {
+    /// Window granted the client on `stream` (0: the connection), by the splice or by the
+    /// upstream through it: counted where the client may send it (`client_credit`).
+    pub(super) fn granted(&mut self, stream: u32, n: u32) {
+        if stream == 0 {
+            self.client_credit += n as i64;
+        } else if let Some(s) = self.streams.get_mut(&stream) {
+            s.credit += n as i64;
+        }
+    }
+
+    /// The splice grants the client `n` more bytes of window on `stream` (0: the connection).
+    pub(super) fn grant(&mut self, stream: u32, n: u32) {
+        frame::put_window_update(self.own_out(), stream, n);
+        self.granted(stream, n);
+    }
+
+    /// A client DATA frame of `len` bytes, against the windows the client was granted (RFC
+    /// 9113 §6.9.1). Past the connection's: a connection error, FLOW_CONTROL_ERROR (the
+    /// gateway cannot tell what else the client sent past it). Past only the stream's: a
+    /// stream error (§5.4.2), so that the connection's other calls go on; the frame is dropped
+    /// and its connection window given back, as for any frame not passed on. `false` then.
+    pub(super) fn within_window(&mut self, id: u32, len: usize) -> Result<bool, Broken> {
+        self.client_credit -= len as i64;
+        if self.client_credit < 0 {
+            return Err(Broken::Client(
+                "DATA past the connection's flow-control window",
+                reason::FLOW_CONTROL_ERROR,
+            ));
+        }
+        let Some(stream) = self.streams.get_mut(&id).filter(|s| !s.request_done) else {
+            return Ok(true);
+        };
+        stream.credit -= len as i64;
+        if stream.credit >= 0 {
+            return Ok(true);
+        }
+        self.grant(0, len as u32);
+        self.stream_error(
+            id,
+            reason::FLOW_CONTROL_ERROR,
+            "DATA past the stream's flow-control window",
+        );
+        Ok(false)
+    }
+
+    pub(super) fn client_window_update(
+        &mut self,
+        stream: u32,
+        n: u32,
+        whole: &[u8],
+    ) -> Result<(), Broken> {
+        if stream == 0 {
+            if n == 0 {
+                return Err(Broken::Client("WINDOW_UPDATE of 0", reason::PROTOCOL_ERROR));
+            }
+            self.window += n as i64;
+            if self.window > frame::MAX_WINDOW {
+                return Err(Broken::Client(
+                    "connection window over 2^31-1",
+                    reason::FLOW_CONTROL_ERROR,
+                ));
+            }
+            // Keep back what the splice's own replies took, so the upstream's idea of the
+            // window is never more than the client's.
+            let repay = self.debt.min(n as u64);
+            self.debt -= repay;
+            let forward = n - repay as u32;
+            if forward == n {
+                self.to_upstream.extend_from_slice(whole);
+            } else if forward > 0 {
+                frame::put_window_update(&mut self.to_upstream, 0, forward);
+            }
+            return Ok(());
+        }
+        self.idle_stream_check(stream, "WINDOW_UPDATE")?;
+        let side = self.streams.get_mut(&stream).map(|s| &mut s.side);
+        let own_window = match side {
+            Some(Side::Local(l)) => Some(&mut l.window),
+            Some(Side::Translated(t)) => Some(&mut t.window),
+            _ => None,
+        };
+        if let Some(window) = own_window {
+            *window += n as i64;
+            if n == 0 || *window > frame::MAX_WINDOW {
+                let code = if n == 0 {
+                    reason::PROTOCOL_ERROR
+                } else {
+                    reason::FLOW_CONTROL_ERROR
+                };
+                frame::put_rst_stream(self.own_out(), stream, code);
+                self.end_stream(stream, Code::Internal, Origin::Client, bad_window_update());
+            }
+            return Ok(());
+        }
+        match self.streams.get_mut(&stream).map(|s| &mut s.side) {
+            Some(Side::Local(_)) | Some(Side::Translated(_)) => {}
+            Some(Side::Relayed) => self.to_upstream.extend_from_slice(whole),
+            Some(Side::Service) => {
+                let bad = match n {
+                    0 => Some(reason::PROTOCOL_ERROR),
+                    n => (!self.services.window_update(stream, n))
+                        .then_some(reason::FLOW_CONTROL_ERROR),
+                };
+                if let Some(code) = bad {
+                    frame::put_rst_stream(self.own_out(), stream, code);
+                    self.end_stream(stream, Code::Internal, Origin::Client, bad_window_update());
+                }
+            }
+            // A stream that has ended: nothing is sent on it any more; an increment of 0 is
+            // still an error (RFC 9113 §6.9).
+            None if n == 0 => frame::put_rst_stream(self.own_out(), stream, reason::PROTOCOL_ERROR),
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// `n` more request bytes held for a local call, on the connection's count and the
+    /// gateway's (`Shared::buffered`).
+    pub(super) fn hold(&mut self, n: usize) {
+        self.local_bodies += n;
+        self.shared.buffered.take(n);
+    }
+
+    pub(super) fn let_go(&mut self, n: usize) {
+        self.local_bodies -= n;
+        self.shared.buffered.give(n);
+    }
+
+    /// `n` more reply bytes held for the client, on the connection's count and the gateway's.
+    pub(super) fn hold_reply(&mut self, n: usize) {
+        self.replies_held += n;
+        self.shared.buffered.take(n);
+    }
+
+    pub(super) fn let_go_reply(&mut self, n: usize) {
+        self.replies_held -= n;
+        self.shared.buffered.give(n);
+    }
+
+    /// What this connection holds, of requests and replies, on the gateway's count.
+    pub(super) fn holds(&self) -> usize {
+        self.local_bodies + self.services_held + self.replies_held
+    }
+
+    /// Whether the client may be granted more window now: the connection and the gateway may
+    /// hold more.
+    pub(super) fn may_grant(&self) -> bool {
+        self.holds() < limits::CONNECTION_BUFFERED && self.shared.buffered.room()
+    }
+
+    /// Whether the upstream is read: not while this connection holds replies and it or the
+    /// gateway may hold no more. The plugin's replies then wait in the plugin, paced by flow
+    /// control, rather than in the gateway.
+    pub(super) fn reads_upstream(&self) -> bool {
+        self.replies_held == 0 || self.may_grant()
+    }
+
+    /// The upstream has not been read for `BUDGET_WAIT`. Replies whole and waiting for the
+    /// client free their room as it reads; translated replies still coming would hold theirs
+    /// without end (every connection's waiting for another's room): the largest is answered
+    /// RESOURCE_EXHAUSTED, its stream reset on the upstream, and what it held let go.
+    pub(super) fn make_reply_room(&mut self) {
+        self.replies_paused = Some(Instant::now());
+        let largest = self
+            .streams
+            .iter()
+            .filter_map(|(id, s)| match &s.side {
+                Side::Translated(t) if !s.reply_done && !t.reply.is_empty() => {
+                    Some((t.reply.len(), *id))
+                }
+                _ => None,
+            })
+            .max();
+        let Some((held, id)) = largest else {
+            return;
+        };
+        tracing::debug!(
+            stream = id,
+            held,
+            "translated reply refused: no room to hold it"
+        );
+        let head_sent = self.streams.get(&id).is_some_and(|s| s.reply_started);
+        let refusal = Status::resource_exhausted(format!(
+            "the gateway holds all the replies it may (max_buffered_bytes, or {} bytes on this connection); this one waited {:?} for room",
+            limits::CONNECTION_BUFFERED,
+            limits::BUDGET_WAIT,
+        ));
+        self.release_translated(id);
+        self.reply_translated(id, Err(refusal), head_sent);
+    }
+
+    /// Connection window for `n` bytes of a local call's request the splice consumed: given
+    /// back now if the connection and the gateway may hold more, else once they may
+    /// (`withheld`), so that a client obeying flow control sends no more meanwhile.
+    pub(super) fn give_back(&mut self, n: u32) {
+        self.withheld += n as u64;
+        if self.withheld > 0 && self.withheld_since.is_none() {
+            self.withheld_since = Some(self.now);
+        }
+        self.grant_withheld();
+    }
+
+    pub(super) fn grant_withheld(&mut self) {
+        if self.withheld == 0 || !self.may_grant() {
+            return;
+        }
+        // Never more than a window may be: only a client sending past its window withholds more.
+        let n = std::mem::take(&mut self.withheld).min(frame::MAX_WINDOW as u64);
+        self.withheld_since = None;
+        self.grant(0, n as u32);
+    }
+
+    /// Window withheld `BUDGET_WAIT`: the connection's largest unfinished local request is
+    /// answered RESOURCE_EXHAUSTED now and what it held let go.
+    pub(super) fn make_room(&mut self) {
+        self.withheld_since = Some(Instant::now());
+        let largest = self
+            .streams
+            .iter()
+            .filter_map(|(id, s)| match &s.side {
+                Side::Local(l) if !s.request_done && l.cancel.is_none() && !l.body.is_empty() => {
+                    Some((l.body.len(), *id))
+                }
+                _ => None,
+            })
+            .max();
+        let refusal = limits::no_room();
+        // A service's stream, if it holds more: ended at the services' next poll.
+        if let Some((held, id)) = self.services.largest_unfinished() {
+            if largest.is_none_or(|(local, _)| held > local) {
+                tracing::debug!(
+                    stream = id,
+                    held,
+                    "service request refused: no room to buffer it"
+                );
+                self.services.refuse(id, refusal);
+                return;
+            }
+        }
+        let Some((_, id)) = largest else {
+            return;
+        };
+        let Some(Side::Local(local)) = self.streams.get_mut(&id).map(|s| &mut s.side) else {
+            return;
+        };
+        local.refused = Some(refusal);
+        let held = std::mem::take(&mut local.body).len();
+        tracing::debug!(stream = id, held, "request refused: no room to buffer it");
+        self.let_go(held);
+        self.start_local(id);
+        self.grant_withheld();
+    }
+
+    /// Nets the window owed to the upstream against what the splice's own replies took, and
+    /// gives back the rest once it is worth a frame.
+    pub(super) fn settle_owed(&mut self) {
+        let net = self.owed_upstream.min(self.debt);
+        self.owed_upstream -= net;
+        self.debt -= net;
+        if self.owed_upstream >= OWED_UPSTREAM_FLUSH && !self.upstream_gone {
+            frame::put_window_update(&mut self.to_upstream, 0, self.owed_upstream as u32);
+            self.owed_upstream = 0;
+        }
+    }
+}

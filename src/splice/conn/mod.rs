@@ -1,0 +1,757 @@
+//! One spliced client connection: its frames read, looked at and written on in a single poll
+//! loop, with the upstream connection that belongs to it alone.
+//!
+//! What passes unchanged: every frame of a relayed stream (HEADERS, CONTINUATION, DATA,
+//! WINDOW_UPDATE, RST_STREAM, PRIORITY) and the connection's WINDOW_UPDATEs, so that flow
+//! control runs end to end as if directly connected. Stream ids are the client's own. Request
+//! header blocks are re-encoded once needed (see `headers`), which frees the splice to answer
+//! some streams itself: those whose method needs translation, or that the gateway refuses. A
+//! call of another dialect whose messages are wire-identical (`translate::identical`) is relayed
+//! like a same-dialect one, its request block re-encoded with the upstream's `:path`. For
+//! those it is the server: it returns the client's flow-control credit for what it consumed,
+//! and sends its replies within the client's windows. Its replies take connection-level window
+//! the upstream does not know was used, so the splice owes that much: it keeps it back from
+//! the client's next connection WINDOW_UPDATE, and holds the upstream's DATA when forwarding it
+//! would exceed what the client really allows.
+//!
+//! The client's own flow control is enforced (RFC 9113 §6.9.1): the splice counts the window
+//! the client was granted — the upstream's SETTINGS_INITIAL_WINDOW_SIZE and WINDOW_UPDATEs as
+//! they pass, and the splice's own — and DATA past the connection's is a connection error
+//! (GOAWAY FLOW_CONTROL_ERROR), past only a stream's a stream error (RST_STREAM
+//! FLOW_CONTROL_ERROR), which leaves the connection's other calls alone. h2 answers both with a
+//! connection error; the RFC lets a receiver choose, and a gateway serving many callers on one
+//! connection loses less this way.
+//!
+//! The connection-level frames are answered per hop (RFC 9113 §5.4, §6.5, §6.7, §6.8): the
+//! gateway answers each side's PINGs itself, and a client never sees the upstream's GOAWAY —
+//! the GOAWAY it gets names the last stream the *gateway* took, answered by it or relayed.
+//! SETTINGS are the gateway's own on each side; the few values that govern what passes
+//! unchanged (header table size, initial window, frame size) are taken from the other side's,
+//! and a side's SETTINGS is acknowledged once the other side acknowledged the values taken
+//! from it, so that neither peer relies on a value the other does not apply yet. Extension
+//! frames are dropped, as RFC 9113 §5.5 lets a hop do.
+//!
+//! The upstream is never waited on past a bound. A call on it with a `grpc-timeout` whose reply
+//! has not ended by then gets DEADLINE_EXCEEDED from the gateway, as a call it answers does,
+//! and its stream is reset there (RST_STREAM CANCEL); the connection's deadlines share one
+//! timer (`deadlines`). The upstream's SETTINGS must come within `upstream.connect_timeout` of
+//! the client's preface, and its first frame must be SETTINGS: else (a plugin stopped, or not
+//! speaking HTTP/2) the upstream connection is given up as if it had closed, and the gateway's
+//! own SETTINGS open the client's side, whose calls it then answers itself.
+//!
+//! One struct, `Splice`, and its poll loop here; the rest split by concern, as h2's `proto/`
+//! is, each file an `impl` block of the same struct:
+//!
+//! | file | concern |
+//! | --- | --- |
+//! | `client_side.rs` | the client's frames checked and handled; request blocks routed (`call::plan`) and forwarded |
+//! | `upstream_side.rs` | the upstream's frames passed on or kept; reply blocks read for the status |
+//! | `settings.rs` | SETTINGS per hop, and the gateway's own preface |
+//! | `flow.rs` | the client's windows enforced, window granted or withheld on the buffer budget |
+//! | `streams.rs` | a stream's state (`Stream`, `Side`) and its end |
+//! | `translated.rs` | calls translated on the connection's own upstream connection |
+//! | `local.rs` | calls the splice answers itself, and their replies |
+//! | `service_streams.rs` | streams of the gateway's own services |
+//! | `timers.rs` | the one timer: timeouts, keepalive, deadlines |
+//! | `go_away.rs` | GOAWAY per hop, shutdown, the upstream lost |
+//! | `tests.rs` | the connection in-process through a scripted I/O |
+
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes, BytesMut};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::watch;
+
+use crate::call::plan::{self, Admission, Plan};
+use crate::call::{answer as call, rescue as reply};
+use crate::front::router::{Inline, Route};
+use crate::front::services;
+use crate::front::Shared;
+use crate::grpc::status::status_fields;
+use crate::grpc::{frame as grpc_frame, Code, Status, MAX_MESSAGE_BYTES};
+use crate::metrics::{InFlight, Origin};
+use crate::observe::{self, Report};
+use crate::tls::{Authorization, Keepalive};
+use crate::translate::identical::Verdict;
+use crate::translate::CallError;
+use crate::upstream::Live;
+
+use crate::front::limits::{self, Limits, Rate};
+
+use super::io::{write, Io, Unattached};
+use super::local_stream::{self, LocalStreams};
+use csi_gateway_wire::frame::{self, reason, Head, Kind, Reason};
+use csi_gateway_wire::headers;
+
+mod client_side;
+mod flow;
+mod go_away;
+mod local;
+mod service_streams;
+mod settings;
+mod streams;
+#[cfg(test)]
+mod tests;
+mod timers;
+mod translated;
+mod upstream_side;
+
+use local::{Local, LocalCall};
+use streams::{Block, Side, Stream};
+use timers::KEEPALIVE_PING;
+use translated::{Asked, Translated, MAX_TRANSLATED_REQUEST};
+
+/// Reading pauses while this much waits to be written the other way.
+const HIGH_WATER: usize = 256 * 1024;
+/// Once handling what was read has added this much for one side, it is written before the
+/// rest is handled. A burst of calls (many in flight, answered together) then reaches the next
+/// hop in pieces, which it starts on while this hop builds the rest, instead of every hop
+/// taking the whole burst in turn and the others waiting: at 64 calls in flight on 2 cores
+/// that serialised the client, the gateway and the plugin (`benches/bridge.rs`, the e2e
+/// bench). About four small calls' requests (a Probe's is ~120 bytes as a client sends it).
+const PIECE: usize = 512;
+
+/// How far `client_heard` lags behind the client's last request frame at most.
+const HEARD_STEP: Duration = Duration::from_millis(100);
+
+/// A client's timer and the gateway's for one deadline differ by the time its request took to
+/// arrive: a reset this close to the deadline is the client giving up at it.
+const RESET_SLACK_MS: u64 = 50;
+/// The largest header block accepted, however many CONTINUATION frames carry it.
+const MAX_HEADER_BLOCK: usize = 256 * 1024;
+/// Calls the splice answers itself at once on one connection; more are refused
+/// (REFUSED_STREAM, which a client may retry).
+const MAX_LOCAL_CALLS: usize = 1024;
+/// The request bodies of local calls buffered at once on one connection: past it a request
+/// gets RESOURCE_EXHAUSTED, so that a connection's memory stays bounded.
+const MAX_LOCAL_BODIES: usize = 4 * MAX_MESSAGE_BYTES;
+/// How often a connection whose window is withheld looks whether the gateway has room again.
+const BUDGET_RETRY: Duration = Duration::from_millis(50);
+/// The largest frame the splice lets either side send (SETTINGS_MAX_FRAME_SIZE is capped at
+/// this): bounds the buffer one frame needs.
+const MAX_FRAME: u32 = 64 * 1024;
+
+pub struct Splice<C, U> {
+    shared: Arc<Shared>,
+    /// The plugin this connection's upstream connection reaches; `None` on a connection
+    /// started without one when no plugin was ever detected (`unattached`).
+    live: Option<Arc<Live>>,
+    client: C,
+    upstream: U,
+    from_client: BytesMut,
+    from_upstream: BytesMut,
+    to_client: BytesMut,
+    to_upstream: BytesMut,
+    /// The splice's own frames for the client while they may not go yet: before the server
+    /// preface, or inside a header block of the upstream's (RFC 9113 §6.10).
+    own: BytesMut,
+    limits: Limits,
+    preface: bool,
+    /// The client's first frame, its SETTINGS, came (RFC 9113 §3.4).
+    client_settings_seen: bool,
+    /// Whether the upstream's SETTINGS (the server preface) went to the client: nothing of the
+    /// splice's own may precede it.
+    server_preface: bool,
+    /// The connection cannot go on (a header block cut off midway).
+    dead: bool,
+    accepted: Instant,
+    client_decoder: headers::Decoder,
+    upstream_decoder: headers::Decoder,
+    /// A request header block still waiting for its CONTINUATION frames.
+    request_block: Option<Block>,
+    /// A reply header block whose frames went on but which is not complete: nothing may be
+    /// written to the client between its frames.
+    reply_block: Option<Block>,
+    /// Looked up on every frame: foldhash, at a fraction of SipHash's cost. At most
+    /// `max_concurrent_streams` entries, which bounds what ids chosen to collide could cost.
+    streams: foldhash::HashMap<u32, Stream>,
+    last_stream: u32,
+    /// The client's settings, which the splice obeys when it sends replies itself.
+    client_initial_window: i64,
+    /// The SETTINGS_INITIAL_WINDOW_SIZE the client was told (the upstream's, passed on): the
+    /// window each new stream of the client's starts with (RFC 9113 §6.9.2).
+    client_stream_window: i64,
+    /// How much DATA the client may still send on the connection: the window it was granted,
+    /// by the upstream's WINDOW_UPDATEs passed on and by the splice's own, less what it sent.
+    /// Below zero it broke flow control (RFC 9113 §6.9.1).
+    client_credit: i64,
+    client_max_frame: usize,
+    /// The upstream's largest frame, for re-encoded header blocks.
+    upstream_max_frame: usize,
+    /// The largest frame each side was told it may send.
+    client_frame_limit: usize,
+    upstream_frame_limit: usize,
+    /// SETTINGS sent to each side and not yet acknowledged, oldest first, with the header
+    /// table size each carried: applied once acknowledged, when the other side gets its ACK.
+    /// The client's also carry an initial window lowered, which counts from its ACK.
+    settings_to_client: VecDeque<(Option<u32>, Option<i64>)>,
+    settings_to_upstream: VecDeque<Option<u32>>,
+    /// The upstream's decoder waits for a size update that the client's blocks, now
+    /// re-encoded, no longer carry to it.
+    upstream_expects_update: Option<usize>,
+    /// A request block whose `:path` was rewritten in place, kept to be reused by the next.
+    rewritten: Vec<u8>,
+    /// The `:path` fields put in place of the client's in its frames as they came.
+    path_fields: headers::PathFields,
+    /// The upstream sent GOAWAY: no new stream is relayed to it.
+    upstream_draining: bool,
+    resets: Rate,
+    /// Request body bytes of local calls held now.
+    local_bodies: usize,
+    /// Request bytes the gateway's own services hold now (`LocalStreams::held`), and the reply
+    /// bytes waiting to go to the client, as counted in `Shared::buffered`.
+    services_held: usize,
+    /// Reply bytes held for the client, on the gateway's count too (`Shared::buffered`): the
+    /// splice's own replies not sent yet (`Local::reply`, waiting on the client's windows or
+    /// buffer) and translated calls' replies as they come from the plugin (`Translated::reply`,
+    /// until whole).
+    replies_held: usize,
+    /// Since when the upstream is not read: this connection holds replies and the gateway has
+    /// no room for more (`reads_upstream`); looked at again every `BUDGET_RETRY`, and past
+    /// `BUDGET_WAIT` a translated reply still coming is refused to make room (`make_reply_room`).
+    replies_paused: Option<Instant>,
+    /// Connection window the client's DATA for local calls took and that is not given back
+    /// yet: the connection or the gateway holds all the request bytes it may (`give_back`).
+    withheld: u64,
+    /// Since when window has been withheld, or the last request refused for room.
+    withheld_since: Option<Instant>,
+    /// Since when the connection has had no stream, and since when a request header block
+    /// waits for its CONTINUATION frames.
+    idle_since: Option<Instant>,
+    /// When the client last sent a frame of a request — HEADERS, CONTINUATION or DATA — (or the
+    /// stalled-request check last found none): with streams open, a request unfinished
+    /// `idle_timeout` after it is stalled, whatever else (PINGs, WINDOW_UPDATEs) the client
+    /// sends meanwhile.
+    client_heard: Instant,
+    block_since: Option<Instant>,
+    /// Since when the client's frame at the front of `from_client` has been only partly read.
+    frame_since: Option<Instant>,
+    /// How much more DATA the client accepts on the connection, from anyone.
+    window: i64,
+    /// Connection window the splice's own replies took and the upstream does not know about.
+    debt: u64,
+    /// The upstream's DATA waits: forwarding it now would exceed the client's window.
+    held: bool,
+    /// Frames read and not handled yet: handling stopped to write a piece (`PIECE`).
+    client_unhandled: bool,
+    upstream_unhandled: bool,
+    calls: FuturesUnordered<LocalCall>,
+    /// Streams served by the gateway's own services (`local_stream`).
+    services: LocalStreams,
+    /// Relayed calls that ended, with when they started: counted and logged once this turn's
+    /// bytes are written, so that no reply waits on the bookkeeping of the calls before it.
+    ended: Vec<(Report, Instant)>,
+    /// When the bytes being handled were read.
+    now: Instant,
+    /// Local streams with reply frames still to send, in the order they were answered.
+    replying: VecDeque<u32>,
+    /// Set once the gateway is shutting down and told the client so: streams after this id
+    /// are refused, and the connection ends with its last stream.
+    going_away: Option<u32>,
+    /// The last-stream id of the last GOAWAY the client got (the upstream's included): a
+    /// later one may not name a higher id.
+    goaway_sent: Option<u32>,
+    upstream_gone: bool,
+    going_away_later: bool,
+    /// Set once a request block was not forwarded (see `forward_request_block`).
+    reencode: bool,
+    /// Set once an upstream header block was kept from the client and changed the upstream's
+    /// table: the client's table no longer follows it, and every reply block the client gets
+    /// from then on is re-encoded as literals (`headers::reply_reencoded`).
+    reencode_replies: bool,
+    /// The connection has had a stream the splice opened on the upstream for itself (a
+    /// translated call) or reset there: from then on the upstream's stream frames are sorted
+    /// (`passes_on`) rather than all passed on.
+    own_streams: bool,
+    /// Streams the splice reset on the upstream (most recent last): frames the upstream sent
+    /// before it saw the reset are dropped, not passed to the client.
+    reset_upstream: VecDeque<u32>,
+    /// Streams whose half the client closed (END_STREAM, RST_STREAM) and that have since
+    /// ended, most recent last: a later DATA on one is a stream error STREAM_CLOSED (RFC 9113
+    /// §5.1; a HEADERS is a reused id, a connection error). DATA on a stream the splice ended
+    /// while the client was still sending is dropped instead, as frames in flight may be.
+    client_closed: VecDeque<u32>,
+    /// Ended translated calls' state, kept for the next ones (see `recycle`): boxed, as
+    /// `Side::Translated` holds it, so that the box is what is used again.
+    #[allow(clippy::vec_box)]
+    spare: Vec<Box<Translated>>,
+    /// Connection window the upstream spent on frames the client never got (translated
+    /// replies, replies to reset streams), not given back yet: netted against `debt`, and
+    /// given back once it is worth a frame.
+    owed_upstream: u64,
+    /// The upstream's SETTINGS_INITIAL_WINDOW_SIZE: what a translated request may be.
+    upstream_initial_window: i64,
+    shutdown: watch::Receiver<bool>,
+    /// What the client may call, for a peer of the appliance listener (`None`: anything).
+    authorization: Option<Arc<Authorization>>,
+    /// Set once the client finished a request (`served`): a call in flight counts, however
+    /// long its plugin takes.
+    served: crate::front::listener::Served,
+    /// PINGs to the upstream (a bridge connection): a peer that vanished without a FIN is
+    /// noticed within `timeout`, not after TCP's retransmissions.
+    keepalive: Option<Keepalive>,
+    /// When the next keepalive PING goes, or — while one is out — by when its ACK must come.
+    ping_at: Option<Instant>,
+    ping_out: bool,
+    /// The deadlines (`grpc-timeout`) of the calls on the upstream, soonest first, with their
+    /// streams: the connection's one timer is set to the first (`Timeout::Call`).
+    deadlines: BTreeSet<(Instant, u32)>,
+    /// When the client's preface went on to the upstream: the upstream's SETTINGS must follow
+    /// within `Live::connect_timeout` (`Timeout::UpstreamHandshake`).
+    upstream_asked: Option<Instant>,
+}
+
+/// Connection window owed to the upstream, kept until this much (see `owed_upstream`).
+const OWED_UPSTREAM_FLUSH: u64 = 16 * 1024;
+/// How many streams reset on the upstream are remembered (see `reset_upstream`).
+const RESET_REMEMBERED: usize = 256;
+
+/// Why the splice ends early.
+#[derive(Debug, thiserror::Error)]
+enum Broken {
+    #[error("client: {0}")]
+    Client(&'static str, Reason),
+    #[error("upstream: {0}")]
+    Upstream(String),
+}
+
+impl<C: Io> Splice<C, Unattached> {
+    /// A connection for which no upstream connection could be had at accept (the plugin down,
+    /// refusing, or not detected yet). It starts in the state a splice is in once its upstream
+    /// went away, except that the client is not asked to go: the gateway's own SETTINGS open
+    /// the client's side, and it answers every call itself on its shared upstream connection,
+    /// which waits for the plugin as far as each call's deadline allows (`call::answer`).
+    pub fn unattached(
+        shared: Arc<Shared>,
+        live: Option<Arc<Live>>,
+        client: C,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
+        let mut splice = Splice::build(shared, live, client, Unattached, shutdown);
+        splice.upstream_gone = true;
+        splice.own_preface();
+        splice
+    }
+}
+
+impl<C: Io, U: Io> Splice<C, U> {
+    pub fn new(
+        shared: Arc<Shared>,
+        live: Arc<Live>,
+        client: C,
+        upstream: U,
+        shutdown: watch::Receiver<bool>,
+    ) -> Splice<C, U> {
+        Splice::build(shared, Some(live), client, upstream, shutdown)
+    }
+
+    fn build(
+        shared: Arc<Shared>,
+        live: Option<Arc<Live>>,
+        client: C,
+        upstream: U,
+        shutdown: watch::Receiver<bool>,
+    ) -> Splice<C, U> {
+        let limits = shared.limits.clone();
+        let client_decoder = client_decoder(&shared, live.as_deref());
+        Splice {
+            shared,
+            live,
+            client,
+            upstream,
+            from_client: BytesMut::with_capacity(64 * 1024),
+            from_upstream: BytesMut::with_capacity(64 * 1024),
+            to_client: BytesMut::with_capacity(64 * 1024),
+            to_upstream: BytesMut::with_capacity(64 * 1024),
+            own: BytesMut::new(),
+            limits,
+            preface: false,
+            client_settings_seen: false,
+            server_preface: false,
+            dead: false,
+            accepted: Instant::now(),
+            client_decoder,
+            upstream_decoder: headers::Decoder::default(),
+            request_block: None,
+            reply_block: None,
+            streams: HashMap::default(),
+            last_stream: 0,
+            client_initial_window: frame::DEFAULT_WINDOW,
+            client_stream_window: frame::DEFAULT_WINDOW,
+            client_credit: frame::DEFAULT_WINDOW,
+            client_max_frame: frame::DEFAULT_MAX_FRAME,
+            upstream_max_frame: frame::DEFAULT_MAX_FRAME,
+            client_frame_limit: frame::DEFAULT_MAX_FRAME,
+            upstream_frame_limit: frame::DEFAULT_MAX_FRAME,
+            settings_to_client: VecDeque::new(),
+            settings_to_upstream: VecDeque::new(),
+            upstream_expects_update: None,
+            rewritten: Vec::new(),
+            path_fields: headers::PathFields::default(),
+            upstream_draining: false,
+            resets: Rate::default(),
+            local_bodies: 0,
+            services_held: 0,
+            replies_held: 0,
+            replies_paused: None,
+            withheld: 0,
+            withheld_since: None,
+            idle_since: Some(Instant::now()),
+            client_heard: Instant::now(),
+            block_since: None,
+            frame_since: None,
+            window: frame::DEFAULT_WINDOW,
+            debt: 0,
+            held: false,
+            client_unhandled: false,
+            upstream_unhandled: false,
+            calls: FuturesUnordered::new(),
+            services: LocalStreams::default(),
+            ended: Vec::new(),
+            now: Instant::now(),
+            replying: VecDeque::new(),
+            going_away: None,
+            goaway_sent: None,
+            upstream_gone: false,
+            going_away_later: false,
+            reencode: false,
+            reencode_replies: false,
+            own_streams: false,
+            reset_upstream: VecDeque::new(),
+            client_closed: VecDeque::new(),
+            spare: Vec::new(),
+            owed_upstream: 0,
+            upstream_initial_window: frame::DEFAULT_WINDOW,
+            shutdown,
+            authorization: None,
+            served: Default::default(),
+            keepalive: None,
+            ping_at: None,
+            ping_out: false,
+            deadlines: BTreeSet::new(),
+            upstream_asked: None,
+        }
+    }
+
+    /// What the upstream is called in messages and logs.
+    fn upstream_name(&self) -> String {
+        match &self.live {
+            Some(live) => live.conn.endpoint().to_string(),
+            None => "(no plugin detected)".to_string(),
+        }
+    }
+
+    /// Lets the client call only what `authorization` allows: a stream to another CSI service
+    /// is answered by the splice with PERMISSION_DENIED (`call::plan::admit`).
+    pub fn authorized(mut self, authorization: Option<Arc<Authorization>>) -> Self {
+        self.authorization = authorization;
+        self
+    }
+
+    /// Marks `served` once the client finished a request: the listener keeps such a
+    /// connection's slot when every slot is taken.
+    pub fn served(mut self, served: crate::front::listener::Served) -> Self {
+        self.served = served;
+        self
+    }
+
+    /// Pings the upstream every `keepalive.interval` and drops it when a PING goes unanswered
+    /// for `keepalive.timeout` (its calls then get UNAVAILABLE, as when it closes).
+    pub fn keepalive(mut self, keepalive: Option<Keepalive>) -> Self {
+        self.keepalive = keepalive;
+        self.ping_at = keepalive.map(|k| Instant::now() + k.interval);
+        self
+    }
+
+    /// Runs the connection to its end.
+    pub async fn run(mut self) {
+        let mut timer = Box::pin(tokio::time::sleep(limits::PREFACE_TIMEOUT));
+        let mut shutdown = self.shutdown.clone();
+        let mut shutdown_seen = *shutdown.borrow();
+        if shutdown_seen {
+            self.go_away();
+        }
+        let mut stopping = Box::pin(async move {
+            let _ = shutdown.wait_for(|s| *s).await;
+        });
+        std::future::poll_fn(|cx| {
+            if !shutdown_seen && stopping.as_mut().poll(cx).is_ready() {
+                shutdown_seen = true;
+                self.go_away();
+            }
+            loop {
+                if self.poll_run(cx).is_ready() {
+                    return Poll::Ready(());
+                }
+                let Some((at, why)) = self.deadline() else {
+                    return Poll::Pending;
+                };
+                let at = tokio::time::Instant::from_std(at);
+                if timer.deadline() != at {
+                    timer.as_mut().reset(at);
+                }
+                if timer.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                if let Some(done) = self.timed_out(why) {
+                    return done;
+                }
+            }
+        })
+        .await;
+        // The client's: it hung up, broke the protocol or timed out (a lost upstream ends its
+        // streams in `upstream_lost`).
+        self.finish_all(Code::Cancelled, Origin::Client, "connection closed");
+        self.report_ended();
+        // What a TLS side still holds (its last records) goes out before the connection is
+        // dropped; a UNIX socket holds nothing.
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.client.flush()).await;
+    }
+
+    /// Moves bytes until nothing more can move, then waits; `Ready` once the connection ends.
+    fn poll_run(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            let mut progress = false;
+            if self.to_upstream.len() >= HIGH_WATER && !self.upstream_gone {
+                // The client is not read while the plugin takes its time: a frame or header
+                // block the client began waits on the plugin, not on the client.
+                self.restart_client_timers();
+            }
+            if (self.to_upstream.len() < HIGH_WATER || self.upstream_gone)
+                && self.own.len() + self.to_client.len() < 2 * HIGH_WATER
+            {
+                // What was read is handled before more is read.
+                let more = std::mem::take(&mut self.client_unhandled)
+                    || match self.client.read_into(&mut self.from_client, cx) {
+                        Poll::Ready(Some(_)) => {
+                            self.now = Instant::now();
+                            true
+                        }
+                        Poll::Ready(None) => return Poll::Ready(()), // the client hung up
+                        Poll::Pending => false,
+                    };
+                if more {
+                    progress = true;
+                    if let Err(e) = self.on_client_bytes() {
+                        return self.fail(e);
+                    }
+                }
+            }
+            // Requests go on before replies are looked at: the upstream has the longer way to go.
+            progress |= self.flush_upstream(cx);
+            let reads = self.reads_upstream();
+            self.replies_paused = match reads {
+                true => None,
+                false => self.replies_paused.or(Some(self.now)),
+            };
+            if !self.upstream_gone && !self.held && self.to_client.len() < HIGH_WATER && reads {
+                let more = std::mem::take(&mut self.upstream_unhandled)
+                    || match self.upstream.read_into(&mut self.from_upstream, cx) {
+                        Poll::Ready(Some(_)) => true,
+                        Poll::Ready(None) => {
+                            progress = true;
+                            self.upstream_lost("the upstream closed the connection");
+                            false
+                        }
+                        Poll::Pending => false,
+                    };
+                if more {
+                    progress = true;
+                    if let Err(e) = self.on_upstream_bytes() {
+                        self.upstream_lost(&e.to_string());
+                    }
+                }
+            }
+            if self.held && self.window > 0 {
+                if let Err(e) = self.on_upstream_bytes() {
+                    self.upstream_lost(&e.to_string());
+                }
+            }
+            // The splice's own answers go to the client in pieces too; the rest are taken on
+            // the next turn.
+            let piece = self.to_client.len() + PIECE;
+            while self.to_client.len() < piece {
+                let Poll::Ready(Some(done)) = self.calls.poll_next_unpin(cx) else {
+                    break;
+                };
+                progress = true;
+                self.answered(done);
+                self.send_replies();
+            }
+            self.send_replies();
+            self.grant_withheld();
+            if self.owed_upstream > 0 {
+                self.settle_owed();
+            }
+            if !self.services.is_empty() {
+                progress |= self.poll_services(cx);
+            }
+            if self.going_away_later && self.reply_block.is_none() {
+                self.going_away_later = false;
+                self.go_away();
+            }
+            self.release_own();
+            self.note_idle();
+            if self.server_preface {
+                match write(&mut self.client, &mut self.to_client, cx, "client") {
+                    Ok(moved) => progress |= moved,
+                    Err(_) => return Poll::Ready(()),
+                }
+            }
+            progress |= self.flush_upstream(cx);
+            self.report_ended();
+            if self.finished() || self.dead {
+                return Poll::Ready(());
+            }
+            if !progress {
+                return Poll::Pending;
+            }
+        }
+    }
+
+    fn flush_upstream(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.upstream_gone {
+            self.to_upstream.clear();
+            return false;
+        }
+        match write(&mut self.upstream, &mut self.to_upstream, cx, "upstream") {
+            Ok(moved) => moved,
+            Err(_) => {
+                self.upstream_lost("writing to the upstream failed");
+                true
+            }
+        }
+    }
+
+    /// After a GOAWAY (ours or because the upstream went), the connection ends with its last
+    /// stream and its last written byte.
+    fn finished(&self) -> bool {
+        self.going_away.is_some()
+            && self.streams.is_empty()
+            && self.calls.is_empty()
+            && self.to_client.is_empty()
+            && self.own.is_empty()
+    }
+
+    fn fail(&mut self, e: Broken) -> Poll<()> {
+        match e {
+            Broken::Client(what, code) => {
+                tracing::debug!(error = what, "client broke the HTTP/2 protocol");
+                if self.reply_block.is_none() {
+                    if !self.server_preface {
+                        // The upstream's settings never came: the connection ends anyway, so
+                        // the gateway's own SETTINGS opens it, and GOAWAY closes it.
+                        self.to_client.clear();
+                        let settings = self.own_settings();
+                        frame::put_settings(&mut self.to_client, &settings);
+                    } else {
+                        self.release_own();
+                    }
+                    let last = self
+                        .goaway_sent
+                        .map_or(self.last_stream, |s| s.min(self.last_stream));
+                    frame::put_goaway(&mut self.to_client, last, code);
+                    // Best effort: the connection is over either way.
+                    let _ = write(
+                        &mut self.client,
+                        &mut self.to_client,
+                        &mut noop_context(),
+                        "client",
+                    );
+                }
+            }
+            Broken::Upstream(why) => self.upstream_lost(&why),
+        }
+        Poll::Ready(())
+    }
+
+    // ---- client to upstream ----
+}
+
+/// What the connection still holds of its requests is the gateway's again, however it ended:
+/// also when the listener closed it for a new client (its task aborted, `finish_all` never run).
+impl<C, U> Drop for Splice<C, U> {
+    fn drop(&mut self) {
+        let held = self.local_bodies + self.services_held + self.replies_held;
+        self.shared.buffered.give(held);
+    }
+}
+
+/// The decoding context of a client's request blocks, keeping apart the table of the plugin
+/// they go on to where the splice rewrites a `:path` to one of another length.
+/// The client's decoder; it follows the `:path`s the upstream's dialect renames, which only a
+/// connection with an upstream of its own relays.
+fn client_decoder(shared: &Shared, live: Option<&Live>) -> headers::Decoder {
+    let mut decoder = headers::Decoder::default();
+    if let Some(live) = live {
+        let staging = live.session.requires_staging;
+        decoder.follow_renames(shared.router.renames(live.detected.dialect, staging));
+    }
+    decoder
+}
+
+/// Why a request whose DATA does not add up to its `content-length` was reset.
+const CONTENT_LENGTH: &str = "DATA other than the request's content-length";
+
+/// A reply block's gRPC status as tonic's code.
+fn code_of(code: Option<i32>) -> Option<Code> {
+    code.map(Code::from_i32)
+}
+
+fn malformed() -> Broken {
+    Broken::Client("malformed frame", reason::PROTOCOL_ERROR)
+}
+
+fn upstream_malformed(e: frame::Malformed) -> Broken {
+    Broken::Upstream(e.to_string())
+}
+
+/// The plugin reset a stream: no status of its own, a call the gateway could not carry.
+fn reset_by_upstream() -> Option<String> {
+    Some("reset by the upstream".into())
+}
+
+fn bad_window_update() -> Option<String> {
+    Some("bad WINDOW_UPDATE".into())
+}
+
+fn cancelled_by_client(code: Reason) -> Option<String> {
+    Some(format!("the client reset the stream ({code})"))
+}
+
+/// Hands the whole frames at the front of `buf` to `handle` in order, until it leaves one
+/// (`Ok(false)`) or fails, and drops those it took.
+fn take_frames(
+    buf: &mut BytesMut,
+    mut handle: impl FnMut(Head, &[u8]) -> Result<bool, Broken>,
+) -> Result<(), Broken> {
+    let mut at = 0;
+    let handled = loop {
+        let Some(head) = frame::next(&buf[at..]) else {
+            break Ok(());
+        };
+        let end = at + frame::HEAD_LEN + head.len;
+        match handle(head, &buf[at..end]) {
+            Ok(true) => at = end,
+            Ok(false) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    buf.advance(at);
+    handled
+}
+
+/// A copy of the message inside a DATA payload that holds one whole gRPC frame.
+fn first_message(data: &[u8]) -> Option<Bytes> {
+    grpc_frame::first_message(data).map(Bytes::copy_from_slice)
+}
+
+fn noop_context() -> Context<'static> {
+    Context::from_waker(std::task::Waker::noop())
+}

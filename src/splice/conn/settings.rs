@@ -1,0 +1,183 @@
+//! SETTINGS per hop: each side's values taken where they govern what passes unchanged,
+//! acknowledged once the other side acknowledged them (RFC 9113 §6.5), and the splice's own.
+
+use super::*;
+
+impl<C: Io, U: Io> Splice<C, U> {
+    /// The client's SETTINGS: obeyed by the gateway's own sending, and the values that govern
+    /// what passes unchanged passed on to the upstream in a SETTINGS of the gateway's.
+    pub(super) fn client_settings(&mut self, payload: &[u8]) -> Result<(), Broken> {
+        frame::check_settings(payload).map_err(|(what, code)| Broken::Client(what, code))?;
+        let mut upstream = vec![(frame::SETTINGS_ENABLE_PUSH, 0)];
+        let mut table = None;
+        for (id, value) in frame::settings(payload) {
+            match id {
+                frame::SETTINGS_INITIAL_WINDOW_SIZE => {
+                    let delta = value as i64 - self.client_initial_window;
+                    self.client_initial_window = value as i64;
+                    for s in self.streams.values_mut() {
+                        match &mut s.side {
+                            Side::Local(l) => l.window += delta,
+                            Side::Translated(t) => t.window += delta,
+                            _ => {}
+                        }
+                    }
+                    self.services.adjust_windows(delta);
+                    upstream.push((id, value));
+                }
+                frame::SETTINGS_MAX_FRAME_SIZE => {
+                    // The splice's own frames stay within the size every peer accepts from
+                    // the start: a raise counts only from the splice's ACK, which waits for the
+                    // upstream's, and some clients (gRPC C-core) enforce it only from then on.
+                    self.client_max_frame = (value as usize).min(frame::DEFAULT_MAX_FRAME);
+                    let value = value.min(MAX_FRAME);
+                    self.upstream_frame_limit = self.upstream_frame_limit.max(value as usize);
+                    upstream.push((id, value));
+                }
+                frame::SETTINGS_HEADER_TABLE_SIZE => {
+                    let value = value.min(headers::MAX_TABLE_SIZE);
+                    self.upstream_decoder.allow_table_size(value);
+                    table = Some(value);
+                    upstream.push((id, value));
+                }
+                frame::SETTINGS_MAX_HEADER_LIST_SIZE => upstream.push((id, value)),
+                _ => {}
+            }
+        }
+        if self.upstream_gone {
+            self.apply_upstream_ack(table);
+        } else {
+            frame::put_settings(&mut self.to_upstream, &upstream);
+            self.settings_to_upstream.push_back(table);
+        }
+        Ok(())
+    }
+
+    /// The upstream applies the client's values the gateway passed on: the client gets its
+    /// ACK, and the gateway's own blocks follow a cut of the client's table.
+    pub(super) fn apply_upstream_ack(&mut self, table: Option<u32>) {
+        if let Some(size) = table {
+            self.upstream_decoder.table_size_acknowledged(size);
+        }
+        frame::put(self.own_out(), Kind::Settings, frame::ACK, 0, &[]);
+    }
+
+    /// The client is told a new SETTINGS_INITIAL_WINDOW_SIZE: a raise counts at once for every
+    /// stream (the client may apply it as soon as it reads it); a lowering only once the client
+    /// acknowledged it (`lower_stream_window`), which it returns.
+    pub(super) fn raise_stream_window(&mut self, window: i64) -> Option<i64> {
+        let delta = window - self.client_stream_window;
+        if delta < 0 {
+            return Some(window);
+        }
+        self.client_stream_window = window;
+        for s in self.streams.values_mut() {
+            s.credit += delta;
+        }
+        None
+    }
+
+    pub(super) fn lower_stream_window(&mut self, window: i64) {
+        let delta = window - self.client_stream_window;
+        self.client_stream_window = window;
+        for s in self.streams.values_mut() {
+            s.credit += delta;
+        }
+    }
+
+    /// Where a frame of the splice's own for the client goes now: straight on, or held while
+    /// it may not go yet (see `own`). Header blocks of its own are never written inside the
+    /// upstream's, so only single frames are ever held.
+    /// The client's SETTINGS are not acknowledged yet (the splice's ACK follows the upstream's).
+    /// The gateway's own replies wait for that ACK, as the upstream's do: a client applies its
+    /// own SETTINGS once they are acknowledged, so DATA sent before counts against its old
+    /// INITIAL_WINDOW_SIZE, and a client that then shrinks its window on the ACK may never give
+    /// that credit back (h2 0.4 does not: the stream stalls with the gateway's window at 0).
+    pub(super) fn client_settings_unacked(&self) -> bool {
+        !self.settings_to_upstream.is_empty()
+    }
+
+    /// The gateway's limits as SETTINGS, for its server preface when the upstream's never came.
+    pub(super) fn own_settings(&self) -> Vec<(u16, u32)> {
+        vec![
+            (
+                frame::SETTINGS_MAX_CONCURRENT_STREAMS,
+                self.limits.max_concurrent_streams,
+            ),
+            (
+                frame::SETTINGS_MAX_HEADER_LIST_SIZE,
+                self.limits.max_header_list_size,
+            ),
+        ]
+    }
+
+    /// The upstream's SETTINGS: the values that govern what passes unchanged, passed on to the
+    /// client in a SETTINGS of the gateway's, with the gateway's own limits. The first is the
+    /// gateway's server preface.
+    pub(super) fn upstream_settings(&mut self, payload: &[u8]) -> Result<(), Broken> {
+        frame::check_settings(payload).map_err(|(what, _)| Broken::Upstream(what.into()))?;
+        let mut client = Vec::with_capacity(6);
+        let (mut streams, mut list) = (None, None);
+        let (mut table, mut lowered) = (None, None);
+        for (id, value) in frame::settings(payload) {
+            match id {
+                frame::SETTINGS_MAX_FRAME_SIZE => {
+                    self.upstream_max_frame = value as usize;
+                    let value = value.min(MAX_FRAME);
+                    self.client_frame_limit = self.client_frame_limit.max(value as usize);
+                    client.push((id, value));
+                }
+                frame::SETTINGS_HEADER_TABLE_SIZE => {
+                    let value = value.min(headers::MAX_TABLE_SIZE);
+                    self.client_decoder.allow_table_size(value);
+                    table = Some(value);
+                    client.push((id, value));
+                }
+                frame::SETTINGS_INITIAL_WINDOW_SIZE => {
+                    self.upstream_initial_window = value as i64;
+                    lowered = self.raise_stream_window(value as i64);
+                    client.push((id, value));
+                }
+                frame::SETTINGS_MAX_CONCURRENT_STREAMS => streams = Some(value),
+                frame::SETTINGS_MAX_HEADER_LIST_SIZE => list = Some(value),
+                _ => {}
+            }
+        }
+        let first = !self.server_preface;
+        if first || streams.is_some() {
+            let limit = self.limits.max_concurrent_streams;
+            client.push((
+                frame::SETTINGS_MAX_CONCURRENT_STREAMS,
+                streams.map_or(limit, |v| v.min(limit)),
+            ));
+        }
+        if first || list.is_some() {
+            let limit = self.limits.max_header_list_size;
+            client.push((
+                frame::SETTINGS_MAX_HEADER_LIST_SIZE,
+                list.map_or(limit, |v| v.min(limit)),
+            ));
+        }
+        if first {
+            // The server preface first, then whatever the splice held meanwhile.
+            frame::put_settings(&mut self.to_client, &client);
+            self.server_preface = true;
+            self.release_own();
+        } else {
+            frame::put_settings(self.own_out(), &client);
+        }
+        self.settings_to_client.push_back((table, lowered));
+        Ok(())
+    }
+
+    /// The gateway's SETTINGS as the client's server preface, the upstream's having never
+    /// come (it is gone, or was given up on): what the splice held for the client follows.
+    pub(super) fn own_preface(&mut self) {
+        let settings = self.own_settings();
+        frame::put_settings(&mut self.to_client, &settings);
+        // The client's ACK of it is nobody else's.
+        self.settings_to_client.push_back((None, None));
+        self.server_preface = true;
+        self.release_own();
+    }
+}

@@ -1,0 +1,274 @@
+//! The connection's one timer: preface, header block, idle and stalled-request timeouts,
+//! keepalive PINGs, the upstream's handshake, and call deadlines (`grpc-timeout`).
+
+use super::*;
+
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Timeout {
+    Preface,
+    HeaderBlock,
+    Idle,
+    Keepalive,
+    /// The upstream's SETTINGS did not come in time.
+    UpstreamHandshake,
+    /// A call on the upstream reached its deadline.
+    Call,
+    /// The client has sent nothing for `idle_timeout` while it has streams open: any whose
+    /// request it never finished is stalled.
+    Stalled,
+    /// Window is withheld (`withheld`): whether it may be granted now.
+    Budget,
+}
+
+/// The payload of the splice's keepalive PINGs: its ACK is told from others' by it.
+pub(super) const KEEPALIVE_PING: [u8; 8] = *b"csi-gw-k";
+
+impl<C: Io, U: Io> Splice<C, U> {
+    /// Writes what waits for the upstream; `true` if anything moved.
+    /// Restarts the timers of a frame or header block the client is part way through.
+    pub(super) fn restart_client_timers(&mut self) {
+        if self.frame_since.is_some() || self.block_since.is_some() {
+            let now = Instant::now();
+            self.frame_since = self.frame_since.map(|_| now);
+            self.block_since = self.block_since.map(|_| now);
+        }
+    }
+
+    /// Notes when the connection last had no stream, for the idle timeout.
+    pub(super) fn note_idle(&mut self) {
+        let idle = self.streams.is_empty() && self.calls.is_empty();
+        match (idle, self.idle_since) {
+            (true, None) => self.idle_since = Some(Instant::now()),
+            (false, Some(_)) => self.idle_since = None,
+            _ => {}
+        }
+    }
+
+    /// The next timeout, and what it is for.
+    pub(super) fn deadline(&self) -> Option<(Instant, Timeout)> {
+        let keepalive = self
+            .ping_at
+            .filter(|_| !self.upstream_gone)
+            .map(|at| (at, Timeout::Keepalive));
+        let handshake = self
+            .upstream_asked
+            .filter(|_| !self.server_preface && !self.upstream_gone)
+            .zip(self.live.as_ref())
+            .and_then(|(asked, live)| asked.checked_add(live.connect_timeout))
+            .map(|at| (at, Timeout::UpstreamHandshake));
+        // Not inside the upstream's header block, where nothing of the splice's own may go to
+        // the client: a call that expires then is answered once the block ends.
+        let call = match self.reply_block {
+            None => self.deadlines.first().map(|&(at, _)| (at, Timeout::Call)),
+            Some(_) => None,
+        };
+        // Room another connection makes is not announced: looked for every `BUDGET_RETRY`.
+        let budget = self
+            .withheld_since
+            .filter(|_| self.withheld > 0)
+            .map(|since| {
+                let at = (Instant::now() + BUDGET_RETRY).min(since + limits::BUDGET_WAIT);
+                (at, Timeout::Budget)
+            })
+            .or_else(|| {
+                let since = self.replies_paused?;
+                let at = (Instant::now() + BUDGET_RETRY).min(since + limits::BUDGET_WAIT);
+                Some((at, Timeout::Budget))
+            });
+        [self.client_deadline(), keepalive, handshake, call, budget]
+            .into_iter()
+            .flatten()
+            .min_by_key(|&(at, _)| at)
+    }
+
+    /// The next timeout of the client's side.
+    pub(super) fn client_deadline(&self) -> Option<(Instant, Timeout)> {
+        if !self.preface {
+            return Some((self.accepted + limits::PREFACE_TIMEOUT, Timeout::Preface));
+        }
+        if let Some(since) = self.block_since.into_iter().chain(self.frame_since).min() {
+            return Some((
+                since + self.limits.header_block_timeout,
+                Timeout::HeaderBlock,
+            ));
+        }
+        let idle = self.limits.idle_timeout;
+        match self.idle_since {
+            _ if idle.is_zero() => None,
+            Some(since) if self.going_away.is_none() => Some((since + idle, Timeout::Idle)),
+            // One stream opened and never finished would keep a connection from ever being
+            // idle: a client silent that long with a request unfinished has stalled.
+            None if !self.streams.is_empty() => Some((self.client_heard + idle, Timeout::Stalled)),
+            _ => None,
+        }
+    }
+
+    /// `idle_timeout` passed with the client silent and streams open: the streams whose
+    /// request it never finished are reset (CANCEL) and the connection asked to go away; with
+    /// none such, the check starts over.
+    pub(super) fn stalled(&mut self) {
+        let stalled: Vec<u32> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| !s.request_done && !matches!(s.side, Side::Service))
+            .map(|(id, _)| *id)
+            .collect();
+        self.client_heard = self.now;
+        if stalled.is_empty() {
+            return;
+        }
+        tracing::debug!(streams = stalled.len(), after = ?self.limits.idle_timeout, "requests not finished by a silent client: streams reset, connection asked to go away");
+        for id in stalled {
+            self.stream_error(
+                id,
+                reason::CANCEL,
+                "request not finished within idle_timeout",
+            );
+        }
+        self.go_away();
+    }
+
+    /// A timeout fired: `Some` when the connection ends now.
+    pub(super) fn timed_out(&mut self, why: Timeout) -> Option<Poll<()>> {
+        match why {
+            Timeout::Preface => {
+                tracing::debug!(after = ?self.accepted.elapsed(), "client sent no HTTP/2 preface");
+                Some(Poll::Ready(()))
+            }
+            Timeout::HeaderBlock => Some(self.fail(Broken::Client(
+                "header block or frame not finished in time",
+                reason::PROTOCOL_ERROR,
+            ))),
+            Timeout::Idle => {
+                tracing::debug!("idle client connection asked to go away");
+                self.go_away();
+                None
+            }
+            Timeout::Keepalive => {
+                self.keepalive_due();
+                None
+            }
+            Timeout::UpstreamHandshake => {
+                let timeout = self.live.as_ref().map(|l| l.connect_timeout);
+                let why = format!(
+                    "no HTTP/2 SETTINGS within {:?} (upstream.connect_timeout)",
+                    timeout.unwrap_or_default()
+                );
+                self.upstream_lost(&why);
+                None
+            }
+            Timeout::Call => {
+                self.calls_expired();
+                None
+            }
+            Timeout::Stalled => {
+                self.stalled();
+                None
+            }
+            // `poll_run` grants what it may.
+            Timeout::Budget => {
+                if self
+                    .withheld_since
+                    .is_some_and(|t| t.elapsed() >= limits::BUDGET_WAIT)
+                {
+                    self.make_room();
+                }
+                if self
+                    .replies_paused
+                    .is_some_and(|t| t.elapsed() >= limits::BUDGET_WAIT)
+                {
+                    self.make_reply_room();
+                }
+                None
+            }
+        }
+    }
+
+    /// The calls whose deadlines passed (the first one's at least, which the timer fired for):
+    /// each gets DEADLINE_EXCEEDED from the gateway in the plugin's place. Before the
+    /// upstream's SETTINGS nothing can reach the client but after a server preface of the
+    /// gateway's own: the upstream connection is given up then, as when it closes.
+    pub(super) fn calls_expired(&mut self) {
+        let now = Instant::now();
+        let due = self.deadlines.first().map_or(now, |&(at, _)| at.max(now));
+        let mut expired = Vec::new();
+        while let Some(&(at, id)) = self.deadlines.first() {
+            if at > due {
+                break;
+            }
+            self.deadlines.pop_first();
+            let waiting = self
+                .streams
+                .get(&id)
+                .is_some_and(|s| s.side.on_upstream() && !s.reply_done);
+            if waiting {
+                expired.push(id);
+            }
+        }
+        if expired.is_empty() {
+            return;
+        }
+        for &id in &expired {
+            self.deadline_exceeded(id);
+        }
+        if !self.server_preface {
+            self.upstream_lost("no HTTP/2 SETTINGS before a call's deadline");
+        }
+    }
+
+    /// A call on the upstream whose deadline passed before its reply ended: answered
+    /// DEADLINE_EXCEEDED by the gateway, as a call it answers gets it
+    /// (`call::answer::with_deadline`), and its stream reset on the upstream (RST_STREAM
+    /// CANCEL), whose frames on it from then on are dropped (`reset_upstream`).
+    pub(super) fn deadline_exceeded(&mut self, id: u32) {
+        let Some(stream) = self.streams.get(&id) else {
+            return;
+        };
+        let timeout = stream.timeout.unwrap_or_default();
+        let s = Status::deadline_exceeded(format!(
+            "deadline of {timeout:?} exceeded waiting for upstream {}",
+            self.upstream_name()
+        ));
+        tracing::debug!(
+            stream = id,
+            ?timeout,
+            "call past its deadline; answered by the gateway"
+        );
+        if matches!(stream.side, Side::Translated(_)) {
+            let head_sent = stream.reply_started;
+            self.release_translated(id);
+            let Some(stream) = self.streams.get_mut(&id) else {
+                return;
+            };
+            let answer = match stream.report.as_mut() {
+                Some(report) => reply::error_reply(report.called, Origin::Gateway, s, report),
+                None => Err(s),
+            };
+            return self.reply_translated(id, answer, head_sent);
+        }
+        // From now on the upstream's stream frames are sorted (`passes_on`).
+        self.own_streams = true;
+        self.reset_on_upstream(id);
+        self.answer_instead(id, &s);
+    }
+
+    /// A keepalive PING is due, or the last one's ACK is overdue.
+    pub(super) fn keepalive_due(&mut self) {
+        let Some(k) = self.keepalive else { return };
+        if !self.client_settings_seen {
+            // The upstream's first frame must be the SETTINGS that follows the preface, which
+            // the client's own SETTINGS brings: no PING before it.
+            self.ping_at = Some(Instant::now() + k.interval);
+            return;
+        }
+        if self.ping_out {
+            let why = format!("no keepalive ping reply within {:?}", k.timeout);
+            tracing::warn!(upstream = %self.upstream_name(), reason = %why, "upstream peer unresponsive; dropping the connection");
+            self.ping_at = None;
+            return self.upstream_lost(&why);
+        }
+        frame::put(&mut self.to_upstream, Kind::Ping, 0, 0, &KEEPALIVE_PING);
+        self.ping_out = true;
+        self.ping_at = Some(Instant::now() + k.timeout);
+    }
+}

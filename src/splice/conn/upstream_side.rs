@@ -1,0 +1,428 @@
+//! The upstream's side: its frames read and passed on, sorted from those of the streams the
+//! splice opened there itself, and its reply header blocks read for the status.
+
+use super::*;
+
+impl<C: Io, U: Io> Splice<C, U> {
+    pub(super) fn reset_on_upstream(&mut self, id: u32) {
+        if !self.upstream_gone {
+            frame::put_rst_stream(&mut self.to_upstream, id, reason::CANCEL);
+        }
+        self.reset_upstream.push_back(id);
+        if self.reset_upstream.len() > RESET_REMEMBERED {
+            self.reset_upstream.pop_front();
+        }
+    }
+
+    pub(super) fn on_upstream_bytes(&mut self) -> Result<(), Broken> {
+        self.held = false;
+        let mut buf = std::mem::take(&mut self.from_upstream);
+        let piece = self.to_client.len() + PIECE;
+        let handled = take_frames(&mut buf, |head, whole| {
+            if !self.replying.is_empty() {
+                // Replies translated from the frames before count towards the piece.
+                self.send_replies();
+            }
+            if self.to_client.len() >= piece {
+                self.upstream_unhandled = true;
+                return Ok(false);
+            }
+            if head.kind == Kind::Data && head.len as i64 > self.window {
+                // The upstream counts on window the splice's own replies used: wait for more.
+                self.held = true;
+                return Ok(false);
+            }
+            self.on_upstream_frame(head, whole).map(|()| true)
+        });
+        self.from_upstream = buf;
+        handled?;
+        if self.held {
+            return Ok(());
+        }
+        if self.from_upstream.len() >= frame::HEAD_LEN {
+            let head = Head::parse(&self.from_upstream);
+            // Refused before it is buffered: a peer that is not HTTP/2 (an HTTP/1 answer, read
+            // as a frame head, announces megabytes) is given up on at once, not waited for.
+            if !self.server_preface && (head.kind != Kind::Settings || head.has(frame::ACK)) {
+                return Err(Broken::Upstream(
+                    "the upstream did not start with SETTINGS".into(),
+                ));
+            }
+            if head.len > self.upstream_frame_limit {
+                return Err(Broken::Upstream("frame larger than allowed".into()));
+            }
+            self.from_upstream.reserve(frame::HEAD_LEN + head.len);
+        }
+        Ok(())
+    }
+
+    pub(super) fn on_upstream_frame(&mut self, head: Head, whole: &[u8]) -> Result<(), Broken> {
+        let payload = &whole[frame::HEAD_LEN..];
+        if head.len > self.upstream_frame_limit {
+            return Err(Broken::Upstream("frame larger than allowed".into()));
+        }
+        frame::check(&head, payload).map_err(|(what, _)| Broken::Upstream(what.into()))?;
+        if !self.server_preface && (head.kind != Kind::Settings || head.has(frame::ACK)) {
+            return Err(Broken::Upstream(
+                "the upstream did not start with SETTINGS".into(),
+            ));
+        }
+        if self.reply_block.is_some() && head.kind != Kind::Continuation {
+            return Err(Broken::Upstream("header block interrupted".into()));
+        }
+        // A stream's frames travel on; the connection's are answered here.
+        let stream_frame = matches!(
+            head.kind,
+            Kind::Data | Kind::Headers | Kind::Continuation | Kind::RstStream | Kind::WindowUpdate
+        );
+        let passes = stream_frame && self.passes_on(&head);
+        if passes && head.kind == Kind::WindowUpdate {
+            let n = frame::increment(payload).map_err(upstream_malformed)?;
+            if head.stream == 0 && !self.may_grant() {
+                // No new request bytes while the gateway holds all it may: granted later.
+                self.give_back(n);
+            } else {
+                self.to_client.extend_from_slice(whole);
+                self.granted(head.stream, n);
+            }
+        } else if passes {
+            self.to_client.extend_from_slice(whole);
+        }
+        match head.kind {
+            Kind::Data if !passes => self.kept_data(head, payload)?,
+            Kind::Data => {
+                self.window -= head.len as i64;
+                let end = head.has(frame::END_STREAM);
+                if let Some(stream) = self.streams.get_mut(&head.stream) {
+                    if let Some(report) = stream.report.as_mut() {
+                        if report.response.is_none() && observe::bodies_enabled() {
+                            let range =
+                                frame::content(&head, payload).map_err(upstream_malformed)?;
+                            report.response = first_message(&payload[range]);
+                        }
+                    }
+                    if end {
+                        // A reply that ends without trailers has no status.
+                        self.reply_ended(head.stream, None);
+                    }
+                }
+            }
+            Kind::Headers => {
+                let range = frame::content(&head, payload).map_err(upstream_malformed)?;
+                let end_stream = head.has(frame::END_STREAM);
+                if head.has(frame::END_HEADERS) && passes {
+                    self.on_reply_block(head.stream, end_stream, &payload[range])?;
+                } else if head.has(frame::END_HEADERS) {
+                    self.kept_reply_block(head.stream, end_stream, &payload[range], whole)?;
+                } else {
+                    self.reply_block = Some(Block {
+                        stream: head.stream,
+                        end_stream,
+                        bytes: payload[range].to_vec(),
+                        frames: if passes { Vec::new() } else { whole.to_vec() },
+                        passes,
+                    });
+                }
+            }
+            Kind::Continuation => {
+                let Some(block) = self.reply_block.as_mut() else {
+                    return Err(Broken::Upstream("CONTINUATION without HEADERS".into()));
+                };
+                if block.bytes.len() + payload.len() > MAX_HEADER_BLOCK {
+                    return Err(Broken::Upstream("reply header block too large".into()));
+                }
+                block.bytes.extend_from_slice(payload);
+                if !block.passes {
+                    block.frames.extend_from_slice(whole);
+                }
+                if head.has(frame::END_HEADERS) {
+                    let b = self.reply_block.take().expect("checked above");
+                    if b.passes {
+                        self.on_reply_block(b.stream, b.end_stream, &b.bytes)?;
+                    } else {
+                        self.kept_reply_block(b.stream, b.end_stream, &b.bytes, &b.frames)?;
+                    }
+                    // What waited for the block's end goes right after it, before anything
+                    // else of the upstream's.
+                    self.release_own();
+                }
+            }
+            Kind::Settings if head.has(frame::ACK) => {
+                if let Some(table) = self.settings_to_upstream.pop_front() {
+                    self.apply_upstream_ack(table);
+                }
+            }
+            Kind::Settings => self.upstream_settings(payload)?,
+            Kind::Ping => {
+                if !head.has(frame::ACK) {
+                    frame::put(&mut self.to_upstream, Kind::Ping, frame::ACK, 0, payload);
+                } else if payload == KEEPALIVE_PING && self.ping_out {
+                    self.ping_out = false;
+                    self.ping_at = self.keepalive.map(|k| Instant::now() + k.interval);
+                }
+            }
+            Kind::RstStream if !passes => {
+                frame::rst_reason(payload).map_err(upstream_malformed)?;
+                // The plugin reset a translated call: so is the client's stream.
+                if let Some(stream) = self.streams.get_mut(&head.stream) {
+                    if matches!(stream.side, Side::Translated(_)) {
+                        stream.reply_done = true;
+                        self.to_client.extend_from_slice(whole);
+                        self.end_stream(
+                            head.stream,
+                            Code::Unavailable,
+                            Origin::Gateway,
+                            reset_by_upstream(),
+                        );
+                    }
+                }
+            }
+            Kind::RstStream => {
+                let code = frame::rst_reason(payload).map_err(upstream_malformed)?;
+                let code = match code {
+                    reason::REFUSED_STREAM => Code::Unavailable,
+                    reason::CANCEL => Code::Cancelled,
+                    _ => Code::Internal,
+                };
+                self.end_stream(head.stream, code, Origin::Gateway, reset_by_upstream());
+            }
+            Kind::GoAway => self.upstream_going_away(payload),
+            Kind::PushPromise => {
+                return Err(Broken::Upstream("PUSH_PROMISE, which was disabled".into()))
+            }
+            // Forwarded above: flow control runs end to end.
+            Kind::WindowUpdate => {}
+            // PRIORITY is advisory; extension frames are per hop (RFC 9113 §5.5).
+            Kind::Priority | Kind::Unknown(_) => {}
+        }
+        Ok(())
+    }
+
+    /// A reply header block, complete (its frames already went on).
+    pub(super) fn on_reply_block(
+        &mut self,
+        stream_id: u32,
+        end_stream: bool,
+        block: &[u8],
+    ) -> Result<(), Broken> {
+        let reply = headers::reply(&mut self.upstream_decoder, block)
+            .map_err(|e| Broken::Upstream(e.to_string()))?;
+        self.reply_seen(stream_id, end_stream, reply);
+        Ok(())
+    }
+
+    /// A reply block that reached the client, seen: the call's status noted, its end marked.
+    pub(super) fn reply_seen(&mut self, stream_id: u32, end_stream: bool, reply: headers::Reply) {
+        if let Some(stream) = self.streams.get_mut(&stream_id) {
+            stream.reply_started = true;
+            if let (Some(code), Some(report)) = (code_of(reply.code), stream.report.as_mut()) {
+                report.code = code;
+                if code != Code::Ok && report.translated {
+                    // A wire-identical call's failure, as its translation reports it.
+                    report.message = Some(reply.message.unwrap_or_default());
+                } else if code != Code::Ok {
+                    report.message = reply.message;
+                }
+                if code != Code::Ok {
+                    // The plugin's status, relayed as it came.
+                    report.origin = Some(Origin::Upstream);
+                }
+            }
+        }
+        if end_stream {
+            let code = code_of(reply.code).or(Some(Code::Unknown));
+            self.reply_ended(stream_id, code);
+        }
+    }
+
+    /// Whether an upstream frame of a stream goes on to the client as it came. Those of the
+    /// streams the splice opened for itself stay here, but for a translated call's reply head;
+    /// so do those of the streams it reset there, and header blocks the client gets
+    /// re-encoded (`reencode_replies`).
+    pub(super) fn passes_on(&self, head: &Head) -> bool {
+        if self.reencode_replies && matches!(head.kind, Kind::Headers | Kind::Continuation) {
+            return false;
+        }
+        if !self.own_streams {
+            return true;
+        }
+        if head.kind == Kind::Continuation {
+            return self.reply_block.as_ref().is_some_and(|b| b.passes);
+        }
+        match self.streams.get(&head.stream).map(|s| &s.side) {
+            Some(Side::Relayed) => true,
+            // A request relayed as it came is paced by the plugin's window, as a relayed one.
+            Some(side @ Side::Translated(_)) => match head.kind {
+                Kind::Headers => !head.has(frame::END_STREAM),
+                Kind::WindowUpdate => side.relays_request(),
+                _ => false,
+            },
+            Some(_) => false,
+            None => !self.reset_upstream.contains(&head.stream),
+        }
+    }
+
+    /// Upstream DATA the client does not get as it came: a translated call's reply, collected
+    /// for its translation, or a reset stream's. The window it took is owed to the upstream.
+    pub(super) fn kept_data(&mut self, head: Head, payload: &[u8]) -> Result<(), Broken> {
+        let range = frame::content(&head, payload).map_err(upstream_malformed)?;
+        self.owed_upstream += head.len as u64;
+        let end = head.has(frame::END_STREAM);
+        let Some(Stream {
+            side: Side::Translated(t),
+            ..
+        }) = self.streams.get_mut(&head.stream)
+        else {
+            return Ok(());
+        };
+        if t.reply.len() + range.len() > MAX_MESSAGE_BYTES + grpc_frame::HEADER {
+            t.reply_too_large = true;
+            let dropped = std::mem::take(&mut t.reply).len();
+            self.replies_held -= dropped;
+            self.shared.buffered.give(dropped);
+        } else if !t.reply_too_large {
+            t.reply.extend_from_slice(&payload[range.clone()]);
+            self.replies_held += range.len();
+            self.shared.buffered.take(range.len());
+        }
+        if !end {
+            // The stream's own window, given back past half of it (a reply larger than it).
+            t.reply_unacked += head.len as u32;
+            if t.reply_unacked as i64 >= self.client_initial_window / 2 {
+                frame::put_window_update(&mut self.to_upstream, head.stream, t.reply_unacked);
+                t.reply_unacked = 0;
+            }
+            return Ok(());
+        }
+        // A reply that ends without trailers has no status.
+        self.translated_ended(head.stream, headers::Reply::default(), &[], false);
+        Ok(())
+    }
+
+    /// A reply block that does not go on as it came: a translated call's trailers, a block
+    /// re-encoded for the client (`reencode_replies`), or one of a stream the client does not
+    /// get the upstream's reply on (dropped).
+    pub(super) fn kept_reply_block(
+        &mut self,
+        id: u32,
+        end_stream: bool,
+        block: &[u8],
+        frames: &[u8],
+    ) -> Result<(), Broken> {
+        let before = self.upstream_decoder.changes();
+        let mut literals = Vec::new();
+        let reply = match self.reencode_replies {
+            true => headers::reply_reencoded(&mut self.upstream_decoder, block, &mut literals),
+            false => headers::reply(&mut self.upstream_decoder, block),
+        }
+        .map_err(|e| Broken::Upstream(e.to_string()))?;
+        let changed = self.upstream_decoder.changes() != before;
+        let side = self.streams.get(&id).map(|s| &s.side);
+        let translated = matches!(side, Some(Side::Translated(_)));
+        if translated && end_stream {
+            self.translated_ended(id, reply, frames, changed);
+            return Ok(());
+        }
+        let relayed = match side {
+            Some(s) => matches!(s, Side::Relayed),
+            None => !self.reset_upstream.contains(&id),
+        };
+        if self.reencode_replies && (translated || relayed) {
+            // Re-encoded: a size update of the plugin's did not go with it.
+            self.upstream_decoder.withheld();
+            let mut out = Vec::with_capacity(literals.len() + 4);
+            self.upstream_decoder.own_block(&mut out);
+            out.extend_from_slice(&literals);
+            frame::put_headers(
+                &mut self.to_client,
+                id,
+                &out,
+                end_stream,
+                self.client_max_frame,
+            );
+            self.reply_seen(id, end_stream, reply);
+            return Ok(());
+        }
+        if changed {
+            self.part_replies();
+        }
+        Ok(())
+    }
+
+    /// A reply block that changed the upstream's table was kept from the client: the client's
+    /// table stops following the upstream's (see `reencode_replies`), and a size update the
+    /// client waits for is still owed to it.
+    pub(super) fn part_replies(&mut self) {
+        self.upstream_decoder.withheld();
+        self.reencode_replies = true;
+    }
+
+    /// A relayed reply reached its end; `code` is `None` when its trailers never came.
+    pub(super) fn reply_ended(&mut self, id: u32, code: Option<Code>) {
+        let Some(stream) = self.streams.get_mut(&id) else {
+            return;
+        };
+        stream.reply_done = true;
+        if let (None, Some(report)) = (code, stream.report.as_mut()) {
+            // The plugin's reply, relayed as it came, without the status it owes.
+            report.fail(
+                Origin::Upstream,
+                &Status::unknown("upstream reply ended without a gRPC status"),
+            );
+        }
+        if stream.request_done {
+            self.remove(id);
+        } else if let Some(report) = stream.report.take() {
+            // Reported now; the stream stays known until the client's half ends.
+            self.ended.push((report, stream.started));
+        }
+    }
+
+    /// The upstream connection is gone: relayed streams get UNAVAILABLE naming it, the client
+    /// is told to go away, and local calls may still finish. If the upstream's SETTINGS never
+    /// came, the gateway's own open the client's side first (`own_preface`).
+    pub(super) fn upstream_lost(&mut self, why: &str) {
+        if self.upstream_gone {
+            return;
+        }
+        self.upstream_gone = true;
+        self.held = false;
+        if self.reply_block.is_some() {
+            // Cut off inside a header block: the client's connection cannot carry another
+            // frame; closing it fails its calls.
+            tracing::warn!(
+                reason = why,
+                "upstream connection lost; closing the client connection"
+            );
+            self.dead = true;
+            let why = format!("upstream {}: {why}", self.upstream_name());
+            return self.finish_all(Code::Unavailable, Origin::Gateway, &why);
+        }
+        if !self.server_preface {
+            self.own_preface();
+        }
+        let upstream = self.upstream_name();
+        tracing::warn!(upstream = %upstream, reason = why, "upstream connection lost under a spliced client connection");
+        let relayed: Vec<u32> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| s.side.on_upstream() && !s.reply_done)
+            .map(|(id, _)| *id)
+            .collect();
+        let s = Status::unavailable(format!("upstream {upstream}: {why}"));
+        for id in relayed {
+            if let Some(stream) = self.streams.get_mut(&id) {
+                stream.request_done = true;
+                self.answer_instead(id, &s);
+            }
+        }
+        // This connection now answers every call itself, on the gateway's own upstream
+        // connection; a new one would be spliced again. The client's settings waiting for the
+        // upstream's ACK get the gateway's.
+        self.to_upstream.clear();
+        while let Some(table) = self.settings_to_upstream.pop_front() {
+            self.apply_upstream_ack(table);
+        }
+        self.hint_go_away();
+    }
+}
