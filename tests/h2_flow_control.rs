@@ -527,3 +527,283 @@ async fn replies_a_client_does_not_read_are_held_within_the_budget() {
     );
     drop(held);
 }
+
+/// The least `max_buffered_bytes` allowed (`CONNECTION_BUFFERED`): two 4 MiB messages.
+const LEAST_BUDGET: usize = 2 * ((4 << 20) + 5);
+
+/// `count` ListVolumes calls (v1, answered by the gateway itself on an unattached connection)
+/// on streams 1, 3, 5…, from a client granting 1 GiB windows that it then does not read.
+fn list_volumes_calls(count: u32, extra: &[(&str, &str)]) -> Vec<u8> {
+    let mut out = settings(&[(0x4, 1 << 30)]);
+    out.extend_from_slice(&frame(WINDOW_UPDATE, 0, 0, &(1u32 << 30).to_be_bytes()));
+    let block = request_block(&[], "/csi.v1.Controller/ListVolumes", extra);
+    for i in 0..count {
+        out.extend_from_slice(&frame(HEADERS, END_HEADERS, 1 + 2 * i, &block));
+        out.extend_from_slice(&frame(DATA, END_STREAM, 1 + 2 * i, &message(&[])));
+    }
+    out
+}
+
+/// Replies of the calls the gateway answers itself are made only within the budget: 20
+/// unattached connections make 120 ListVolumes calls each (1,000 volumes: ~50 KB a reply,
+/// 120 MB in all) and read none of it, with `max_buffered_bytes` at its least (8 MiB). A call
+/// starts only once the budget has room for its reply (4 MiB, exchanged for the reply's size
+/// once made); the others wait, and past `BUDGET_WAIT` are refused RESOURCE_EXHAUSTED. The
+/// gateway's memory grows by about the budget and what each connection's socket and buffer
+/// take (+112 MiB before). Then the clients read: every call got its reply or
+/// RESOURCE_EXHAUSTED, none is lost; and once they are gone the budget is whole again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_of_calls_the_gateway_answers_are_held_within_the_budget() {
+    const CONNECTIONS: usize = 20;
+    const CALLS: u32 = 120;
+    const BUDGET_MIB: u64 = 8;
+    /// Per connection: the 256 KiB written ahead to a client that does not read, what is on
+    /// its way out, and the allocator's slack.
+    const PER_CONNECTION_KIB: u64 = 768;
+    let backend = Backend::start(Options::new("v1")).await;
+    let size = volumes(&backend, 1_000).await;
+    let dir = tempfile::tempdir().unwrap();
+    let flag = config(dir.path(), &format!("max_buffered_bytes = {LEAST_BUDGET}"));
+    let gw = Gateway::start_unattached(&backend.socket, "v0.1", &[&flag]).await;
+    let mut p = Peer::connect(&gw.socket).await;
+    p.call(1, &request_block(&[], PROBE, &[]), &[]).await;
+    assert_eq!(p.reply(1).await.get("grpc-status"), Some("0"));
+    let before = settled_rss_kib(gw.pid()).await;
+
+    let calls = list_volumes_calls(CALLS, &[]);
+    let mut held = Vec::new();
+    for _ in 0..CONNECTIONS {
+        let mut p = Peer::connect(&gw.socket).await;
+        p.send(&calls).await;
+        held.push(p);
+    }
+    // Past BUDGET_WAIT every call has been made or refused.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let during = settled_rss_kib(gw.pid()).await;
+    let grown = during.saturating_sub(before) / 1024;
+    let asked = CONNECTIONS as u64 * CALLS as u64 * size as u64 / (1 << 20);
+    println!(
+        "{CONNECTIONS} unattached connections x {CALLS} ListVolumes replies of {size} bytes ({asked} MiB) never read, budget {BUDGET_MIB} MiB: VmRSS {before} KiB -> {during} KiB (+{grown} MiB)"
+    );
+
+    let streams: Vec<u32> = (0..CALLS).map(|i| 1 + 2 * i).collect();
+    let (mut ok, mut exhausted, mut other) = (0, 0, Vec::new());
+    for p in &mut held {
+        for (id, r) in p.replies(&streams).await {
+            match r.get("grpc-status") {
+                Some("0") if r.data.len() > size / 2 => ok += 1,
+                Some("8") => exhausted += 1,
+                status => other.push((id, status.map(str::to_string), r.reset)),
+            }
+        }
+    }
+    println!("then read: {ok} replies, {exhausted} RESOURCE_EXHAUSTED, {other:?} else");
+    assert!(other.is_empty(), "{other:?}");
+    assert_eq!(ok + exhausted, CONNECTIONS * CALLS as usize);
+    assert!(ok >= 60, "the budget holds some 80 replies: {ok} made");
+    assert!(
+        grown < BUDGET_MIB + CONNECTIONS as u64 * PER_CONNECTION_KIB / 1024,
+        "+{grown} MiB"
+    );
+
+    // Every reservation was given back: two calls need the whole budget (2 x 4 MiB).
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut q = Peer::connect(&gw.socket).await;
+    q.send(&list_volumes_calls(2, &[])).await;
+    let began = std::time::Instant::now();
+    let replies = q.replies(&[1, 3]).await;
+    for r in replies.values() {
+        assert_eq!(r.get("grpc-status"), Some("0"), "{:?}", r.fields);
+    }
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        began.elapsed()
+    );
+}
+
+/// A reflection request asking for `csi.v1.Controller`'s file: the v1 spec's descriptor and
+/// its dependencies', some 20 KB.
+fn large_reflection_ask() -> Vec<u8> {
+    let symbol = b"csi.v1.Controller";
+    let mut request = vec![0x22, symbol.len() as u8];
+    request.extend_from_slice(symbol);
+    message(&request)
+}
+
+/// Replies of the gateway's own services are made only within the budget: 10 connections open
+/// 1,000 reflection streams each, every one asking for a ~20 KB descriptor, and read none of
+/// it (a 1 KiB stream window), with `max_buffered_bytes` at 8 MiB. A service is given a request
+/// only once there is room for its reply (64 KiB, exchanged for its size): the gateway holds
+/// about the budget of replies and each stream's own state, not 10,000 replies (+384 MiB
+/// before). Streams that found no room within `BUDGET_WAIT` end RESOURCE_EXHAUSTED; once the
+/// clients are gone a reflection stream is served at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_replies_are_held_within_the_budget() {
+    const CONNECTIONS: usize = 10;
+    const STREAMS: u32 = 1000;
+    const BUDGET_MIB: u64 = 8;
+    /// Per stream: its entry, the service's task and channels, its HEADERS written ahead.
+    const PER_STREAM_KIB: u64 = 8;
+    let backend = Backend::start(Options::new("v1")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let flag = config(dir.path(), &format!("max_buffered_bytes = {LEAST_BUDGET}"));
+    let gw = Gateway::start(&backend.socket, "v0.1", &[&flag]).await;
+    let block = request_block(&[], REFLECTION, &[]);
+    let ask = large_reflection_ask();
+    let mut p = Peer::connect(&gw.socket).await;
+    p.call(1, &block, &ask[5..]).await;
+    let r = p.reply(1).await;
+    assert_eq!(r.get("grpc-status"), Some("0"));
+    let size = r.data.len();
+    assert!(size > 10_000, "{size}");
+    let before = settled_rss_kib(gw.pid()).await;
+
+    let mut out = Vec::new();
+    for s in 0..STREAMS {
+        out.extend_from_slice(&frame(HEADERS, END_HEADERS, 1 + 2 * s, &block));
+        out.extend_from_slice(&frame(DATA, END_STREAM, 1 + 2 * s, &ask));
+    }
+    let mut held = Vec::new();
+    for _ in 0..CONNECTIONS {
+        let mut p = Peer::open(&gw.socket, &[(0x4, 1024)]).await;
+        p.expect(|f| f.kind == SETTINGS && f.flags & ACK == 0).await;
+        p.send(&frame(SETTINGS, ACK, 0, &[])).await;
+        p.send(&out).await;
+        held.push(p);
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let during = settled_rss_kib(gw.pid()).await;
+    let grown = during.saturating_sub(before) / 1024;
+    let streams = CONNECTIONS as u64 * STREAMS as u64;
+    println!(
+        "{CONNECTIONS} connections x {STREAMS} reflection streams asking {size} bytes, never read, budget {BUDGET_MIB} MiB: VmRSS {before} KiB -> {during} KiB (+{grown} MiB)"
+    );
+    assert!(
+        grown < BUDGET_MIB + streams * PER_STREAM_KIB / 1024,
+        "+{grown} MiB"
+    );
+
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut q = Peer::connect(&gw.socket).await;
+    let began = std::time::Instant::now();
+    q.call(1, &block, &ask[5..]).await;
+    let r = q.reply(1).await;
+    assert_eq!(r.get("grpc-status"), Some("0"), "{:?}", r.fields);
+    assert_eq!(r.data.len(), size);
+    assert!(
+        began.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        began.elapsed()
+    );
+}
+
+/// A call whose reply finds no room waits `BUDGET_WAIT` (10 s) at most: one client holds the
+/// 8 MiB budget with replies it does not read (a stream window of 0), and another that does
+/// not read either has its calls refused RESOURCE_EXHAUSTED after that long — or
+/// DEADLINE_EXCEEDED at its `grpc-timeout`, if that comes first. A client that reads is served
+/// meanwhile (a connection holding nothing may run one call without room), and once the first
+/// two read, they have every reply they were answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_paused_too_long_make_room() {
+    const CALLS: u32 = 120;
+    let backend = Backend::start(Options::new("v1")).await;
+    let size = volumes(&backend, 1_000).await;
+    let dir = tempfile::tempdir().unwrap();
+    let flag = config(dir.path(), &format!("max_buffered_bytes = {LEAST_BUDGET}"));
+    let gw = Gateway::start_unattached(&backend.socket, "v0.1", &[&flag]).await;
+
+    let mut hoarder = Peer::open(&gw.socket, &[(0x4, 0)]).await;
+    hoarder
+        .expect(|f| f.kind == SETTINGS && f.flags & ACK == 0)
+        .await;
+    hoarder.send(&frame(SETTINGS, ACK, 0, &[])).await;
+    let block = request_block(&[], "/csi.v1.Controller/ListVolumes", &[]);
+    let mut out = Vec::new();
+    for i in 0..CALLS {
+        out.extend_from_slice(&frame(HEADERS, END_HEADERS, 1 + 2 * i, &block));
+        out.extend_from_slice(&frame(DATA, END_STREAM, 1 + 2 * i, &message(&[])));
+    }
+    hoarder.send(&out).await;
+    // Time for the hoarder's calls to fill the budget (one at a time, some 40 ms each).
+    tokio::time::sleep(Duration::from_secs(7)).await;
+
+    // Another client that does not read either: its first call runs all the same (a
+    // connection holding nothing may run one call without room), its reply held; its next
+    // calls wait for room.
+    let mut other = Peer::open(&gw.socket, &[(0x4, 0)]).await;
+    other
+        .expect(|f| f.kind == SETTINGS && f.flags & ACK == 0)
+        .await;
+    other.send(&frame(SETTINGS, ACK, 0, &[])).await;
+    other.call(1, &block, &[]).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let timed = request_block(
+        &[],
+        "/csi.v1.Controller/ListVolumes",
+        &[("grpc-timeout", "2S")],
+    );
+    other.call(3, &timed, &[]).await;
+    other.call(5, &block, &[]).await;
+    let began = std::time::Instant::now();
+    let r = other.reply(3).await;
+    let deadline_after = began.elapsed();
+    assert_eq!(r.get("grpc-status"), Some("4"), "{:?}", r.fields);
+    // A client that reads is served meanwhile.
+    let mut reader = Peer::connect(&gw.socket).await;
+    reader.send(&list_volumes_calls(1, &[])).await;
+    let r = reader.reply(1).await;
+    assert_eq!(r.get("grpc-status"), Some("0"), "{:?}", r.fields);
+    assert!(r.data.len() > size / 2, "{}", r.data.len());
+    let r = other.reply(5).await;
+    let refused_after = began.elapsed();
+    println!(
+        "budget held by unread replies: DEADLINE_EXCEEDED after {deadline_after:?} (grpc-timeout 2 s), RESOURCE_EXHAUSTED after {refused_after:?}: {:?}",
+        r.get("grpc-message")
+    );
+    assert_eq!(r.get("grpc-status"), Some("8"), "{:?}", r.fields);
+    assert!(
+        deadline_after < Duration::from_secs(4),
+        "{deadline_after:?}"
+    );
+    assert!(
+        refused_after > Duration::from_secs(9) && refused_after < Duration::from_secs(15),
+        "{refused_after:?}"
+    );
+
+    // The hoarder reads: its replies were only waiting.
+    let mut grant = Vec::new();
+    for i in 0..CALLS {
+        grant.extend_from_slice(&frame(
+            WINDOW_UPDATE,
+            0,
+            1 + 2 * i,
+            &(1u32 << 30).to_be_bytes(),
+        ));
+    }
+    grant.extend_from_slice(&frame(WINDOW_UPDATE, 0, 0, &(1u32 << 30).to_be_bytes()));
+    hoarder.send(&grant).await;
+    let streams: Vec<u32> = (0..CALLS).map(|i| 1 + 2 * i).collect();
+    let replies = hoarder.replies(&streams).await;
+    let ok = replies
+        .values()
+        .filter(|r| r.get("grpc-status") == Some("0") && r.data.len() > size / 2)
+        .count();
+    let exhausted = replies
+        .values()
+        .filter(|r| r.get("grpc-status") == Some("8"))
+        .count();
+    println!("the hoarder reads: {ok} replies, {exhausted} RESOURCE_EXHAUSTED");
+    assert_eq!(ok + exhausted, CALLS as usize);
+    assert!(ok >= 60 && exhausted > 0, "{ok} {exhausted}");
+
+    // The other reads too: its first reply was only waiting.
+    let mut grant = frame(WINDOW_UPDATE, 0, 0, &(1u32 << 30).to_be_bytes());
+    grant.extend_from_slice(&frame(WINDOW_UPDATE, 0, 1, &(1u32 << 30).to_be_bytes()));
+    other.send(&grant).await;
+    let r = other.reply(1).await;
+    assert_eq!(r.get("grpc-status"), Some("0"), "{:?}", r.fields);
+    assert!(r.data.len() > size / 2, "{}", r.data.len());
+}

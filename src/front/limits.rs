@@ -115,6 +115,14 @@ pub fn no_room() -> crate::grpc::Status {
     ))
 }
 
+/// The answer to a call the gateway would answer itself that found no room for its reply
+/// within [`BUDGET_WAIT`]: the replies held for clients that do not read them fill the budget.
+pub fn no_reply_room() -> crate::grpc::Status {
+    crate::grpc::Status::resource_exhausted(format!(
+        "the gateway holds all the replies it may (max_buffered_bytes) for clients that have not read them; this call waited {BUDGET_WAIT:?} for room for its reply"
+    ))
+}
+
 /// The request and reply bytes held by every connection together, against
 /// `max_buffered_bytes`.
 #[derive(Debug)]
@@ -138,6 +146,23 @@ impl Budget {
 
     pub fn give(&self, n: usize) {
         self.used.fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Takes `n` bytes only if the total stays within the limit: room reserved before what
+    /// fills it is made (a reply produced by the gateway itself), so that the gateway never
+    /// holds more than its limit. False, and nothing taken, when it would not fit.
+    pub fn try_take(&self, n: usize) -> bool {
+        use std::sync::atomic::Ordering;
+        self.used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+                used.checked_add(n).filter(|total| *total <= self.limit)
+            })
+            .is_ok()
+    }
+
+    /// What may still be taken before the limit.
+    pub fn left(&self) -> usize {
+        self.limit.saturating_sub(self.used())
     }
 
     /// Whether more may be granted.
@@ -206,5 +231,39 @@ mod tests {
         b.give(5);
         assert!(b.room());
         assert_eq!(b.used(), 9);
+    }
+
+    #[test]
+    fn budget_reserves_only_within_its_limit() {
+        let b = Budget::new(10);
+        assert!(b.try_take(6));
+        assert_eq!(b.left(), 4);
+        assert!(!b.try_take(5), "6 + 5 is past 10");
+        assert_eq!(b.used(), 6, "a refused reservation takes nothing");
+        assert!(b.try_take(4), "up to the limit exactly");
+        assert_eq!(b.left(), 0);
+        b.take(3);
+        assert_eq!(b.left(), 0, "granted bytes past the limit leave none");
+        assert!(!b.try_take(1));
+        b.give(13);
+        assert_eq!((b.used(), b.left()), (0, 10));
+    }
+
+    #[test]
+    fn budget_reservations_race_within_the_limit() {
+        let b = std::sync::Arc::new(Budget::new(1000));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let b = b.clone();
+                std::thread::spawn(move || (0..1000).filter(|_| b.try_take(7)).count())
+            })
+            .collect();
+        let taken: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        assert_eq!(
+            taken,
+            1000 / 7,
+            "as many as fit, from every thread together"
+        );
+        assert_eq!(b.used(), taken * 7);
     }
 }

@@ -11,7 +11,11 @@
 //! once they may. What the services hold of the requests (`held`: bytes not taken, or taken
 //! as part of a message not yet whole) is on the gateway's count, `max_buffered_bytes`.
 //! Replies are sent within the client's windows, and taken from the service only while the
-//! client's buffer has room.
+//! client's buffer has room. A reply waiting for the client's window is on the gateway's count
+//! too, and a service is given a request (asked for a reply) only once the gateway has room
+//! for that reply (`SERVICE_REPLY`): past it the request waits in the stream (`short`), and
+//! past `BUDGET_WAIT` the stream ends RESOURCE_EXHAUSTED. So streams whose replies no client
+//! reads hold about `max_buffered_bytes` of replies, not one per stream.
 //!
 //! Everything runs inside the splice's task, as its other local calls do. A stream has at most
 //! one future in `running`: it owns the service's reply body while it waits for the body's next
@@ -27,7 +31,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use futures_util::future::BoxFuture;
@@ -38,8 +42,12 @@ use hyper::body::Frame;
 use tokio::sync::{mpsc, oneshot};
 use tonic::body::Body;
 
+use crate::front::limits::{self, BUDGET_WAIT};
 use crate::front::services::{self, Handler};
+use crate::front::Shared;
 use crate::grpc::{status, Status, MAX_MESSAGE_BYTES};
+
+use super::conn::Held;
 
 use csi_gateway_wire::frame::{self, Kind};
 use csi_gateway_wire::headers;
@@ -49,9 +57,15 @@ use csi_gateway_wire::headers;
 /// upstream's and may be large), so that a connection's memory stays bounded.
 const MAX_UNREAD: usize = 4 * MAX_MESSAGE_BYTES;
 
+/// Room in the gateway's budget a service's reply is expected to take, reserved before the
+/// service is given the request it answers: a reflection reply (a file's descriptor and its
+/// dependencies') is some 20 KB, a health reply a few bytes. An estimate, not a bound: the
+/// reply is counted at its real size once it came and until it is written.
+const SERVICE_REPLY: usize = 64 * 1024;
+
 /// The gateway-service streams of one spliced connection.
-#[derive(Default)]
 pub struct LocalStreams {
+    shared: Arc<Shared>,
     entries: HashMap<u32, Entry>,
     /// Each stream's next step: its service's reply head, or its reply body's next frame.
     running: FuturesUnordered<BoxFuture<'static, (u32, Step)>>,
@@ -66,6 +80,9 @@ pub struct LocalStreams {
     /// Request bytes the services hold, and reply bytes waiting for the client, on all streams
     /// (`Entry::held`): on the gateway's count (`Shared::buffered`) through the splice.
     held: usize,
+    /// Streams waiting for room for their service's next reply (`SERVICE_REPLY`), oldest
+    /// first, with since when.
+    short: VecDeque<(u32, Instant)>,
 }
 
 struct Entry {
@@ -89,6 +106,23 @@ struct Entry {
     ending: Option<Status>,
     /// Dropped with the entry: the running step ends.
     _cancel: oneshot::Sender<()>,
+    /// Request bytes not yet given to the service: it is given them once there is room for
+    /// its reply (`room`).
+    pending: VecDeque<Bytes>,
+    /// The client's half ended: `requests` is let go once `pending` went.
+    closing: bool,
+    /// Room reserved for the service's next reply (`SERVICE_REPLY`): given back when the
+    /// reply comes (it is then counted at its real size) or with the entry.
+    room: Option<Held>,
+    /// The reply body, waiting for room before the service is asked for its next reply.
+    asking: Option<(Guard, Body)>,
+    /// Reply messages the service gave, against the request messages it got
+    /// (`Framing::whole`): one more of those is a reply still to come.
+    replies: usize,
+    /// The stream is in `LocalStreams::short`.
+    short: bool,
+    /// The service's call, not started yet: it is, once there is room for its first reply.
+    start: Option<BoxFuture<'static, (u32, Step)>>,
 }
 
 /// What a running stream's future yields.
@@ -158,6 +192,26 @@ pub struct Finished {
 }
 
 impl LocalStreams {
+    pub fn new(shared: Arc<Shared>) -> LocalStreams {
+        LocalStreams {
+            shared,
+            entries: HashMap::new(),
+            running: FuturesUnordered::new(),
+            parked: VecDeque::new(),
+            credit: Arc::default(),
+            unread: 0,
+            granted: Vec::new(),
+            held: 0,
+            short: VecDeque::new(),
+        }
+    }
+
+    /// Some stream waits for room in the gateway's budget: the splice polls again every
+    /// `BUDGET_RETRY`, as room another connection makes is not announced.
+    pub fn short_of_room(&self) -> bool {
+        !self.short.is_empty()
+    }
+
     /// No stream, and no step of a removed one left to drop (a removed stream's step ends at
     /// its next poll, dropping the service's body).
     pub fn is_empty(&self) -> bool {
@@ -187,7 +241,7 @@ impl LocalStreams {
             deadline: timeout.map(|d| (Box::pin(tokio::time::sleep(d)), d)),
         };
         let reply = services::request(path, Body::new(body)).map(|r| handler(r));
-        self.running.push(Box::pin(async move {
+        let start: BoxFuture<'static, (u32, Step)> = Box::pin(async move {
             let step = match reply {
                 Err(s) => Step::End(s),
                 Ok(reply) => match guard.run(reply).await {
@@ -199,7 +253,17 @@ impl LocalStreams {
                 },
             };
             (id, step)
-        }));
+        });
+        // With no request to come, the service answers at once (an error); else it starts
+        // with the request's first bytes, once there is room for its reply (`hand_over`):
+        // a stream waiting for room costs its entry, not a running service.
+        let start = match request_done {
+            true => {
+                self.running.push(start);
+                None
+            }
+            false => Some(start),
+        };
         self.entries.insert(
             id,
             Entry {
@@ -212,6 +276,13 @@ impl LocalStreams {
                 waiting: None,
                 ending: None,
                 _cancel: cancel,
+                pending: VecDeque::new(),
+                closing: request_done,
+                room: None,
+                asking: None,
+                replies: 0,
+                short: false,
+                start,
             },
         );
     }
@@ -235,11 +306,9 @@ impl LocalStreams {
         if entry.ending.is_some() {
             due = frame_len;
         } else if !content.is_empty() {
-            let sent = entry
-                .requests
-                .as_ref()
-                .is_some_and(|r| r.send(Bytes::copy_from_slice(content)).is_ok());
-            if sent {
+            let open = entry.requests.as_ref().is_some_and(|r| !r.is_closed());
+            if open {
+                entry.pending.push_back(Bytes::copy_from_slice(content));
                 entry.unread += content.len();
                 self.unread += content.len();
                 entry.framing.feed(content);
@@ -257,11 +326,101 @@ impl LocalStreams {
             }
         }
         if end {
-            entry.requests = None;
+            entry.closing = true;
         } else if due > 0 {
             frame::put_window_update(out, id, due as u32);
             self.granted.push((id, due as u32));
         }
+        self.hand_over(id);
+    }
+
+    /// Gives the service the request bytes that came, once there is room for its reply;
+    /// else the stream waits for room (`short`).
+    fn hand_over(&mut self, id: u32) {
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return;
+        };
+        if entry.ending.is_some() {
+            return;
+        }
+        let asks = !entry.pending.is_empty();
+        if asks && entry.room.is_none() {
+            entry.room = Held::reserve(&self.shared, SERVICE_REPLY);
+            if entry.room.is_none() {
+                return self.wait_for_room(id);
+            }
+        }
+        if asks || entry.closing {
+            if let Some(start) = entry.start.take() {
+                self.running.push(start);
+            }
+        }
+        while let Some(bytes) = entry.pending.pop_front() {
+            let len = bytes.len();
+            let sent = entry
+                .requests
+                .as_ref()
+                .is_some_and(|r| r.send(bytes).is_ok());
+            if !sent {
+                // The service reads no more: nothing will take these bytes.
+                entry.unread -= len;
+                self.unread -= len;
+                recount(&mut self.held, entry);
+            }
+        }
+        if entry.closing {
+            entry.requests = None;
+        }
+    }
+
+    fn wait_for_room(&mut self, id: u32) {
+        if let Some(entry) = self.entries.get_mut(&id) {
+            if !std::mem::replace(&mut entry.short, true) {
+                self.short.push_back((id, Instant::now()));
+            }
+        }
+    }
+
+    /// Gives the streams waiting for room what they wait for, oldest first, while the gateway
+    /// has room; ends those that waited `BUDGET_WAIT` (RESOURCE_EXHAUSTED). Returns whether
+    /// anything moved.
+    fn retry_short(&mut self) -> bool {
+        let mut moved = false;
+        while let Some(&(id, since)) = self.short.front() {
+            let Some(entry) = self.entries.get_mut(&id) else {
+                self.short.pop_front();
+                continue;
+            };
+            if entry.ending.is_some() {
+                entry.short = false;
+                self.short.pop_front();
+                continue;
+            }
+            if since.elapsed() >= BUDGET_WAIT {
+                tracing::debug!(stream = id, "service stream ended: no room for its reply");
+                entry.short = false;
+                entry.ending = Some(limits::no_reply_room());
+                entry.requests = None;
+                self.short.pop_front();
+                self.parked.push_back(id);
+                moved = true;
+                continue;
+            }
+            if entry.room.is_none() {
+                entry.room = Held::reserve(&self.shared, SERVICE_REPLY);
+                if entry.room.is_none() {
+                    break;
+                }
+            }
+            entry.short = false;
+            self.short.pop_front();
+            moved = true;
+            if let Some((guard, body)) = entry.asking.take() {
+                self.read_on(id, guard, body);
+            }
+            self.hand_over(id);
+        }
+        moved
     }
 
     /// The stream window given the client since the last call, per stream.
@@ -272,7 +431,8 @@ impl LocalStreams {
     /// The client's half of stream `id` ended (with trailers or an empty END_STREAM DATA).
     pub fn end_requests(&mut self, id: u32) {
         if let Some(entry) = self.entries.get_mut(&id) {
-            entry.requests = None;
+            entry.closing = true;
+            self.hand_over(id);
         }
     }
 
@@ -347,6 +507,9 @@ impl LocalStreams {
         ended: &mut Vec<Finished>,
     ) -> bool {
         let mut progress = self.give_credit(cx, out.frames);
+        if !self.short.is_empty() {
+            progress |= self.retry_short();
+        }
         for _ in 0..self.parked.len() {
             let Some(id) = self.parked.pop_front() else {
                 break;
@@ -377,7 +540,7 @@ impl LocalStreams {
             entry.unread -= n;
             self.unread -= n;
             recount(&mut self.held, entry);
-            if entry.requests.is_some() && entry.ending.is_none() {
+            if entry.requests.is_some() && !entry.closing && entry.ending.is_none() {
                 frame::put_window_update(frames, id, n as u32);
                 self.granted.push((id, n as u32));
             }
@@ -404,7 +567,7 @@ impl LocalStreams {
         let before = data.len();
         send_data(id, &mut data, &mut entry.window, out);
         if data.is_empty() && out.room {
-            self.read_on(id, guard, body);
+            self.ask_next(id, guard, body);
             return true;
         }
         let moved = data.len() < before;
@@ -438,9 +601,13 @@ impl LocalStreams {
                 self.read_on(id, guard, body);
             }
             Step::Data(mut data, guard, body) => {
+                // The room reserved for this reply is exchanged for its real size, counted
+                // while it waits for the client (`waiting`).
+                entry.replies += 1;
+                entry.room = None;
                 send_data(id, &mut data, &mut entry.window, out);
                 if data.is_empty() && out.room {
-                    self.read_on(id, guard, body);
+                    self.ask_next(id, guard, body);
                 } else {
                     entry.waiting = Some((data, guard, body));
                     recount(&mut self.held, entry);
@@ -448,6 +615,23 @@ impl LocalStreams {
                 }
             }
         }
+    }
+
+    /// Asks the service for its next reply once the last went out: once there is room for it
+    /// when a request it has not answered yet went to it (the next request reaches a service
+    /// only when its last reply was taken, `services::bounded`).
+    fn ask_next(&mut self, id: u32, guard: Guard, body: Body) {
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return;
+        };
+        if entry.framing.whole > entry.replies && entry.room.is_none() {
+            entry.room = Held::reserve(&self.shared, SERVICE_REPLY);
+            if entry.room.is_none() {
+                entry.asking = Some((guard, body));
+                return self.wait_for_room(id);
+            }
+        }
+        self.read_on(id, guard, body);
     }
 
     /// Waits for the reply body's next frame.
@@ -522,6 +706,8 @@ struct Framing {
     left: usize,
     /// Bytes of the message not yet whole, its prefix included.
     partial: usize,
+    /// Messages whole so far.
+    whole: usize,
 }
 
 impl Framing {
@@ -551,6 +737,7 @@ impl Framing {
             if self.have == 5 && self.left == 0 {
                 self.have = 0;
                 self.partial = 0;
+                self.whole += 1;
             }
         }
     }
@@ -630,5 +817,6 @@ mod tests {
         assert_eq!(f.partial, 3, "a prefix begun");
         f.feed(&[0, 0]);
         assert_eq!(f.partial, 0, "an empty message is whole at once");
+        assert_eq!(f.whole, 3);
     }
 }

@@ -4,6 +4,15 @@
 
 use super::*;
 
+/// Room in the gateway's budget (`Shared::buffered`) a call it answers itself takes before it
+/// starts: the largest reply such a (unary) call is expected to produce, a whole message. Its
+/// reply is made whole before a byte of it is sent, so its room must be had first: else calls
+/// whose replies no client reads would each hold theirs, past any budget. Exchanged for the
+/// reply's real size once it is made. The price: at most `max_buffered_bytes / REPLY_ROOM`
+/// such calls run at once in the whole gateway (64 at the 256 MiB default, 2 at the 8 MiB
+/// least), the others wait for room (`waiting_room`), `BUDGET_WAIT` at most.
+pub(super) const REPLY_ROOM: usize = MAX_MESSAGE_BYTES;
+
 /// A call the splice answers itself: its stream, when it started, its report and outcome.
 /// It ends early (CANCELLED) when its stream does: dropped, the upstream call is reset.
 pub(super) type LocalCall = Pin<Box<dyn Future<Output = LocalOutcome> + Send>>;
@@ -21,11 +30,21 @@ pub(super) struct Local {
     pub(super) reply: Option<Reply>,
     /// Dropped with the stream: the running call ends then.
     pub(super) cancel: Option<tokio::sync::oneshot::Sender<()>>,
+    /// The room its reply may take (`REPLY_ROOM`), reserved before the call starts: given
+    /// back once the reply is made and held at its real size, or with the stream.
+    pub(super) room: Option<Held>,
 }
 
-/// A local call's request bytes, on the gateway's count (`Shared::buffered`) until the call
-/// ends, however it ends.
-pub(super) struct Held(Arc<Shared>, usize);
+/// Bytes on the gateway's count (`Shared::buffered`) until dropped, however what holds them
+/// ends: a local call's request bytes, or room reserved for a reply.
+pub(in crate::splice) struct Held(Arc<Shared>, usize);
+
+impl Held {
+    /// `n` bytes of room, if the gateway has them within its limit.
+    pub(in crate::splice) fn reserve(shared: &Arc<Shared>, n: usize) -> Option<Held> {
+        shared.buffered.try_take(n).then(|| Held(shared.clone(), n))
+    }
+}
 
 impl Drop for Held {
     fn drop(&mut self) {
@@ -114,8 +133,24 @@ impl<C: Io, U: Io> Splice<C, U> {
         if matches!(&stream.side, Side::Local(l) if l.reply.is_some()) {
             return;
         }
-        let (Side::Local(local), Some(mut report)) = (&mut stream.side, stream.report.take())
-        else {
+        let Side::Local(local) = &mut stream.side else {
+            return;
+        };
+        if stream.report.is_none() {
+            return; // started already
+        }
+        // A refused call's reply is its status alone: it needs no room.
+        if local.refused.is_none() && local.room.is_none() && self.free_call != Some(id) {
+            local.room = Held::reserve(&self.shared, REPLY_ROOM);
+            if local.room.is_none() {
+                let others = self.local_bodies + self.services_held + self.replies_held;
+                if self.free_call.is_some() || others > local.body.len() {
+                    return self.wait_for_room(id);
+                }
+                self.free_call = Some(id);
+            }
+        }
+        let Some(mut report) = stream.report.take() else {
             return;
         };
         let body = std::mem::take(&mut local.body).freeze();
@@ -148,8 +183,92 @@ impl<C: Io, U: Io> Splice<C, U> {
         }));
     }
 
+    /// A local call with no room for its reply waits (`waiting_room`).
+    pub(super) fn wait_for_room(&mut self, id: u32) {
+        if !self.waiting_room.iter().any(|&(w, _)| w == id) {
+            tracing::debug!(stream = id, "call waits for room for its reply");
+            self.waiting_room.push_back((id, Instant::now()));
+        }
+    }
+
+    /// Calls or service streams wait for room: they look again in `BUDGET_RETRY` (room another
+    /// connection makes is not announced).
+    pub(super) fn note_short_of_room(&mut self) {
+        let short = !self.waiting_room.is_empty() || self.services.short_of_room();
+        if short && self.room_retry.is_none() {
+            self.room_retry = Some(Instant::now() + BUDGET_RETRY);
+        }
+    }
+
+    /// Starts the waiting calls, oldest first, as long as the gateway has room for their
+    /// replies.
+    pub(super) fn admit_waiting(&mut self) -> bool {
+        let mut started = false;
+        while let Some(&(id, _)) = self.waiting_room.front() {
+            let waits = match self.streams.get_mut(&id).map(|s| &mut s.side) {
+                Some(Side::Local(local)) if local.room.is_none() && local.reply.is_none() => {
+                    local.room = Held::reserve(&self.shared, REPLY_ROOM);
+                    if local.room.is_none() {
+                        let others = self.local_bodies + self.services_held + self.replies_held;
+                        if self.free_call.is_some() || others > local.body.len() {
+                            return started;
+                        }
+                        self.free_call = Some(id);
+                    }
+                    true
+                }
+                _ => false, // gone, or answered otherwise meanwhile
+            };
+            self.waiting_room.pop_front();
+            if waits {
+                self.start_local(id);
+                started = true;
+            }
+        }
+        started
+    }
+
+    /// Refuses the waiting calls whose deadline passed (DEADLINE_EXCEEDED) or that waited
+    /// `BUDGET_WAIT` for room (RESOURCE_EXHAUSTED): their requests are let go, and a client
+    /// that does not read its replies cannot keep other calls waiting without end.
+    pub(super) fn expire_waiting(&mut self) {
+        let now = Instant::now();
+        let mut refused = Vec::new();
+        self.waiting_room.retain(|&(id, since)| {
+            let Some(stream) = self.streams.get(&id) else {
+                return false;
+            };
+            let Side::Local(local) = &stream.side else {
+                return false;
+            };
+            let deadline = local.timeout.and_then(|t| stream.started.checked_add(t));
+            let status = if deadline.is_some_and(|at| at <= now) {
+                Status::deadline_exceeded(format!(
+                    "deadline of {:?} exceeded waiting for room in the gateway for its reply (max_buffered_bytes)",
+                    local.timeout.unwrap_or_default()
+                ))
+            } else if now.duration_since(since) >= limits::BUDGET_WAIT {
+                limits::no_reply_room()
+            } else {
+                return true;
+            };
+            refused.push((id, status));
+            false
+        });
+        for (id, status) in refused {
+            tracing::debug!(stream = id, code = ?status.code(), "call refused: no room for its reply");
+            if let Some(Side::Local(local)) = self.streams.get_mut(&id).map(|s| &mut s.side) {
+                local.refused = Some(status);
+                self.start_local(id);
+            }
+        }
+    }
+
     /// A local call's outcome, turned into the frames of its reply.
     pub(super) fn answered(&mut self, (id, started, mut report, outcome): LocalOutcome) {
+        if self.free_call == Some(id) {
+            self.free_call = None;
+        }
         let Some(stream) = self.streams.get_mut(&id) else {
             // The client reset the stream meanwhile: the call is reported, not answered.
             report.fail(
@@ -164,15 +283,24 @@ impl<C: Io, U: Io> Splice<C, U> {
         let reply = reply_frames(outcome, true);
         let held = reply.data.len();
         local.reply = Some(reply);
+        // Its room is exchanged for what the reply really holds.
+        let room = local.room.take();
         stream.report = Some(report);
         self.replying.push_back(id);
         self.hold_reply(held);
+        drop(room);
     }
 
     /// Writes as much of the local replies as the client's windows allow, never inside a
     /// reply header block the upstream has begun.
     pub(super) fn send_replies(&mut self) {
+        // Replies passed over, their stream's window spent: a client that does not read one
+        // stream does not hold back the others' (a refusal waiting for room is trailers alone).
+        let mut passed = 0;
         while let Some(&id) = self.replying.front() {
+            if passed >= self.replying.len() {
+                return;
+            }
             if self.reply_block.is_some() || self.client_settings_unacked() {
                 return;
             }
@@ -203,13 +331,18 @@ impl<C: Io, U: Io> Splice<C, U> {
                 block.extend_from_slice(&head);
                 frame::put_headers(out, id, &block, only_head, self.client_max_frame);
             }
+            let mut stream_spent = false;
             while !reply.data.is_empty() {
                 let room = self
                     .window
                     .min(local.window)
                     .min(self.client_max_frame as i64);
-                if room <= 0 {
+                if self.window <= 0 {
                     return; // wait for the client's WINDOW_UPDATE
+                }
+                if room <= 0 {
+                    stream_spent = true;
+                    break;
                 }
                 let piece = reply.data.split_to((room as usize).min(reply.data.len()));
                 frame::put(out, Kind::Data, 0, id, &piece);
@@ -221,6 +354,12 @@ impl<C: Io, U: Io> Splice<C, U> {
                 if out.len() >= HIGH_WATER {
                     break;
                 }
+            }
+            if stream_spent {
+                self.replying.pop_front();
+                self.replying.push_back(id);
+                passed += 1;
+                continue;
             }
             if !reply.data.is_empty() {
                 return;

@@ -102,6 +102,7 @@ mod timers;
 mod translated;
 mod upstream_side;
 
+pub(super) use local::Held;
 use local::{Local, LocalCall};
 use streams::{Block, Side, Stream};
 use timers::KEEPALIVE_PING;
@@ -131,7 +132,8 @@ const MAX_LOCAL_CALLS: usize = 1024;
 /// The request bodies of local calls buffered at once on one connection: past it a request
 /// gets RESOURCE_EXHAUSTED, so that a connection's memory stays bounded.
 const MAX_LOCAL_BODIES: usize = 4 * MAX_MESSAGE_BYTES;
-/// How often a connection whose window is withheld looks whether the gateway has room again.
+/// How often a connection whose window is withheld, or whose calls wait for room for their
+/// replies, looks whether the gateway has room again.
 const BUDGET_RETRY: Duration = Duration::from_millis(50);
 /// The largest frame the splice lets either side send (SETTINGS_MAX_FRAME_SIZE is capped at
 /// this): bounds the buffer one frame needs.
@@ -244,6 +246,17 @@ pub struct Splice<C, U> {
     calls: FuturesUnordered<LocalCall>,
     /// Streams served by the gateway's own services (`local_stream`).
     services: LocalStreams,
+    /// Local calls whose request is whole and that wait for room for their reply
+    /// (`REPLY_ROOM`), oldest first, with since when: started once there is room, refused past
+    /// `BUDGET_WAIT` or their deadline.
+    waiting_room: VecDeque<(u32, Instant)>,
+    /// The one local call of this connection running without room reserved for its reply:
+    /// a connection that holds nothing else (requests or replies) may always run one, so that
+    /// a client that reads its replies (a Probe) is answered while others fill the budget.
+    free_call: Option<u32>,
+    /// When the calls and service streams waiting for room look for it again: a fixed time,
+    /// as the connection's timer fires only for a deadline that stays put.
+    room_retry: Option<Instant>,
     /// Relayed calls that ended, with when they started: counted and logged once this turn's
     /// bytes are written, so that no reply waits on the bookkeeping of the calls before it.
     ended: Vec<(Report, Instant)>,
@@ -360,6 +373,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     ) -> Splice<C, U> {
         let limits = shared.limits.clone();
         let client_decoder = client_decoder(&shared, live.as_deref());
+        let services = LocalStreams::new(shared.clone());
         Splice {
             shared,
             live,
@@ -412,7 +426,10 @@ impl<C: Io, U: Io> Splice<C, U> {
             client_unhandled: false,
             upstream_unhandled: false,
             calls: FuturesUnordered::new(),
-            services: LocalStreams::default(),
+            services,
+            waiting_room: VecDeque::new(),
+            room_retry: None,
+            free_call: None,
             ended: Vec::new(),
             now: Instant::now(),
             replying: VecDeque::new(),
@@ -585,6 +602,9 @@ impl<C: Io, U: Io> Splice<C, U> {
                 self.send_replies();
             }
             self.send_replies();
+            if !self.waiting_room.is_empty() {
+                progress |= self.admit_waiting();
+            }
             self.grant_withheld();
             if self.owed_upstream > 0 {
                 self.settle_owed();
@@ -598,6 +618,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             self.release_own();
             self.note_idle();
+            self.note_short_of_room();
             if self.server_preface {
                 match write(&mut self.client, &mut self.to_client, cx, "client") {
                     Ok(moved) => progress |= moved,

@@ -74,7 +74,8 @@ impl<C: Io, U: Io> Splice<C, U> {
                 let since = self.replies_paused?;
                 let at = (Instant::now() + BUDGET_RETRY).min(since + limits::BUDGET_WAIT);
                 Some((at, Timeout::Budget))
-            });
+            })
+            .or_else(|| Some((self.room_retry?, Timeout::Budget)));
         [self.client_deadline(), keepalive, handshake, call, budget]
             .into_iter()
             .flatten()
@@ -178,6 +179,12 @@ impl<C: Io, U: Io> Splice<C, U> {
                     .is_some_and(|t| t.elapsed() >= limits::BUDGET_WAIT)
                 {
                     self.make_reply_room();
+                }
+                if self.room_retry.is_some_and(|at| at <= Instant::now()) {
+                    // Set again by `poll_run` while anything still waits.
+                    self.room_retry = None;
+                    self.expire_waiting();
+                    self.admit_waiting();
                 }
                 None
             }
