@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use csi_gateway_test_support::workspace_binary;
+use csi_gateway_test_support::{free_port, workspace_binary};
 use prost::Message;
 
 struct Proc(Child);
@@ -53,24 +53,15 @@ fn spawn(cmd: &mut Command) -> Proc {
     )
 }
 
-/// A port free on loopback now.
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("local address").port()
-}
-
 /// Waits until the gateway's `/readyz` answers 200: its plugin is detected.
 fn wait_ready(port: u16) {
-    use std::io::{Read, Write};
     let until = Instant::now() + Duration::from_secs(10);
     loop {
-        let ready = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok_and(|mut c| {
-            let _ = c.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-            let mut reply = String::new();
-            let _ = c.read_to_string(&mut reply);
-            reply.starts_with("HTTP/1.1 200")
-        });
-        if ready {
+        // ureq answers a status other than 2xx as an error.
+        if ureq::get(&format!("http://127.0.0.1:{port}/readyz"))
+            .call()
+            .is_ok()
+        {
             return;
         }
         assert!(

@@ -160,11 +160,6 @@ impl Budget {
             .is_ok()
     }
 
-    /// What may still be taken before the limit.
-    pub fn left(&self) -> usize {
-        self.limit.saturating_sub(self.used())
-    }
-
     /// Whether more may be granted.
     pub fn room(&self) -> bool {
         self.used() < self.limit
@@ -237,16 +232,16 @@ mod tests {
     fn budget_reserves_only_within_its_limit() {
         let b = Budget::new(10);
         assert!(b.try_take(6));
-        assert_eq!(b.left(), 4);
+        assert_eq!(b.used(), 6);
         assert!(!b.try_take(5), "6 + 5 is past 10");
         assert_eq!(b.used(), 6, "a refused reservation takes nothing");
         assert!(b.try_take(4), "up to the limit exactly");
-        assert_eq!(b.left(), 0);
+        assert_eq!(b.used(), 10);
         b.take(3);
-        assert_eq!(b.left(), 0, "granted bytes past the limit leave none");
+        assert!(!b.room(), "granted bytes past the limit leave none");
         assert!(!b.try_take(1));
         b.give(13);
-        assert_eq!((b.used(), b.left()), (0, 10));
+        assert!(b.try_take(10), "all of it once given back");
     }
 
     #[test]

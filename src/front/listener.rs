@@ -188,8 +188,7 @@ pub(crate) async fn serve_connection<C: Io>(
     served: Served,
 ) {
     let client = C::KIND;
-    let (live, upstream) = splice_upstream(&shared).await;
-    match (live, upstream) {
+    match splice_upstream(&shared).await {
         (Some(live), Some(SpliceUpstream::Unix(upstream))) => {
             connection_counted("spliced", client, "unix");
             Splice::new(shared, live, io, upstream, shutdown)

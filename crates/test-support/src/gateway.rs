@@ -55,8 +55,7 @@ impl Gateway {
     /// The link is `upstream` with `.link` appended, so that messages naming the gateway's
     /// upstream name the plugin's socket path too.
     pub async fn start_unattached(upstream: &Path, legacy: &str, extra: &[&str]) -> Gateway {
-        let link = PathBuf::from(format!("{}.link", upstream.display()));
-        std::os::unix::fs::symlink(upstream, &link).expect("symlink to the plugin's socket");
+        let link = link_to(upstream);
         let flag = format!("--upstream=unix://{}", link.display());
         let mut flags = vec![flag.as_str()];
         flags.extend(extra.iter().filter(|f| !f.starts_with("--upstream=")));
@@ -339,9 +338,7 @@ impl FrontPath {
     /// as a plugin that was away at their accept leaves them).
     pub fn plugin_back(self, upstream: &Path) {
         if self == FrontPath::Unattached {
-            let link = PathBuf::from(format!("{}.link", upstream.display()));
-            let _ = fs::remove_file(&link);
-            std::os::unix::fs::symlink(upstream, &link).expect("symlink to the plugin's socket");
+            link_to(upstream);
         }
     }
 
@@ -352,4 +349,13 @@ impl FrontPath {
             FrontPath::Unattached => "unattached",
         }
     }
+}
+
+/// A symbolic link to the plugin's socket `upstream`, made afresh: `upstream` with `.link`
+/// appended, so that messages naming the gateway's upstream name the plugin's socket too.
+fn link_to(upstream: &Path) -> PathBuf {
+    let link = PathBuf::from(format!("{}.link", upstream.display()));
+    let _ = fs::remove_file(&link);
+    std::os::unix::fs::symlink(upstream, &link).expect("symlink to the plugin's socket");
+    link
 }

@@ -125,32 +125,23 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     /// Starts answering a local stream whose request is complete.
     pub(super) fn start_local(&mut self, id: u32) {
+        // Not started already (its report is taken then), and not answered already: a
+        // translated call whose plugin replied before the client's request ended
+        // (`Asked::Relayed`) is never made a second time.
+        let startable = self.streams.get(&id).is_some_and(|s| {
+            s.report.is_some() && matches!(&s.side, Side::Local(l) if l.reply.is_none())
+        });
+        if !startable {
+            return;
+        }
+        if !self.has_reply_room(id) {
+            return self.wait_for_room(id);
+        }
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
-        // Answered already: a translated call whose plugin replied before the client's request
-        // ended (`Asked::Relayed`) is never made a second time.
-        if matches!(&stream.side, Side::Local(l) if l.reply.is_some()) {
-            return;
-        }
-        let Side::Local(local) = &mut stream.side else {
-            return;
-        };
-        if stream.report.is_none() {
-            return; // started already
-        }
-        // A refused call's reply is its status alone: it needs no room.
-        if local.refused.is_none() && local.room.is_none() && self.free_call != Some(id) {
-            local.room = Held::reserve(&self.shared, REPLY_ROOM);
-            if local.room.is_none() {
-                let others = self.local_bodies + self.services_held + self.replies_held;
-                if self.free_call.is_some() || others > local.body.len() {
-                    return self.wait_for_room(id);
-                }
-                self.free_call = Some(id);
-            }
-        }
-        let Some(mut report) = stream.report.take() else {
+        let (Side::Local(local), Some(mut report)) = (&mut stream.side, stream.report.take())
+        else {
             return;
         };
         let body = std::mem::take(&mut local.body).freeze();
@@ -183,6 +174,28 @@ impl<C: Io, U: Io> Splice<C, U> {
         }));
     }
 
+    /// Whether local call `id` may start: room is reserved for its reply (`REPLY_ROOM`), or it
+    /// is the one call a connection holding nothing else may run without (`free_call`), or it
+    /// is refused (its reply is its status alone, which needs no room).
+    fn has_reply_room(&mut self, id: u32) -> bool {
+        let others = self.local_bodies + self.services_held + self.replies_held;
+        let Some(Side::Local(local)) = self.streams.get_mut(&id).map(|s| &mut s.side) else {
+            return false;
+        };
+        if local.refused.is_some() || local.room.is_some() || self.free_call == Some(id) {
+            return true;
+        }
+        local.room = Held::reserve(&self.shared, REPLY_ROOM);
+        if local.room.is_some() {
+            return true;
+        }
+        if self.free_call.is_some() || others > local.body.len() {
+            return false;
+        }
+        self.free_call = Some(id);
+        true
+    }
+
     /// A local call with no room for its reply waits (`waiting_room`).
     pub(super) fn wait_for_room(&mut self, id: u32) {
         if !self.waiting_room.iter().any(|&(w, _)| w == id) {
@@ -205,20 +218,14 @@ impl<C: Io, U: Io> Splice<C, U> {
     pub(super) fn admit_waiting(&mut self) -> bool {
         let mut started = false;
         while let Some(&(id, _)) = self.waiting_room.front() {
-            let waits = match self.streams.get_mut(&id).map(|s| &mut s.side) {
-                Some(Side::Local(local)) if local.room.is_none() && local.reply.is_none() => {
-                    local.room = Held::reserve(&self.shared, REPLY_ROOM);
-                    if local.room.is_none() {
-                        let others = self.local_bodies + self.services_held + self.replies_held;
-                        if self.free_call.is_some() || others > local.body.len() {
-                            return started;
-                        }
-                        self.free_call = Some(id);
-                    }
-                    true
-                }
-                _ => false, // gone, or answered otherwise meanwhile
-            };
+            // Else gone, or answered otherwise meanwhile.
+            let waits = matches!(
+                self.streams.get(&id).map(|s| &s.side),
+                Some(Side::Local(l)) if l.room.is_none() && l.reply.is_none()
+            );
+            if waits && !self.has_reply_room(id) {
+                return started;
+            }
             self.waiting_room.pop_front();
             if waits {
                 self.start_local(id);

@@ -14,6 +14,7 @@ use crate::endpoint::Endpoint;
 use crate::front::router::Router;
 use crate::front::services::Services;
 use crate::upstream::{self, Upstream};
+use csi_gateway_test_support::h2raw;
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const WAIT: Duration = Duration::from_secs(5);
@@ -113,28 +114,10 @@ impl Client {
 
     /// A request's header block, as literals (no table), ending the stream or not.
     async fn request(&mut self, stream: u32, path: &str, end_stream: bool) {
-        let mut block = vec![0x83, 0x86]; // :method POST, :scheme http
-        for (n, v) in [
-            (":path", path),
-            (":authority", "localhost"),
-            ("content-type", "application/grpc"),
-            ("te", "trailers"),
-        ] {
-            literal(&mut block, n.as_bytes(), v.as_bytes());
-        }
+        let block = h2raw::request_block(&[], path, &[]);
         let flags = frame::END_HEADERS | if end_stream { frame::END_STREAM } else { 0 };
         self.send(Kind::Headers, flags, stream, &block).await;
     }
-}
-
-/// A literal field without indexing, with short name and value (RFC 7541 §6.2.2).
-fn literal(block: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    assert!(name.len() < 127 && value.len() < 127);
-    block.push(0);
-    block.push(name.len() as u8);
-    block.extend_from_slice(name);
-    block.push(value.len() as u8);
-    block.extend_from_slice(value);
 }
 
 /// The fields of a header block the splice wrote.
