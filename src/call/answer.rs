@@ -29,6 +29,7 @@ use super::{checked, protect, target, Pipeline};
 /// Returns the reply message, or the status to send as the whole reply.
 pub async fn answer(
     shared: &Shared,
+    identical: Identical,
     message: Result<Bytes, Status>,
     deadline: Option<Duration>,
     report: &mut Report,
@@ -53,7 +54,23 @@ pub async fn answer(
         };
         return error_reply(Some(route.called()), Origin::Gateway, s, report);
     }
-    decoded(shared, &live, &live.conn, route, message, deadline, report).await
+    decoded(
+        shared, identical, &live, &live.conn, route, message, deadline, report,
+    )
+    .await
+}
+
+/// What the gateway does with a call of another dialect whose messages are wire-identical to
+/// the plugin's (`Route::identical_path`) when it answers the call itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Identical {
+    /// Passed on as it came, on the plugin's path, as a spliced connection relays it: the
+    /// calls of a connection that has no upstream connection of its own.
+    PassedOn,
+    /// Translated in full: a call a spliced connection could not relay (its header block could
+    /// not be rewritten, or its upstream connection is gone), which it answers as any call
+    /// it translates itself, sending the plugin no field the translation does not know.
+    Translated,
 }
 
 /// The live upstream, noted in the report — waited for within `deadline` while the gateway is
@@ -95,8 +112,10 @@ pub(crate) fn streaming_refused(route: Route, live: &Live) -> Status {
 
 /// A call the gateway reads: admitted by the method's protection, given its default deadline when the client set none, then passed on as it is (its messages
 /// pass untouched) or translated. Returns the reply message, or the status to send as the reply.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn decoded(
     shared: &Shared,
+    identical: Identical,
     live: &Live,
     conn: &Connection,
     route: Route,
@@ -129,11 +148,11 @@ pub(crate) async fn decoded(
     let untouched = match route.identical_path(upstream) {
         _ if acts => None,
         _ if route.passes_to(upstream) => Some(route.method.path),
-        Some(path) => {
+        Some(path) if identical == Identical::PassedOn => {
             report.translated = true;
             Some(path)
         }
-        None => None,
+        _ => None,
     };
     let encoded = if let Some(path) = untouched {
         passed_on(conn, route, path, message, deadline, report).await

@@ -95,10 +95,10 @@ pub const PREFACE_TIMEOUT: Duration = Duration::from_secs(10);
 /// the client reads why (no stream was processed: a gRPC client fails the attempt as
 /// UNAVAILABLE and retries with its backoff) instead of a bare close.
 pub fn refusal() -> bytes::BytesMut {
-    use csi_gateway_wire::frame::{put_goaway, put_settings, reason};
+    use csi_gateway_wire::frame::{put_goaway, put_settings, reason, StreamId};
     let mut out = bytes::BytesMut::new();
     put_settings(&mut out, &[]);
-    put_goaway(&mut out, 0, reason::ENHANCE_YOUR_CALM);
+    put_goaway(&mut out, StreamId::CONNECTION, reason::ENHANCE_YOUR_CALM);
     out
 }
 

@@ -49,7 +49,8 @@ use crate::grpc::{status, Status, MAX_MESSAGE_BYTES};
 
 use super::conn::Held;
 
-use csi_gateway_wire::frame::{self, Kind};
+use csi_gateway_wire::flow::{Window, WindowError};
+use csi_gateway_wire::frame::{self, Kind, StreamId};
 use csi_gateway_wire::headers;
 
 /// Request bytes the services of one connection may hold unread: past it, the stream that
@@ -66,23 +67,23 @@ const SERVICE_REPLY: usize = 64 * 1024;
 /// The gateway-service streams of one spliced connection.
 pub struct LocalStreams {
     shared: Arc<Shared>,
-    entries: HashMap<u32, Entry>,
+    entries: HashMap<StreamId, Entry>,
     /// Each stream's next step: its service's reply head, or its reply body's next frame.
-    running: FuturesUnordered<BoxFuture<'static, (u32, Step)>>,
+    running: FuturesUnordered<BoxFuture<'static, (StreamId, Step)>>,
     /// Streams whose next frame waits for the client's window or buffer, or that must end.
-    parked: VecDeque<u32>,
+    parked: VecDeque<StreamId>,
     credit: Arc<Credit>,
     /// Request bytes handed to services and not yet taken, on all streams.
     unread: usize,
     /// Stream window given the client since the splice last looked (`drain_granted`): it
     /// counts what each client stream may send.
-    granted: Vec<(u32, u32)>,
+    granted: Vec<(StreamId, u32)>,
     /// Request bytes the services hold, and reply bytes waiting for the client, on all streams
     /// (`Entry::held`): on the gateway's count (`Shared::buffered`) through the splice.
     held: usize,
     /// Streams waiting for room for their service's next reply (`SERVICE_REPLY`), oldest
     /// first, with since when.
-    short: VecDeque<(u32, Instant)>,
+    short: VecDeque<(StreamId, Instant)>,
 }
 
 struct Entry {
@@ -98,7 +99,7 @@ struct Entry {
     /// waiting for the client's window (`waiting`).
     held: usize,
     /// What the client still accepts on this stream.
-    window: i64,
+    window: Window,
     head_sent: bool,
     /// The reply's next frame and body while the stream is parked.
     waiting: Option<(Bytes, Guard, Body)>,
@@ -122,7 +123,7 @@ struct Entry {
     /// The stream is in `LocalStreams::short`.
     short: bool,
     /// The service's call, not started yet: it is, once there is room for its first reply.
-    start: Option<BoxFuture<'static, (u32, Step)>>,
+    start: Option<BoxFuture<'static, (StreamId, Step)>>,
 }
 
 /// What a running stream's future yields.
@@ -178,7 +179,7 @@ pub struct Out<'a> {
     pub frames: &'a mut BytesMut,
     /// The context of the client's HPACK decoder, for the gateway's own header blocks.
     pub encoder: &'a mut headers::Decoder,
-    pub window: &'a mut i64,
+    pub window: &'a mut Window,
     pub debt: &'a mut u64,
     pub max_frame: usize,
     /// False while the client's buffer is full: no more is taken from the services.
@@ -187,7 +188,7 @@ pub struct Out<'a> {
 
 /// A stream that ended: the status it ended with (sent to the client).
 pub struct Finished {
-    pub id: u32,
+    pub id: StreamId,
     pub status: Status,
 }
 
@@ -222,11 +223,11 @@ impl LocalStreams {
     /// `request_done`). `window` is what the client accepts on the stream now.
     pub fn open(
         &mut self,
-        id: u32,
+        id: StreamId,
         handler: &Handler,
         path: &str,
         timeout: Option<Duration>,
-        window: i64,
+        window: Window,
         request_done: bool,
     ) {
         let (requests, receiver) = mpsc::unbounded_channel();
@@ -241,7 +242,7 @@ impl LocalStreams {
             deadline: timeout.map(|d| (Box::pin(tokio::time::sleep(d)), d)),
         };
         let reply = services::request(path, Body::new(body)).map(|r| handler(r));
-        let start: BoxFuture<'static, (u32, Step)> = Box::pin(async move {
+        let start: BoxFuture<'static, (StreamId, Step)> = Box::pin(async move {
             let step = match reply {
                 Err(s) => Step::End(s),
                 Ok(reply) => match guard.run(reply).await {
@@ -292,7 +293,7 @@ impl LocalStreams {
     /// is the splice's to give (`Splice::give_back`), as what the services hold allows.
     pub fn data(
         &mut self,
-        id: u32,
+        id: StreamId,
         content: &[u8],
         frame_len: usize,
         end: bool,
@@ -336,7 +337,7 @@ impl LocalStreams {
 
     /// Gives the service the request bytes that came, once there is room for its reply;
     /// else the stream waits for room (`short`).
-    fn hand_over(&mut self, id: u32) {
+    fn hand_over(&mut self, id: StreamId) {
         let Some(entry) = self.entries.get_mut(&id) else {
             return;
         };
@@ -373,7 +374,7 @@ impl LocalStreams {
         }
     }
 
-    fn wait_for_room(&mut self, id: u32) {
+    fn wait_for_room(&mut self, id: StreamId) {
         if let Some(entry) = self.entries.get_mut(&id) {
             if !std::mem::replace(&mut entry.short, true) {
                 self.short.push_back((id, Instant::now()));
@@ -397,7 +398,7 @@ impl LocalStreams {
                 continue;
             }
             if since.elapsed() >= BUDGET_WAIT {
-                tracing::debug!(stream = id, "service stream ended: no room for its reply");
+                tracing::debug!(stream = %id, "service stream ended: no room for its reply");
                 entry.short = false;
                 entry.ending = Some(limits::no_reply_room());
                 entry.requests = None;
@@ -424,12 +425,12 @@ impl LocalStreams {
     }
 
     /// The stream window given the client since the last call, per stream.
-    pub fn drain_granted(&mut self) -> std::vec::Drain<'_, (u32, u32)> {
+    pub fn drain_granted(&mut self) -> std::vec::Drain<'_, (StreamId, u32)> {
         self.granted.drain(..)
     }
 
     /// The client's half of stream `id` ended (with trailers or an empty END_STREAM DATA).
-    pub fn end_requests(&mut self, id: u32) {
+    pub fn end_requests(&mut self, id: StreamId) {
         if let Some(entry) = self.entries.get_mut(&id) {
             entry.closing = true;
             self.hand_over(id);
@@ -437,21 +438,19 @@ impl LocalStreams {
     }
 
     /// A WINDOW_UPDATE for stream `id`; false when it makes the window overflow (RFC 9113 §6.9.1).
-    pub fn window_update(&mut self, id: u32, n: u32) -> bool {
+    pub fn window_update(&mut self, id: StreamId, n: u32) -> bool {
         match self.entries.get_mut(&id) {
-            Some(entry) => {
-                entry.window += n as i64;
-                entry.window <= frame::MAX_WINDOW
-            }
+            Some(entry) => entry.window.increase(n).is_ok(),
             None => true,
         }
     }
 
-    /// The client changed SETTINGS_INITIAL_WINDOW_SIZE by `delta` (RFC 9113 §6.9.2).
-    pub fn adjust_windows(&mut self, delta: i64) {
-        for entry in self.entries.values_mut() {
-            entry.window += delta;
-        }
+    /// The client changed SETTINGS_INITIAL_WINDOW_SIZE by `delta` (RFC 9113 §6.9.2): an
+    /// error when it takes a window past 2^31-1.
+    pub fn adjust_windows(&mut self, delta: i64) -> Result<(), WindowError> {
+        self.entries
+            .values_mut()
+            .try_for_each(|entry| entry.window.adjust(delta))
     }
 
     /// The gateway shuts down: every stream ends now with UNAVAILABLE, which clients take as
@@ -466,7 +465,7 @@ impl LocalStreams {
     }
 
     /// Forgets stream `id`: its service's work ends (see the module's comment).
-    pub fn remove(&mut self, id: u32) {
+    pub fn remove(&mut self, id: StreamId) {
         if let Some(entry) = self.entries.remove(&id) {
             self.unread -= entry.unread;
             self.held -= entry.held;
@@ -480,7 +479,7 @@ impl LocalStreams {
     }
 
     /// The stream whose unfinished request holds the most, with what it holds.
-    pub fn largest_unfinished(&self) -> Option<(usize, u32)> {
+    pub fn largest_unfinished(&self) -> Option<(usize, StreamId)> {
         self.entries
             .iter()
             .filter(|(_, e)| e.requests.is_some() && e.ending.is_none() && e.held > 0)
@@ -489,7 +488,7 @@ impl LocalStreams {
     }
 
     /// Ends stream `id` with `status` at the next poll; what it held is let go then.
-    pub fn refuse(&mut self, id: u32, status: Status) {
+    pub fn refuse(&mut self, id: StreamId, status: Status) {
         if let Some(entry) = self.entries.get_mut(&id) {
             entry.ending = Some(status);
             entry.requests = None;
@@ -551,7 +550,7 @@ impl LocalStreams {
     /// A parked stream: ends it, or sends what waits and, once all of it went, reads on;
     /// else it stays parked (tried again at each poll: only streams the client does not read
     /// fast enough are ever parked). Returns whether anything moved.
-    fn unpark(&mut self, id: u32, out: &mut Out<'_>, ended: &mut Vec<Finished>) -> bool {
+    fn unpark(&mut self, id: StreamId, out: &mut Out<'_>, ended: &mut Vec<Finished>) -> bool {
         let Some(entry) = self.entries.get_mut(&id) else {
             return false;
         };
@@ -577,7 +576,7 @@ impl LocalStreams {
         moved
     }
 
-    fn step(&mut self, id: u32, step: Step, out: &mut Out<'_>, ended: &mut Vec<Finished>) {
+    fn step(&mut self, id: StreamId, step: Step, out: &mut Out<'_>, ended: &mut Vec<Finished>) {
         let Some(entry) = self.entries.get_mut(&id) else {
             return; // removed meanwhile: its step was only ending
         };
@@ -620,7 +619,7 @@ impl LocalStreams {
     /// Asks the service for its next reply once the last went out: once there is room for it
     /// when a request it has not answered yet went to it (the next request reaches a service
     /// only when its last reply was taken, `services::bounded`).
-    fn ask_next(&mut self, id: u32, guard: Guard, body: Body) {
+    fn ask_next(&mut self, id: StreamId, guard: Guard, body: Body) {
         let Some(entry) = self.entries.get_mut(&id) else {
             return;
         };
@@ -635,7 +634,7 @@ impl LocalStreams {
     }
 
     /// Waits for the reply body's next frame.
-    fn read_on(&mut self, id: u32, mut guard: Guard, mut body: Body) {
+    fn read_on(&mut self, id: StreamId, mut guard: Guard, mut body: Body) {
         self.running.push(Box::pin(async move {
             let step = match guard.run(body.frame()).await {
                 Err(stop) => stopped(stop),
@@ -662,7 +661,7 @@ impl LocalStreams {
     /// Sends the reply's end: trailers, or a trailers-only reply if no head went yet.
     fn finish(
         &mut self,
-        id: u32,
+        id: StreamId,
         head_sent: bool,
         status: Status,
         out: &mut Out<'_>,
@@ -744,16 +743,22 @@ impl Framing {
 }
 
 /// Sends as much of `data` as the windows and frame size allow.
-fn send_data(id: u32, data: &mut Bytes, window: &mut i64, out: &mut Out<'_>) {
+fn send_data(id: StreamId, data: &mut Bytes, window: &mut Window, out: &mut Out<'_>) {
     while !data.is_empty() {
-        let room = (*out.window).min(*window).min(out.max_frame as i64);
-        if room <= 0 {
+        let room = out
+            .window
+            .available()
+            .min(window.available())
+            .min(out.max_frame);
+        if room == 0 {
             return;
         }
-        let piece = data.split_to((room as usize).min(data.len()));
+        let piece = data.split_to(room.min(data.len()));
         frame::put(out.frames, Kind::Data, 0, id, &piece);
-        *out.window -= piece.len() as i64;
-        *window -= piece.len() as i64;
+        // Within both windows: `room` is at most what each has.
+        let spent = out.window.consume(piece.len());
+        let spent_too = window.consume(piece.len());
+        debug_assert!(spent.is_ok() && spent_too.is_ok());
         *out.debt += piece.len() as u64;
     }
 }
@@ -762,14 +767,14 @@ fn send_data(id: u32, data: &mut Bytes, window: &mut i64, out: &mut Out<'_>) {
 /// splice's waker, so that it looks.
 #[derive(Default)]
 struct Credit {
-    taken: Mutex<Vec<(u32, usize)>>,
+    taken: Mutex<Vec<(StreamId, usize)>>,
     waker: AtomicWaker,
 }
 
 /// A stream's request as its service reads it: the bytes of its DATA frames, in order, each
 /// noted as taken when the service reads it.
 struct RequestBody {
-    id: u32,
+    id: StreamId,
     messages: mpsc::UnboundedReceiver<Bytes>,
     credit: Arc<Credit>,
 }

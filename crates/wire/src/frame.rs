@@ -14,6 +14,46 @@ pub const DEFAULT_MAX_FRAME: usize = 16_384;
 /// The largest flow-control window (RFC 9113 §6.9.1).
 pub const MAX_WINDOW: i64 = (1 << 31) - 1;
 
+/// A stream identifier (RFC 9113 §5.1.1): 31 bits, the reserved bit cleared; 0 is the
+/// connection itself, odd ids are the client's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StreamId(u32);
+
+impl StreamId {
+    /// Stream 0: frames about the whole connection.
+    pub const CONNECTION: StreamId = StreamId(0);
+    /// The highest id: a GOAWAY naming it refuses no stream (RFC 9113 §6.8).
+    pub const MAX: StreamId = StreamId(0x7fff_ffff);
+
+    /// The id `n` names, its reserved (high) bit cleared as a receiver must (§4.1).
+    pub const fn new(n: u32) -> StreamId {
+        StreamId(n & 0x7fff_ffff)
+    }
+
+    pub const fn get(self) -> u32 {
+        self.0
+    }
+
+    pub const fn is_connection(self) -> bool {
+        self.0 == 0
+    }
+
+    /// A stream a client opens (§5.1.1: odd).
+    pub const fn is_client(self) -> bool {
+        self.0 % 2 == 1
+    }
+
+    fn read(b: [u8; 4]) -> StreamId {
+        StreamId::new(u32::from_be_bytes(b))
+    }
+}
+
+impl std::fmt::Display for StreamId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Data,
@@ -172,11 +212,9 @@ pub fn check(head: &Head, payload: &[u8]) -> Result<(), ConnectionError> {
     let Some((stream, length)) = rule(head.kind) else {
         return Ok(());
     };
-    match (stream, head.stream) {
-        (Stream::Zero, s) if s != 0 => {
-            return Err(("frame must be on stream 0", reason::PROTOCOL_ERROR))
-        }
-        (Stream::NotZero, 0) => {
+    match (stream, head.stream.is_connection()) {
+        (Stream::Zero, false) => return Err(("frame must be on stream 0", reason::PROTOCOL_ERROR)),
+        (Stream::NotZero, true) => {
             return Err(("frame must not be on stream 0", reason::PROTOCOL_ERROR))
         }
         _ => {}
@@ -232,7 +270,7 @@ pub fn put_settings(out: &mut BytesMut, values: &[(u16, u32)]) {
         payload.extend_from_slice(&id.to_be_bytes());
         payload.extend_from_slice(&value.to_be_bytes());
     }
-    put(out, Kind::Settings, 0, 0, &payload);
+    put(out, Kind::Settings, 0, StreamId::CONNECTION, &payload);
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -240,7 +278,7 @@ pub struct Head {
     pub len: usize,
     pub kind: Kind,
     pub flags: u8,
-    pub stream: u32,
+    pub stream: StreamId,
 }
 
 impl Head {
@@ -249,7 +287,7 @@ impl Head {
             len: u32::from_be_bytes([0, b[0], b[1], b[2]]) as usize,
             kind: Kind::from_byte(b[3]),
             flags: b[4],
-            stream: u32::from_be_bytes([b[5], b[6], b[7], b[8]]) & 0x7fff_ffff,
+            stream: StreamId::read([b[5], b[6], b[7], b[8]]),
         }
     }
 
@@ -264,13 +302,13 @@ impl Head {
     }
 
     #[inline]
-    fn bytes(len: usize, kind: Kind, flags: u8, stream: u32) -> [u8; HEAD_LEN] {
+    fn bytes(len: usize, kind: Kind, flags: u8, stream: StreamId) -> [u8; HEAD_LEN] {
         let mut head = [0u8; HEAD_LEN];
         head[..4].copy_from_slice(&(len as u32).to_be_bytes());
         head.copy_within(1..4, 0);
         head[3] = kind.byte();
         head[4] = flags;
-        head[5..].copy_from_slice(&stream.to_be_bytes());
+        head[5..].copy_from_slice(&stream.0.to_be_bytes());
         head
     }
 }
@@ -312,7 +350,7 @@ pub fn depends_on_itself(head: &Head, payload: &[u8]) -> bool {
     };
     payload
         .get(at..at + 4)
-        .is_some_and(|d| u32::from_be_bytes([d[0], d[1], d[2], d[3]]) & 0x7fff_ffff == head.stream)
+        .is_some_and(|d| StreamId::read([d[0], d[1], d[2], d[3]]) == head.stream)
 }
 
 /// The identifier/value pairs of a SETTINGS payload.
@@ -339,9 +377,25 @@ pub fn rst_reason(payload: &[u8]) -> Result<Reason, Malformed> {
     Ok(Reason(u32::from_be_bytes(b)))
 }
 
+/// A GOAWAY's last stream id and error code (its debug data follows them).
+pub fn goaway(payload: &[u8]) -> Result<(StreamId, Reason), Malformed> {
+    let bad = || Malformed(Kind::GoAway);
+    let last: [u8; 4] = payload
+        .get(..4)
+        .ok_or_else(bad)?
+        .try_into()
+        .map_err(|_| bad())?;
+    let code: [u8; 4] = payload
+        .get(4..8)
+        .ok_or_else(bad)?
+        .try_into()
+        .map_err(|_| bad())?;
+    Ok((StreamId::read(last), Reason(u32::from_be_bytes(code))))
+}
+
 /// Appends a whole frame.
 #[inline]
-pub fn put(out: &mut BytesMut, kind: Kind, flags: u8, stream: u32, payload: &[u8]) {
+pub fn put(out: &mut BytesMut, kind: Kind, flags: u8, stream: StreamId, payload: &[u8]) {
     out.reserve(HEAD_LEN + payload.len());
     Head {
         len: payload.len(),
@@ -356,7 +410,13 @@ pub fn put(out: &mut BytesMut, kind: Kind, flags: u8, stream: u32, payload: &[u8
 /// One gRPC message (its 5-octet prefix, then `message`) as DATA frames of at most `max_frame`
 /// octets, the last with `flags`: written in place, without framing the message elsewhere
 /// first.
-pub fn put_message(out: &mut BytesMut, stream: u32, message: &[u8], flags: u8, max_frame: usize) {
+pub fn put_message(
+    out: &mut BytesMut,
+    stream: StreamId,
+    message: &[u8],
+    flags: u8,
+    max_frame: usize,
+) {
     let prefix = crate::grpc::prefix(message.len());
     let total = prefix.len() + message.len();
     if total <= max_frame {
@@ -382,26 +442,26 @@ pub fn put_message(out: &mut BytesMut, stream: u32, message: &[u8], flags: u8, m
     }
 }
 
-pub fn put_window_update(out: &mut BytesMut, stream: u32, increment: u32) {
+pub fn put_window_update(out: &mut BytesMut, stream: StreamId, increment: u32) {
     put(out, Kind::WindowUpdate, 0, stream, &increment.to_be_bytes());
 }
 
-pub fn put_rst_stream(out: &mut BytesMut, stream: u32, reason: Reason) {
+pub fn put_rst_stream(out: &mut BytesMut, stream: StreamId, reason: Reason) {
     put(out, Kind::RstStream, 0, stream, &reason.to_be_bytes());
 }
 
-pub fn put_goaway(out: &mut BytesMut, last_stream: u32, reason: Reason) {
+pub fn put_goaway(out: &mut BytesMut, last_stream: StreamId, reason: Reason) {
     let mut payload = [0u8; 8];
-    payload[..4].copy_from_slice(&last_stream.to_be_bytes());
+    payload[..4].copy_from_slice(&last_stream.0.to_be_bytes());
     payload[4..].copy_from_slice(&reason.to_be_bytes());
-    put(out, Kind::GoAway, 0, 0, &payload);
+    put(out, Kind::GoAway, 0, StreamId::CONNECTION, &payload);
 }
 
 /// A header block as HEADERS plus as many CONTINUATION frames as `max_frame` requires.
 #[inline]
 pub fn put_headers(
     out: &mut BytesMut,
-    stream: u32,
+    stream: StreamId,
     block: &[u8],
     end_stream: bool,
     max_frame: usize,
@@ -434,7 +494,7 @@ mod tests {
         // A code the RFC does not define still reads as itself (§7: treated as INTERNAL_ERROR).
         assert_eq!(Reason(0x1234).to_string(), "error code 0x1234");
         let mut out = BytesMut::new();
-        put_rst_stream(&mut out, 3, reason::CANCEL);
+        put_rst_stream(&mut out, StreamId::new(3), reason::CANCEL);
         let head = next(&out).unwrap();
         assert_eq!(
             rst_reason(&out[HEAD_LEN..HEAD_LEN + head.len]),
@@ -446,11 +506,11 @@ mod tests {
     fn a_message_goes_as_one_frame_or_as_many_within_the_size() {
         for max in [4, 9, 10, 100] {
             let mut out = BytesMut::new();
-            put_message(&mut out, 7, b"hello", END_STREAM, max);
+            put_message(&mut out, StreamId::new(7), b"hello", END_STREAM, max);
             let (mut payload, mut frames) = (Vec::new(), Vec::new());
             let mut rest = &out[..];
             while let Some(head) = next(rest) {
-                assert_eq!((head.kind, head.stream), (Kind::Data, 7));
+                assert_eq!((head.kind, head.stream), (Kind::Data, StreamId::new(7)));
                 assert!(head.len <= max, "{max}");
                 payload.extend_from_slice(&rest[HEAD_LEN..HEAD_LEN + head.len]);
                 frames.push(head.flags);
@@ -471,7 +531,7 @@ mod tests {
             len,
             kind,
             flags: 0,
-            stream,
+            stream: StreamId::new(stream),
         };
         assert!(check(&head(Kind::Ping, 0, 8), &[0; 8]).is_ok());
         assert_eq!(
@@ -522,7 +582,7 @@ mod tests {
     #[test]
     fn heads_round_trip() {
         let mut out = BytesMut::new();
-        put(&mut out, Kind::Data, END_STREAM, 7, b"hello");
+        put(&mut out, Kind::Data, END_STREAM, StreamId::new(7), b"hello");
         let head = next(&out).unwrap();
         assert_eq!(
             head,
@@ -530,7 +590,7 @@ mod tests {
                 len: 5,
                 kind: Kind::Data,
                 flags: END_STREAM,
-                stream: 7
+                stream: StreamId::new(7)
             }
         );
         assert!(
@@ -541,12 +601,39 @@ mod tests {
     }
 
     #[test]
+    fn a_goaway_reads_as_it_was_written() {
+        let mut out = BytesMut::new();
+        put_goaway(&mut out, StreamId::new(9), reason::ENHANCE_YOUR_CALM);
+        let head = next(&out).unwrap();
+        assert_eq!(head.stream, StreamId::CONNECTION);
+        let payload = &out[HEAD_LEN..HEAD_LEN + head.len];
+        assert_eq!(
+            goaway(payload),
+            Ok((StreamId::new(9), reason::ENHANCE_YOUR_CALM))
+        );
+        assert_eq!(goaway(&payload[..7]), Err(Malformed(Kind::GoAway)));
+    }
+
+    #[test]
+    fn stream_ids_drop_the_reserved_bit() {
+        let mut raw = [0u8; HEAD_LEN];
+        raw[5..].copy_from_slice(&0x8000_0005u32.to_be_bytes());
+        let head = Head::parse(&raw);
+        assert_eq!(head.stream, StreamId::new(5));
+        assert_eq!(head.stream.get(), 5);
+        assert!(head.stream.is_client() && !head.stream.is_connection());
+        assert!(!StreamId::new(2).is_client());
+        assert!(StreamId::CONNECTION.is_connection());
+        assert_eq!(StreamId::new(u32::MAX).get(), 0x7fff_ffff);
+    }
+
+    #[test]
     fn padding_and_priority_are_stripped() {
         let head = Head {
             len: 0,
             kind: Kind::Headers,
             flags: PADDED | PRIORITY,
-            stream: 1,
+            stream: StreamId::new(1),
         };
         // pad length 2, 5 priority bytes, block "ab", 2 padding bytes
         let payload = [2, 0, 0, 0, 0, 9, b'a', b'b', 0, 0];
@@ -560,7 +647,7 @@ mod tests {
     #[test]
     fn long_blocks_continue() {
         let mut out = BytesMut::new();
-        put_headers(&mut out, 3, &[7u8; 10], true, 4);
+        put_headers(&mut out, StreamId::new(3), &[7u8; 10], true, 4);
         let mut kinds = Vec::new();
         let mut rest = &out[..];
         while let Some(h) = next(rest) {

@@ -1205,7 +1205,13 @@ mod tests {
             rebuild(block, &[], Some((span, to)), &mut sent);
             // The frame patched where it lies reads the same as the block rebuilt.
             let mut frame = bytes::BytesMut::new();
-            crate::frame::put_headers(&mut frame, 1, block, false, 1 << 14);
+            crate::frame::put_headers(
+                &mut frame,
+                crate::frame::StreamId::new(1),
+                block,
+                false,
+                1 << 14,
+            );
             let mut patched = bytes::BytesMut::from(&b"before"[..]);
             // Not block 4's: its name, entry 63, takes a byte more than the static one.
             let fits = [0, 2].contains(&i);
@@ -1442,7 +1448,13 @@ mod tests {
                 false => block.clone(),
             };
             let flags = crate::frame::END_HEADERS | if padded { 0x8 } else { 0 };
-            crate::frame::put(&mut frame, crate::frame::Kind::Headers, flags, 1, &payload);
+            crate::frame::put(
+                &mut frame,
+                crate::frame::Kind::Headers,
+                flags,
+                crate::frame::StreamId::new(1),
+                &payload,
+            );
             let mut out = bytes::BytesMut::new();
             assert_eq!(
                 fields.put_rewritten(&frame, block, span, to, &mut out),

@@ -1,5 +1,7 @@
 //! The client's side: its bytes read into frames, each frame checked (RFC 9113) and
-//! handled, and a request header block routed (`call::plan`) and forwarded, rewritten or kept.
+//! handled, and a request header block routed (`call::plan`) to the kind of stream that takes
+//! it: relayed (`relayed.rs`), translated (`translated.rs`), answered here (`local.rs`) or a
+//! service's (`service_streams.rs`).
 
 use super::*;
 
@@ -71,7 +73,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// deadline; 500 calls expiring together are no rapid-reset attack).
     /// Nor a reset of a stream already ended here (answered, or past its deadline): it cost
     /// the gateway and the plugin nothing more.
-    pub(super) fn reset_counted(&self, id: u32) -> bool {
+    pub(super) fn reset_counted(&self, id: StreamId) -> bool {
         let slack = Duration::from_millis(RESET_SLACK_MS);
         self.streams
             .get(&id)
@@ -173,7 +175,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 // upstream now rely on the client's acknowledgement.
                 if let Some((table, lowered)) = self.settings_to_client.pop_front() {
                     if let Some(window) = lowered {
-                        self.lower_stream_window(window);
+                        self.set_stream_window(window);
                     }
                     if let Some(size) = table {
                         let size = size as usize;
@@ -183,14 +185,20 @@ impl<C: Io, U: Io> Splice<C, U> {
                         self.client_decoder.table_size_acknowledged(size as u32);
                     }
                     if !self.upstream_gone {
-                        frame::put(&mut self.to_upstream, Kind::Settings, frame::ACK, 0, &[]);
+                        frame::put(
+                            &mut self.to_upstream,
+                            Kind::Settings,
+                            frame::ACK,
+                            StreamId::CONNECTION,
+                            &[],
+                        );
                     }
                 }
             }
             Kind::Settings => self.client_settings(payload)?,
             Kind::Ping => {
                 if !head.has(frame::ACK) {
-                    frame::put(self.own_out(), Kind::Ping, frame::ACK, 0, payload);
+                    self.to_client.ping_ack(payload);
                 }
             }
             Kind::WindowUpdate => {
@@ -227,13 +235,15 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             Kind::Priority => {
                 if head.len != 5 {
-                    frame::put_rst_stream(self.own_out(), head.stream, reason::FRAME_SIZE_ERROR);
+                    self.to_client
+                        .rst_stream(head.stream, reason::FRAME_SIZE_ERROR);
                 } else if frame::depends_on_itself(&head, payload) {
                     // RFC 9113 §5.3.1 (RFC 7540's priority, still a stream error to answer).
                     if self.streams.contains_key(&head.stream) {
                         self.stream_error(head.stream, reason::PROTOCOL_ERROR, "depends on itself");
                     } else {
-                        frame::put_rst_stream(self.own_out(), head.stream, reason::PROTOCOL_ERROR);
+                        self.to_client
+                            .rst_stream(head.stream, reason::PROTOCOL_ERROR);
                     }
                 } else if self
                     .streams
@@ -258,7 +268,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             Kind::RstStream => true,
             _ => false,
         };
-        if ends && head.stream != 0 {
+        if ends && !head.stream.is_connection() {
             self.client_ended(head.stream);
         }
         Ok(())
@@ -266,14 +276,18 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     /// The client closed its half of stream `id` (END_STREAM) or reset it: remembered once the
     /// stream has ended (see `client_closed`).
-    pub(super) fn client_ended(&mut self, id: u32) {
+    pub(super) fn client_ended(&mut self, id: StreamId) {
         match self.streams.get_mut(&id) {
-            Some(stream) => stream.client_ended = true,
+            Some(stream) => stream.end_request(),
             None => self.remember_closed(id),
         }
     }
 
-    pub(super) fn remember_closed(&mut self, id: u32) {
+    pub(super) fn remember_closed(&mut self, id: StreamId) {
+        // Once: a stream ended while its END_STREAM was being handled is remembered by both.
+        if self.client_closed.back() == Some(&id) {
+            return;
+        }
         self.client_closed.push_back(id);
         if self.client_closed.len() > RESET_REMEMBERED {
             self.client_closed.pop_front();
@@ -281,8 +295,12 @@ impl<C: Io, U: Io> Splice<C, U> {
     }
 
     /// A frame on a stream the client never opened (RFC 9113 §5.1: idle).
-    pub(super) fn idle_stream_check(&self, stream: u32, what: &'static str) -> Result<(), Broken> {
-        if stream > self.last_stream || stream.is_multiple_of(2) {
+    pub(super) fn idle_stream_check(
+        &self,
+        stream: StreamId,
+        what: &'static str,
+    ) -> Result<(), Broken> {
+        if stream > self.last_stream || !stream.is_client() {
             let _ = what;
             return Err(Broken::Client(
                 "frame on an idle stream",
@@ -302,16 +320,17 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.idle_stream_check(head.stream, "DATA")?;
             // Data for a stream that has ended: drop it, but give back the window it used.
             if head.len > 0 {
-                self.grant(0, head.len as u32);
+                self.grant(StreamId::CONNECTION, head.len as u32);
             }
             if self.client_closed.contains(&head.stream) {
-                frame::put_rst_stream(self.own_out(), head.stream, reason::STREAM_CLOSED);
+                self.to_client
+                    .rst_stream(head.stream, reason::STREAM_CLOSED);
             }
             return Ok(());
         }
         if self.content_length_broken(head, payload)? {
             // Not passed on: its window is the splice's to give back.
-            self.grant(0, head.len as u32);
+            self.grant(StreamId::CONNECTION, head.len as u32);
             self.stream_error(head.stream, reason::PROTOCOL_ERROR, CONTENT_LENGTH);
             return Ok(());
         }
@@ -362,24 +381,22 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             Verdict::Translated => {}
         }
-        let own = if self.reply_block.is_some() || !self.server_preface {
-            &mut self.own
-        } else {
-            &mut self.to_client
-        };
+        let own = self.to_client.own();
         let stream = self.streams.get_mut(&head.stream).expect("checked above");
-        if stream.request_done {
-            frame::put_window_update(own, 0, head.len as u32);
-            self.client_credit += head.len as i64;
+        if stream.request_done() {
+            frame::put_window_update(own, StreamId::CONNECTION, head.len as u32);
+            self.client_credit.refund(head.len);
             // A stream error (RFC 9113 §5.1, half-closed): answered here for every stream, a
             // relayed one too (a plugin may answer it by closing its whole connection). DATA
             // after the splice itself ended the request is dropped, as frames in flight are.
-            if stream.client_ended {
+            if stream.client_ended() {
                 self.stream_error(head.stream, reason::STREAM_CLOSED, "DATA after END_STREAM");
             }
             return Ok(());
         }
-        stream.request_done = end;
+        if end {
+            stream.end_request();
+        }
         if end {
             self.served.mark();
         }
@@ -393,33 +410,14 @@ impl<C: Io, U: Io> Splice<C, U> {
                 t.credit += head.len as u64;
                 if head.len > 0 && !end {
                     frame::put_window_update(own, head.stream, head.len as u32);
-                    stream.credit += head.len as i64;
+                    stream.credit.refund(head.len);
                 }
                 if end {
                     self.send_translated(head.stream, &payload[range]);
                 }
             }
             // A relayed request, or a translated call's relayed as it came (`Asked::Relayed`).
-            Side::Relayed | Side::Translated(_) => {
-                if let Some(report) = stream.report.as_mut() {
-                    if report.request.is_none() {
-                        let range = frame::content(&head, payload).map_err(|_| malformed())?;
-                        if observe::request_wanted() {
-                            report.request = first_message(&payload[range]);
-                        }
-                    }
-                }
-                self.to_upstream.extend_from_slice(whole);
-                if let Some(check) = renumber {
-                    let range = frame::content(&head, payload).map_err(|_| malformed())?;
-                    // The message, past the frame's head and gRPC's 5-byte prefix.
-                    let at = self.to_upstream.len() - whole.len() + frame::HEAD_LEN;
-                    check.renumber(&mut self.to_upstream[at + range.start + 5..at + range.end]);
-                }
-                if end && stream.reply_done {
-                    self.remove(head.stream);
-                }
-            }
+            Side::Relayed | Side::Translated(_) => self.relay_data(head, whole, renumber)?,
             Side::Local(local) => {
                 let range = frame::content(&head, payload).map_err(|_| malformed())?;
                 let (mut held, mut dropped) = (0, 0);
@@ -449,7 +447,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 // connection and the gateway may hold more (`give_back`).
                 if head.len > 0 && !end {
                     frame::put_window_update(own, head.stream, head.len as u32);
-                    stream.credit += head.len as i64;
+                    stream.credit.refund(head.len);
                 }
                 self.let_go(dropped);
                 self.hold(held);
@@ -484,7 +482,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let Some(stream) = self.streams.get_mut(&head.stream) else {
             return Ok(false);
         };
-        if stream.request_done {
+        if stream.request_done() {
             return Ok(false);
         }
         let Some(left) = stream.content_left.as_mut() else {
@@ -504,14 +502,14 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// that carried it.
     pub(super) fn on_request_block(
         &mut self,
-        id: u32,
+        id: StreamId,
         end_stream: bool,
         bytes: &[u8],
         frames: &[u8],
     ) -> Result<(), Broken> {
         // The connection's first request block is kept whole: its `:authority` decides whether
         // the upstream can have the client's blocks as they came (see `localize`).
-        let keep = self.reencode || self.last_stream == 0;
+        let keep = self.reencode || self.last_stream.is_connection();
         let mut request = headers::request(&mut self.client_decoder, bytes, keep)
             .map_err(|_| Broken::Client("undecodable header block", reason::COMPRESSION_ERROR))?;
         if request.size > limits::HEADER_LIST_ABUSE * self.limits.max_header_list_size as usize {
@@ -520,7 +518,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 reason::ENHANCE_YOUR_CALM,
             ));
         }
-        if id == 0 {
+        if id.is_connection() {
             return Err(Broken::Client(
                 "HEADERS on stream 0",
                 reason::PROTOCOL_ERROR,
@@ -535,7 +533,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 true => request.malformed_trailers,
             };
             // Nor come after the client ended its half (RFC 9113 §5.1: half-closed).
-            let closed = self.streams[&id].client_ended;
+            let closed = self.streams[&id].client_ended();
             let error = match (closed, malformed) {
                 (true, _) => Some((reason::STREAM_CLOSED, "HEADERS after END_STREAM")),
                 (false, Some(why)) => Some((reason::PROTOCOL_ERROR, why)),
@@ -550,7 +548,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         if let Some(stream) = self.streams.get_mut(&id) {
             // Trailers from the client end its half of the stream.
-            stream.request_done = true;
+            stream.end_request();
             self.served.mark();
             match stream.side {
                 Side::Relayed => {
@@ -575,7 +573,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             return Ok(());
         }
-        if id <= self.last_stream || id.is_multiple_of(2) {
+        if id <= self.last_stream || !id.is_client() {
             return Err(Broken::Client("stream id not new", reason::PROTOCOL_ERROR));
         }
         self.last_stream = id;
@@ -588,17 +586,17 @@ impl<C: Io, U: Io> Splice<C, U> {
         };
         if let Some(why) = malformed {
             tracing::debug!(
-                stream = id,
+                stream = %id,
                 why,
                 "malformed request: stream reset (PROTOCOL_ERROR)"
             );
             self.reencode = true;
-            frame::put_rst_stream(self.own_out(), id, reason::PROTOCOL_ERROR);
+            self.to_client.rst_stream(id, reason::PROTOCOL_ERROR);
             return Ok(());
         }
         if self.going_away.is_some_and(|last| id > last) {
             self.reencode = true;
-            frame::put_rst_stream(self.own_out(), id, reason::REFUSED_STREAM);
+            self.to_client.rst_stream(id, reason::REFUSED_STREAM);
             return Ok(());
         }
         let path = request.path.take().unwrap_or_default();
@@ -650,7 +648,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             || (!relayed && self.local_streams() >= MAX_LOCAL_CALLS)
         {
             self.reencode = true;
-            frame::put_rst_stream(self.own_out(), id, reason::REFUSED_STREAM);
+            self.to_client.rst_stream(id, reason::REFUSED_STREAM);
             return Ok(());
         }
         if let Some(handler) = &service {
@@ -718,11 +716,8 @@ impl<C: Io, U: Io> Splice<C, U> {
             Stream {
                 started: self.now,
                 report: Some(report),
-                request_done: end_stream,
-                reply_started: false,
-                reply_done: false,
+                state: State::new(end_stream),
                 timeout,
-                client_ended: false,
                 content_left: content_length,
                 credit: self.client_stream_window,
                 _in_flight: InFlight::start(),
@@ -736,121 +731,5 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.start_local(id);
         }
         Ok(())
-    }
-
-    /// Gives a new stream's request the `:authority` every UNIX-socket leg of the gateway sends
-    /// (`headers::LOCAL_AUTHORITY`), so that a plugin that checks it (any tonic plugin) serves
-    /// clients that send the socket path. A client that sends something else gets its blocks
-    /// re-encoded from then on. False when the block cannot be rewritten (its fields were not
-    /// kept): the splice answers that stream itself, on the gateway's own upstream connection.
-    pub(super) fn localize(&mut self, request: &mut headers::Request, kept: bool) -> bool {
-        if request.local_authority {
-            return true;
-        }
-        self.reencode = true;
-        if kept {
-            headers::localize_authority(&mut request.fields);
-        }
-        kept
-    }
-
-    /// Gives a wire-identical call's request the upstream's `:path`. While the upstream's
-    /// decoding context follows the client's, in place ([`headers::rebuild`]: every such
-    /// path is rewritten the same way on this connection, and where the two differ in length
-    /// the client's decoder keeps the upstream's table apart, `headers::Follower`); else with
-    /// the local `:authority`, re-encoding the connection's request blocks from now on. False
-    /// when the block can be neither (its fields were not kept): the splice answers that
-    /// stream itself, translated, on the gateway's own upstream connection.
-    pub(super) fn rewrite_path(
-        &mut self,
-        request: &mut headers::Request,
-        kept: bool,
-        from: &str,
-        path: &'static str,
-    ) -> bool {
-        if !self.reencode
-            && request.local_authority
-            && request.paths == 1
-            && self.client_decoder.follows(from, path.len())
-        {
-            if let Some(span) = request.path_span {
-                request.rewrite = Some((span, path));
-                return true;
-            }
-        }
-        self.reencode = true;
-        if !kept {
-            return false;
-        }
-        if !request.local_authority {
-            headers::localize_authority(&mut request.fields);
-        }
-        headers::set_path(&mut request.fields, path);
-        true
-    }
-
-    /// Passes a request block to the upstream: its frames as they came while the upstream's
-    /// decoding context still follows the client's, re-encoded once it does not.
-    pub(super) fn forward_request_block(
-        &mut self,
-        id: u32,
-        end_stream: bool,
-        block: &[u8],
-        frames: &[u8],
-        request: headers::Request,
-        trailers: bool,
-    ) {
-        if !self.reencode {
-            // The client's encoder signals its own table's changes to the upstream.
-            self.upstream_expects_update = None;
-            // Several `:path` fields, or one in trailers (both malformed), may leave an entry
-            // in the upstream's table that no in-place rewrite made: no later block may refer
-            // to the upstream's table then.
-            self.reencode = request.paths > 1 || (trailers && request.paths > 0);
-            // A rewritten path is patched where it lies when it can be, else its block rebuilt,
-            // as it is with fields that refer to entries the upstream's table no longer has.
-            let out = &mut self.to_upstream;
-            let patched = !request.patches.is_empty();
-            if let Some((span, path)) = request.rewrite.filter(|_| !patched) {
-                if self
-                    .path_fields
-                    .put_rewritten(frames, block, span, path, out)
-                {
-                    return;
-                }
-            }
-            let renamed = request
-                .rewrite
-                .is_some_and(|(s, _)| s.rep != headers::Rep::Indexed);
-            if patched || renamed {
-                headers::rebuild(
-                    block,
-                    &request.patches,
-                    request.rewrite,
-                    &mut self.rewritten,
-                );
-                frame::put_headers(
-                    out,
-                    id,
-                    &self.rewritten,
-                    end_stream,
-                    self.upstream_max_frame,
-                );
-                // Kept for the next call at the size of an ordinary block, not the largest.
-                if self.rewritten.capacity() > 4096 {
-                    self.rewritten = Vec::new();
-                }
-                return;
-            }
-            return self.to_upstream.extend_from_slice(frames);
-        }
-        let block = headers::encode(request.fields, self.upstream_expects_update.take());
-        frame::put_headers(
-            &mut self.to_upstream,
-            id,
-            &block,
-            end_stream,
-            self.upstream_max_frame,
-        );
     }
 }

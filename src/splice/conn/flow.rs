@@ -5,19 +5,23 @@
 use super::*;
 
 impl<C: Io, U: Io> Splice<C, U> {
-    /// Window granted the client on `stream` (0: the connection), by the splice or by the
-    /// upstream through it: counted where the client may send it (`client_credit`).
-    pub(super) fn granted(&mut self, stream: u32, n: u32) {
-        if stream == 0 {
-            self.client_credit += n as i64;
-        } else if let Some(s) = self.streams.get_mut(&stream) {
-            s.credit += n as i64;
+    /// Window granted the client on `stream` (the connection, or one stream), by the splice or
+    /// by the upstream through it: counted where the client may send it (`client_credit`). A
+    /// grant past 2^31-1 is the granter's error, which the client reports; the count stays.
+    pub(super) fn granted(&mut self, stream: StreamId, n: u32) {
+        let credit = if stream.is_connection() {
+            Some(&mut self.client_credit)
+        } else {
+            self.streams.get_mut(&stream).map(|s| &mut s.credit)
+        };
+        if let Some(credit) = credit {
+            let _ = credit.increase(n);
         }
     }
 
     /// The splice grants the client `n` more bytes of window on `stream` (0: the connection).
-    pub(super) fn grant(&mut self, stream: u32, n: u32) {
-        frame::put_window_update(self.own_out(), stream, n);
+    pub(super) fn grant(&mut self, stream: StreamId, n: u32) {
+        self.to_client.window_update(stream, n);
         self.granted(stream, n);
     }
 
@@ -26,22 +30,20 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// gateway cannot tell what else the client sent past it). Past only the stream's: a
     /// stream error (§5.4.2), so that the connection's other calls go on; the frame is dropped
     /// and its connection window given back, as for any frame not passed on. `false` then.
-    pub(super) fn within_window(&mut self, id: u32, len: usize) -> Result<bool, Broken> {
-        self.client_credit -= len as i64;
-        if self.client_credit < 0 {
+    pub(super) fn within_window(&mut self, id: StreamId, len: usize) -> Result<bool, Broken> {
+        if self.client_credit.consume(len).is_err() {
             return Err(Broken::Client(
                 "DATA past the connection's flow-control window",
                 reason::FLOW_CONTROL_ERROR,
             ));
         }
-        let Some(stream) = self.streams.get_mut(&id).filter(|s| !s.request_done) else {
+        let Some(stream) = self.streams.get_mut(&id).filter(|s| !s.request_done()) else {
             return Ok(true);
         };
-        stream.credit -= len as i64;
-        if stream.credit >= 0 {
+        if stream.credit.consume(len).is_ok() {
             return Ok(true);
         }
-        self.grant(0, len as u32);
+        self.grant(StreamId::CONNECTION, len as u32);
         self.stream_error(
             id,
             reason::FLOW_CONTROL_ERROR,
@@ -52,16 +54,15 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     pub(super) fn client_window_update(
         &mut self,
-        stream: u32,
+        stream: StreamId,
         n: u32,
         whole: &[u8],
     ) -> Result<(), Broken> {
-        if stream == 0 {
+        if stream.is_connection() {
             if n == 0 {
                 return Err(Broken::Client("WINDOW_UPDATE of 0", reason::PROTOCOL_ERROR));
             }
-            self.window += n as i64;
-            if self.window > frame::MAX_WINDOW {
+            if self.window.increase(n).is_err() {
                 return Err(Broken::Client(
                     "connection window over 2^31-1",
                     reason::FLOW_CONTROL_ERROR,
@@ -75,7 +76,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             if forward == n {
                 self.to_upstream.extend_from_slice(whole);
             } else if forward > 0 {
-                frame::put_window_update(&mut self.to_upstream, 0, forward);
+                frame::put_window_update(&mut self.to_upstream, StreamId::CONNECTION, forward);
             }
             return Ok(());
         }
@@ -87,14 +88,12 @@ impl<C: Io, U: Io> Splice<C, U> {
             _ => None,
         };
         if let Some(window) = own_window {
-            *window += n as i64;
-            if n == 0 || *window > frame::MAX_WINDOW {
-                let code = if n == 0 {
-                    reason::PROTOCOL_ERROR
-                } else {
-                    reason::FLOW_CONTROL_ERROR
-                };
-                frame::put_rst_stream(self.own_out(), stream, code);
+            let bad = match n {
+                0 => Some(reason::PROTOCOL_ERROR),
+                n => window.increase(n).err().map(|_| reason::FLOW_CONTROL_ERROR),
+            };
+            if let Some(code) = bad {
+                self.to_client.rst_stream(stream, code);
                 self.end_stream(stream, Code::Internal, Origin::Client, bad_window_update());
             }
             return Ok(());
@@ -109,13 +108,13 @@ impl<C: Io, U: Io> Splice<C, U> {
                         .then_some(reason::FLOW_CONTROL_ERROR),
                 };
                 if let Some(code) = bad {
-                    frame::put_rst_stream(self.own_out(), stream, code);
+                    self.to_client.rst_stream(stream, code);
                     self.end_stream(stream, Code::Internal, Origin::Client, bad_window_update());
                 }
             }
             // A stream that has ended: nothing is sent on it any more; an increment of 0 is
             // still an error (RFC 9113 §6.9).
-            None if n == 0 => frame::put_rst_stream(self.own_out(), stream, reason::PROTOCOL_ERROR),
+            None if n == 0 => self.to_client.rst_stream(stream, reason::PROTOCOL_ERROR),
             None => {}
         }
         Ok(())
@@ -172,7 +171,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             .streams
             .iter()
             .filter_map(|(id, s)| match &s.side {
-                Side::Translated(t) if !s.reply_done && !t.reply.is_empty() => {
+                Side::Translated(t) if !s.reply_done() && !t.reply.is_empty() => {
                     Some((t.reply.len(), *id))
                 }
                 _ => None,
@@ -182,11 +181,11 @@ impl<C: Io, U: Io> Splice<C, U> {
             return;
         };
         tracing::debug!(
-            stream = id,
+            stream = %id,
             held,
             "translated reply refused: no room to hold it"
         );
-        let head_sent = self.streams.get(&id).is_some_and(|s| s.reply_started);
+        let head_sent = self.streams.get(&id).is_some_and(|s| s.reply_started());
         let refusal = Status::resource_exhausted(format!(
             "the gateway holds all the replies it may (max_buffered_bytes, or {} bytes on this connection); this one waited {:?} for room",
             limits::CONNECTION_BUFFERED,
@@ -214,7 +213,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         // Never more than a window may be: only a client sending past its window withholds more.
         let n = std::mem::take(&mut self.withheld).min(frame::MAX_WINDOW as u64);
         self.withheld_since = None;
-        self.grant(0, n as u32);
+        self.grant(StreamId::CONNECTION, n as u32);
     }
 
     /// Window withheld `BUDGET_WAIT`: the connection's largest unfinished local request is
@@ -225,7 +224,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             .streams
             .iter()
             .filter_map(|(id, s)| match &s.side {
-                Side::Local(l) if !s.request_done && l.cancel.is_none() && !l.body.is_empty() => {
+                Side::Local(l) if !s.request_done() && l.cancel.is_none() && !l.body.is_empty() => {
                     Some((l.body.len(), *id))
                 }
                 _ => None,
@@ -236,7 +235,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         if let Some((held, id)) = self.services.largest_unfinished() {
             if largest.is_none_or(|(local, _)| held > local) {
                 tracing::debug!(
-                    stream = id,
+                    stream = %id,
                     held,
                     "service request refused: no room to buffer it"
                 );
@@ -252,7 +251,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         };
         local.refused = Some(refusal);
         let held = std::mem::take(&mut local.body).len();
-        tracing::debug!(stream = id, held, "request refused: no room to buffer it");
+        tracing::debug!(stream = %id, held, "request refused: no room to buffer it");
         self.let_go(held);
         self.start_local(id);
         self.grant_withheld();
@@ -265,7 +264,8 @@ impl<C: Io, U: Io> Splice<C, U> {
         self.owed_upstream -= net;
         self.debt -= net;
         if self.owed_upstream >= OWED_UPSTREAM_FLUSH && !self.upstream_gone {
-            frame::put_window_update(&mut self.to_upstream, 0, self.owed_upstream as u32);
+            let n = self.owed_upstream as u32;
+            frame::put_window_update(&mut self.to_upstream, StreamId::CONNECTION, n);
             self.owed_upstream = 0;
         }
     }

@@ -9,26 +9,24 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// retry at once). New streams are answered by the gateway, and the client is asked to
     /// take its next calls to a new connection.
     pub(super) fn upstream_going_away(&mut self, payload: &[u8]) {
-        let last =
-            u32::from_be_bytes(payload[..4].try_into().expect("checked length")) & 0x7fff_ffff;
-        let code = Reason(u32::from_be_bytes(
-            payload[4..8].try_into().expect("checked length"),
-        ));
+        let Ok((last, code)) = frame::goaway(payload) else {
+            return; // checked at least 8 octets long (`frame::check`)
+        };
         tracing::debug!(
-            last_stream = last,
+            last_stream = %last,
             %code,
             debug = %String::from_utf8_lossy(&payload[8..]),
             "the upstream connection under a spliced client connection is going away"
         );
         self.upstream_draining = true;
-        let refused: Vec<u32> = self
+        let refused: Vec<StreamId> = self
             .streams
             .iter()
-            .filter(|(id, s)| **id > last && s.side.on_upstream() && !s.reply_started)
+            .filter(|(id, s)| **id > last && s.side.on_upstream() && !s.reply_started())
             .map(|(id, _)| *id)
             .collect();
         for id in refused {
-            frame::put_rst_stream(self.own_out(), id, reason::REFUSED_STREAM);
+            self.to_client.rst_stream(id, reason::REFUSED_STREAM);
             self.end_stream(
                 id,
                 Code::Unavailable,
@@ -57,13 +55,13 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// serves whatever arrives (RFC 9113 §6.8: the highest id, then streams may still come).
     pub(super) fn hint_go_away(&mut self) {
         if self.goaway_sent.is_none() {
-            self.send_goaway(0x7fff_ffff);
+            self.send_goaway(StreamId::MAX);
         }
     }
 
-    pub(super) fn send_goaway(&mut self, last: u32) -> u32 {
+    pub(super) fn send_goaway(&mut self, last: StreamId) -> StreamId {
         let last = self.goaway_sent.map_or(last, |sent| sent.min(last));
-        frame::put_goaway(self.own_out(), last, reason::NO_ERROR);
+        self.to_client.goaway(last, reason::NO_ERROR);
         self.goaway_sent = Some(last);
         last
     }
@@ -72,7 +70,7 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     /// Reports every stream still open when the connection ends.
     pub(super) fn finish_all(&mut self, code: Code, origin: Origin, why: &str) {
-        let ids: Vec<u32> = self.streams.keys().copied().collect();
+        let ids: Vec<StreamId> = self.streams.keys().copied().collect();
         for id in ids {
             self.end_stream(id, code, origin, Some(why.to_string()));
         }

@@ -17,7 +17,7 @@ pub(super) const REPLY_ROOM: usize = MAX_MESSAGE_BYTES;
 /// It ends early (CANCELLED) when its stream does: dropped, the upstream call is reset.
 pub(super) type LocalCall = Pin<Box<dyn Future<Output = LocalOutcome> + Send>>;
 
-pub(super) type LocalOutcome = (u32, Instant, Report, Result<Vec<u8>, Status>);
+pub(super) type LocalOutcome = (StreamId, Instant, Report, Result<Vec<u8>, Status>);
 
 #[derive(Default)]
 pub(super) struct Local {
@@ -26,7 +26,7 @@ pub(super) struct Local {
     pub(super) refused: Option<Status>,
     pub(super) timeout: Option<Duration>,
     /// What the client still accepts on this stream.
-    pub(super) window: i64,
+    pub(super) window: Window,
     pub(super) reply: Option<Reply>,
     /// Dropped with the stream: the running call ends then.
     pub(super) cancel: Option<tokio::sync::oneshot::Sender<()>>,
@@ -99,7 +99,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// plugin's reply head, if that went to the client already).
     pub(super) fn reply_translated(
         &mut self,
-        id: u32,
+        id: StreamId,
         answer: Result<Vec<u8>, Status>,
         head_sent: bool,
     ) {
@@ -124,7 +124,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     }
 
     /// Starts answering a local stream whose request is complete.
-    pub(super) fn start_local(&mut self, id: u32) {
+    pub(super) fn start_local(&mut self, id: StreamId) {
         // Not started already (its report is taken then), and not answered already: a
         // translated call whose plugin replied before the client's request ended
         // (`Asked::Relayed`) is never made a second time.
@@ -152,6 +152,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let refused = local.refused.take();
         let timeout = local.timeout;
         let shared = self.shared.clone();
+        let identical = self.identical;
         let (cancel, mut cancelled) = tokio::sync::oneshot::channel();
         local.cancel = Some(cancel);
         self.calls.push(Box::pin(async move {
@@ -167,7 +168,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                         report.fail(Origin::Client, &s);
                         Err(s)
                     }
-                    outcome = call::answer(&shared, message, timeout, &mut report) => outcome,
+                    outcome = call::answer(&shared, identical, message, timeout, &mut report) => outcome,
                 }
             };
             (id, started, report, outcome)
@@ -177,7 +178,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// Whether local call `id` may start: room is reserved for its reply (`REPLY_ROOM`), or it
     /// is the one call a connection holding nothing else may run without (`free_call`), or it
     /// is refused (its reply is its status alone, which needs no room).
-    fn has_reply_room(&mut self, id: u32) -> bool {
+    fn has_reply_room(&mut self, id: StreamId) -> bool {
         let others = self.local_bodies + self.services_held + self.replies_held;
         let Some(Side::Local(local)) = self.streams.get_mut(&id).map(|s| &mut s.side) else {
             return false;
@@ -197,9 +198,9 @@ impl<C: Io, U: Io> Splice<C, U> {
     }
 
     /// A local call with no room for its reply waits (`waiting_room`).
-    pub(super) fn wait_for_room(&mut self, id: u32) {
+    pub(super) fn wait_for_room(&mut self, id: StreamId) {
         if !self.waiting_room.iter().any(|&(w, _)| w == id) {
-            tracing::debug!(stream = id, "call waits for room for its reply");
+            tracing::debug!(stream = %id, "call waits for room for its reply");
             self.waiting_room.push_back((id, Instant::now()));
         }
     }
@@ -263,7 +264,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             false
         });
         for (id, status) in refused {
-            tracing::debug!(stream = id, code = ?status.code(), "call refused: no room for its reply");
+            tracing::debug!(stream = %id, code = ?status.code(), "call refused: no room for its reply");
             if let Some(Side::Local(local)) = self.streams.get_mut(&id).map(|s| &mut s.side) {
                 local.refused = Some(status);
                 self.start_local(id);
@@ -311,11 +312,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             if self.reply_block.is_some() || self.client_settings_unacked() {
                 return;
             }
-            let out = if self.server_preface {
-                &mut self.to_client
-            } else {
-                &mut self.own
-            };
+            let out = self.to_client.replies();
             let Some(Stream {
                 side: Side::Local(local),
                 ..
@@ -342,19 +339,22 @@ impl<C: Io, U: Io> Splice<C, U> {
             while !reply.data.is_empty() {
                 let room = self
                     .window
-                    .min(local.window)
-                    .min(self.client_max_frame as i64);
-                if self.window <= 0 {
+                    .available()
+                    .min(local.window.available())
+                    .min(self.client_max_frame);
+                if self.window.available() == 0 {
                     return; // wait for the client's WINDOW_UPDATE
                 }
-                if room <= 0 {
+                if room == 0 {
                     stream_spent = true;
                     break;
                 }
-                let piece = reply.data.split_to((room as usize).min(reply.data.len()));
+                let piece = reply.data.split_to(room.min(reply.data.len()));
                 frame::put(out, Kind::Data, 0, id, &piece);
-                self.window -= piece.len() as i64;
-                local.window -= piece.len() as i64;
+                // Within both windows: `room` is at most what each has.
+                let spent = self.window.consume(piece.len());
+                let spent_too = local.window.consume(piece.len());
+                debug_assert!(spent.is_ok() && spent_too.is_ok());
                 self.debt += piece.len() as u64;
                 self.replies_held -= piece.len();
                 self.shared.buffered.give(piece.len());
@@ -378,29 +378,13 @@ impl<C: Io, U: Io> Splice<C, U> {
                 frame::put_headers(out, id, &block, true, self.client_max_frame);
             }
             self.replying.pop_front();
-            let request_done = self.streams.get(&id).is_some_and(|s| s.request_done);
+            let request_done = self.streams.get(&id).is_some_and(|s| s.request_done());
             if !request_done {
                 // Answered before the client finished (a refused oversized request).
-                frame::put_rst_stream(self.own_out(), id, reason::NO_ERROR);
+                self.to_client.rst_stream(id, reason::NO_ERROR);
             }
             // Its outcome is in its report already.
             self.remove(id);
-        }
-    }
-
-    pub(super) fn own_out(&mut self) -> &mut BytesMut {
-        if self.reply_block.is_some() || !self.server_preface {
-            &mut self.own
-        } else {
-            &mut self.to_client
-        }
-    }
-
-    /// Lets the held frames go once they may.
-    pub(super) fn release_own(&mut self) {
-        if !self.own.is_empty() && self.reply_block.is_none() && self.server_preface {
-            let own = self.own.split();
-            self.to_client.unsplit(own);
         }
     }
 
@@ -409,12 +393,12 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// (for the draft, an OK reply carrying a retryable error), and sent within the client's
     /// windows like the splice's own replies. After, trailers end it. A client still sending
     /// its request is told to stop (RST_STREAM NO_ERROR, RFC 9113 §8.1).
-    pub(super) fn answer_instead(&mut self, id: u32, s: &Status) {
+    pub(super) fn answer_instead(&mut self, id: StreamId, s: &Status) {
         self.drop_translated_reply(id);
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
-        let encoded = match (stream.reply_started, stream.report.as_mut()) {
+        let encoded = match (stream.reply_started(), stream.report.as_mut()) {
             (false, Some(report)) => {
                 reply::error_reply(report.called, Origin::Gateway, s.clone(), report)
             }
@@ -425,7 +409,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 Err(s.clone())
             }
         };
-        if let (false, Ok(message)) = (stream.reply_started, &encoded) {
+        if let (false, Ok(message)) = (stream.reply_started(), &encoded) {
             let reply = reply_frames(Ok(message.clone()), true);
             let held = reply.data.len();
             stream.side = Side::Local(Local {
@@ -440,15 +424,15 @@ impl<C: Io, U: Io> Splice<C, U> {
         let status = encoded.err().unwrap_or_else(|| s.clone());
         let mut block = Vec::with_capacity(128);
         self.upstream_decoder.own_block(&mut block);
-        if !stream.reply_started {
+        if !stream.reply_started() {
             headers::reply_head(&mut block);
         }
         status_fields(&mut block, &status);
-        let still_sending = !std::mem::replace(&mut stream.request_done, true);
+        let still_sending = stream.stop_reading();
         let max_frame = self.client_max_frame;
-        frame::put_headers(self.own_out(), id, &block, true, max_frame);
+        self.to_client.headers(id, &block, true, max_frame);
         if still_sending {
-            frame::put_rst_stream(self.own_out(), id, reason::NO_ERROR);
+            self.to_client.rst_stream(id, reason::NO_ERROR);
         }
         self.reply_ended(id, Some(status.code()));
     }

@@ -44,16 +44,18 @@
 //!
 //! | file | concern |
 //! | --- | --- |
-//! | `client_side.rs` | the client's frames checked and handled; request blocks routed (`call::plan`) and forwarded |
+//! | `client_side.rs` | the client's frames checked and handled; request blocks routed (`call::plan`) |
 //! | `upstream_side.rs` | the upstream's frames passed on or kept; reply blocks read for the status |
 //! | `settings.rs` | SETTINGS per hop, and the gateway's own preface |
 //! | `flow.rs` | the client's windows enforced, window granted or withheld on the buffer budget |
-//! | `streams.rs` | a stream's state (`Stream`, `Side`) and its end |
+//! | `streams.rs` | a stream's state (`Stream`, one `State`, its `Side`) and its end |
+//! | `relayed.rs` | calls relayed as they came: request blocks forwarded, replies read for the status |
 //! | `translated.rs` | calls translated on the connection's own upstream connection |
 //! | `local.rs` | calls the splice answers itself, and their replies |
 //! | `service_streams.rs` | streams of the gateway's own services |
 //! | `timers.rs` | the one timer: timeouts, keepalive, deadlines |
 //! | `go_away.rs` | GOAWAY per hop, shutdown, the upstream lost |
+//! | `writer.rs` | what goes to the client: frames passed on, and the gateway's own where they may go |
 //! | `tests.rs` | the connection in-process through a scripted I/O |
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
@@ -68,6 +70,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
+use crate::call::answer::Identical;
 use crate::call::plan::{self, Admission, Plan};
 use crate::call::{answer as call, rescue as reply};
 use crate::front::router::{Inline, Route};
@@ -86,13 +89,15 @@ use crate::front::limits::{self, Limits, Rate};
 
 use super::io::{write, Io, Unattached};
 use super::local_stream::{self, LocalStreams};
-use csi_gateway_wire::frame::{self, reason, Head, Kind, Reason};
+use csi_gateway_wire::flow::Window;
+use csi_gateway_wire::frame::{self, reason, Head, Kind, Reason, StreamId};
 use csi_gateway_wire::headers;
 
 mod client_side;
 mod flow;
 mod go_away;
 mod local;
+mod relayed;
 mod service_streams;
 mod settings;
 mod streams;
@@ -101,12 +106,14 @@ mod tests;
 mod timers;
 mod translated;
 mod upstream_side;
+mod writer;
 
 pub(super) use local::Held;
 use local::{Local, LocalCall};
-use streams::{Block, Side, Stream};
+use streams::{Block, Side, State, Stream};
 use timers::KEEPALIVE_PING;
 use translated::{Asked, Translated, MAX_TRANSLATED_REQUEST};
+use writer::ToClient;
 
 /// Reading pauses while this much waits to be written the other way.
 const HIGH_WATER: usize = 256 * 1024;
@@ -148,18 +155,13 @@ pub struct Splice<C, U> {
     upstream: U,
     from_client: BytesMut,
     from_upstream: BytesMut,
-    to_client: BytesMut,
+    /// What goes to the client: frames passed on, and the gateway's own (`writer`).
+    to_client: ToClient,
     to_upstream: BytesMut,
-    /// The splice's own frames for the client while they may not go yet: before the server
-    /// preface, or inside a header block of the upstream's (RFC 9113 §6.10).
-    own: BytesMut,
     limits: Limits,
     preface: bool,
     /// The client's first frame, its SETTINGS, came (RFC 9113 §3.4).
     client_settings_seen: bool,
-    /// Whether the upstream's SETTINGS (the server preface) went to the client: nothing of the
-    /// splice's own may precede it.
-    server_preface: bool,
     /// The connection cannot go on (a header block cut off midway).
     dead: bool,
     accepted: Instant,
@@ -172,17 +174,17 @@ pub struct Splice<C, U> {
     reply_block: Option<Block>,
     /// Looked up on every frame: foldhash, at a fraction of SipHash's cost. At most
     /// `max_concurrent_streams` entries, which bounds what ids chosen to collide could cost.
-    streams: foldhash::HashMap<u32, Stream>,
-    last_stream: u32,
+    streams: foldhash::HashMap<StreamId, Stream>,
+    last_stream: StreamId,
     /// The client's settings, which the splice obeys when it sends replies itself.
-    client_initial_window: i64,
+    client_initial_window: Window,
     /// The SETTINGS_INITIAL_WINDOW_SIZE the client was told (the upstream's, passed on): the
     /// window each new stream of the client's starts with (RFC 9113 §6.9.2).
-    client_stream_window: i64,
+    client_stream_window: Window,
     /// How much DATA the client may still send on the connection: the window it was granted,
     /// by the upstream's WINDOW_UPDATEs passed on and by the splice's own, less what it sent.
     /// Below zero it broke flow control (RFC 9113 §6.9.1).
-    client_credit: i64,
+    client_credit: Window,
     client_max_frame: usize,
     /// The upstream's largest frame, for re-encoded header blocks.
     upstream_max_frame: usize,
@@ -192,7 +194,7 @@ pub struct Splice<C, U> {
     /// SETTINGS sent to each side and not yet acknowledged, oldest first, with the header
     /// table size each carried: applied once acknowledged, when the other side gets its ACK.
     /// The client's also carry an initial window lowered, which counts from its ACK.
-    settings_to_client: VecDeque<(Option<u32>, Option<i64>)>,
+    settings_to_client: VecDeque<(Option<u32>, Option<Window>)>,
     settings_to_upstream: VecDeque<Option<u32>>,
     /// The upstream's decoder waits for a size update that the client's blocks, now
     /// re-encoded, no longer carry to it.
@@ -235,7 +237,7 @@ pub struct Splice<C, U> {
     /// Since when the client's frame at the front of `from_client` has been only partly read.
     frame_since: Option<Instant>,
     /// How much more DATA the client accepts on the connection, from anyone.
-    window: i64,
+    window: Window,
     /// Connection window the splice's own replies took and the upstream does not know about.
     debt: u64,
     /// The upstream's DATA waits: forwarding it now would exceed the client's window.
@@ -249,11 +251,11 @@ pub struct Splice<C, U> {
     /// Local calls whose request is whole and that wait for room for their reply
     /// (`REPLY_ROOM`), oldest first, with since when: started once there is room, refused past
     /// `BUDGET_WAIT` or their deadline.
-    waiting_room: VecDeque<(u32, Instant)>,
+    waiting_room: VecDeque<(StreamId, Instant)>,
     /// The one local call of this connection running without room reserved for its reply:
     /// a connection that holds nothing else (requests or replies) may always run one, so that
     /// a client that reads its replies (a Probe) is answered while others fill the budget.
-    free_call: Option<u32>,
+    free_call: Option<StreamId>,
     /// When the calls and service streams waiting for room look for it again: a fixed time,
     /// as the connection's timer fires only for a deadline that stays put.
     room_retry: Option<Instant>,
@@ -263,13 +265,13 @@ pub struct Splice<C, U> {
     /// When the bytes being handled were read.
     now: Instant,
     /// Local streams with reply frames still to send, in the order they were answered.
-    replying: VecDeque<u32>,
+    replying: VecDeque<StreamId>,
     /// Set once the gateway is shutting down and told the client so: streams after this id
     /// are refused, and the connection ends with its last stream.
-    going_away: Option<u32>,
+    going_away: Option<StreamId>,
     /// The last-stream id of the last GOAWAY the client got (the upstream's included): a
     /// later one may not name a higher id.
-    goaway_sent: Option<u32>,
+    goaway_sent: Option<StreamId>,
     upstream_gone: bool,
     going_away_later: bool,
     /// Set once a request block was not forwarded (see `forward_request_block`).
@@ -284,12 +286,12 @@ pub struct Splice<C, U> {
     own_streams: bool,
     /// Streams the splice reset on the upstream (most recent last): frames the upstream sent
     /// before it saw the reset are dropped, not passed to the client.
-    reset_upstream: VecDeque<u32>,
+    reset_upstream: VecDeque<StreamId>,
     /// Streams whose half the client closed (END_STREAM, RST_STREAM) and that have since
     /// ended, most recent last: a later DATA on one is a stream error STREAM_CLOSED (RFC 9113
     /// §5.1; a HEADERS is a reused id, a connection error). DATA on a stream the splice ended
     /// while the client was still sending is dropped instead, as frames in flight may be.
-    client_closed: VecDeque<u32>,
+    client_closed: VecDeque<StreamId>,
     /// Ended translated calls' state, kept for the next ones (see `recycle`): boxed, as
     /// `Side::Translated` holds it, so that the box is what is used again.
     #[allow(clippy::vec_box)]
@@ -299,7 +301,7 @@ pub struct Splice<C, U> {
     /// given back once it is worth a frame.
     owed_upstream: u64,
     /// The upstream's SETTINGS_INITIAL_WINDOW_SIZE: what a translated request may be.
-    upstream_initial_window: i64,
+    upstream_initial_window: Window,
     shutdown: watch::Receiver<bool>,
     /// What the client may call, for a peer of the appliance listener (`None`: anything).
     authorization: Option<Arc<Authorization>>,
@@ -314,10 +316,13 @@ pub struct Splice<C, U> {
     ping_out: bool,
     /// The deadlines (`grpc-timeout`) of the calls on the upstream, soonest first, with their
     /// streams: the connection's one timer is set to the first (`Timeout::Call`).
-    deadlines: BTreeSet<(Instant, u32)>,
+    deadlines: BTreeSet<(Instant, StreamId)>,
     /// When the client's preface went on to the upstream: the upstream's SETTINGS must follow
     /// within `Live::connect_timeout` (`Timeout::UpstreamHandshake`).
     upstream_asked: Option<Instant>,
+    /// What the calls the splice answers itself do with a wire-identical message: passed on
+    /// on an unattached connection, translated on a spliced one (`call::answer::Identical`).
+    identical: Identical,
 }
 
 /// Connection window owed to the upstream, kept until this much (see `owed_upstream`).
@@ -348,6 +353,7 @@ impl<C: Io> Splice<C, Unattached> {
     ) -> Self {
         let mut splice = Splice::build(shared, live, client, Unattached, shutdown);
         splice.upstream_gone = true;
+        splice.identical = Identical::PassedOn;
         splice.own_preface();
         splice
     }
@@ -381,13 +387,11 @@ impl<C: Io, U: Io> Splice<C, U> {
             upstream,
             from_client: BytesMut::with_capacity(64 * 1024),
             from_upstream: BytesMut::with_capacity(64 * 1024),
-            to_client: BytesMut::with_capacity(64 * 1024),
+            to_client: ToClient::new(),
             to_upstream: BytesMut::with_capacity(64 * 1024),
-            own: BytesMut::new(),
             limits,
             preface: false,
             client_settings_seen: false,
-            server_preface: false,
             dead: false,
             accepted: Instant::now(),
             client_decoder,
@@ -395,10 +399,10 @@ impl<C: Io, U: Io> Splice<C, U> {
             request_block: None,
             reply_block: None,
             streams: HashMap::default(),
-            last_stream: 0,
-            client_initial_window: frame::DEFAULT_WINDOW,
-            client_stream_window: frame::DEFAULT_WINDOW,
-            client_credit: frame::DEFAULT_WINDOW,
+            last_stream: StreamId::CONNECTION,
+            client_initial_window: Window::DEFAULT,
+            client_stream_window: Window::DEFAULT,
+            client_credit: Window::DEFAULT,
             client_max_frame: frame::DEFAULT_MAX_FRAME,
             upstream_max_frame: frame::DEFAULT_MAX_FRAME,
             client_frame_limit: frame::DEFAULT_MAX_FRAME,
@@ -420,7 +424,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             client_heard: Instant::now(),
             block_since: None,
             frame_since: None,
-            window: frame::DEFAULT_WINDOW,
+            window: Window::DEFAULT,
             debt: 0,
             held: false,
             client_unhandled: false,
@@ -444,7 +448,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             client_closed: VecDeque::new(),
             spare: Vec::new(),
             owed_upstream: 0,
-            upstream_initial_window: frame::DEFAULT_WINDOW,
+            upstream_initial_window: Window::DEFAULT,
             shutdown,
             authorization: None,
             served: Default::default(),
@@ -453,6 +457,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             ping_out: false,
             deadlines: BTreeSet::new(),
             upstream_asked: None,
+            identical: Identical::Translated,
         }
     }
 
@@ -541,7 +546,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 self.restart_client_timers();
             }
             if (self.to_upstream.len() < HIGH_WATER || self.upstream_gone)
-                && self.own.len() + self.to_client.len() < 2 * HIGH_WATER
+                && self.to_client.len() < 2 * HIGH_WATER
             {
                 // What was read is handled before more is read.
                 let more = std::mem::take(&mut self.client_unhandled)
@@ -567,7 +572,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 true => None,
                 false => self.replies_paused.or(Some(self.now)),
             };
-            if !self.upstream_gone && !self.held && self.to_client.len() < HIGH_WATER && reads {
+            if !self.upstream_gone && !self.held && self.to_client.queued() < HIGH_WATER && reads {
                 let more = std::mem::take(&mut self.upstream_unhandled)
                     || match self.upstream.read_into(&mut self.from_upstream, cx) {
                         Poll::Ready(Some(_)) => true,
@@ -585,15 +590,15 @@ impl<C: Io, U: Io> Splice<C, U> {
                     }
                 }
             }
-            if self.held && self.window > 0 {
+            if self.held && self.window.available() > 0 {
                 if let Err(e) = self.on_upstream_bytes() {
                     self.upstream_lost(&e.to_string());
                 }
             }
             // The splice's own answers go to the client in pieces too; the rest are taken on
             // the next turn.
-            let piece = self.to_client.len() + PIECE;
-            while self.to_client.len() < piece {
+            let piece = self.to_client.queued() + PIECE;
+            while self.to_client.queued() < piece {
                 let Poll::Ready(Some(done)) = self.calls.poll_next_unpin(cx) else {
                     break;
                 };
@@ -616,11 +621,11 @@ impl<C: Io, U: Io> Splice<C, U> {
                 self.going_away_later = false;
                 self.go_away();
             }
-            self.release_own();
+            self.to_client.release();
             self.note_idle();
             self.note_short_of_room();
-            if self.server_preface {
-                match write(&mut self.client, &mut self.to_client, cx, "client") {
+            if let Some(out) = self.to_client.writable() {
+                match write(&mut self.client, out, cx, "client") {
                     Ok(moved) => progress |= moved,
                     Err(_) => return Poll::Ready(()),
                 }
@@ -657,7 +662,6 @@ impl<C: Io, U: Io> Splice<C, U> {
             && self.streams.is_empty()
             && self.calls.is_empty()
             && self.to_client.is_empty()
-            && self.own.is_empty()
     }
 
     fn fail(&mut self, e: Broken) -> Poll<()> {
@@ -665,26 +669,15 @@ impl<C: Io, U: Io> Splice<C, U> {
             Broken::Client(what, code) => {
                 tracing::debug!(error = what, "client broke the HTTP/2 protocol");
                 if self.reply_block.is_none() {
-                    if !self.server_preface {
-                        // The upstream's settings never came: the connection ends anyway, so
-                        // the gateway's own SETTINGS opens it, and GOAWAY closes it.
-                        self.to_client.clear();
-                        let settings = self.own_settings();
-                        frame::put_settings(&mut self.to_client, &settings);
-                    } else {
-                        self.release_own();
-                    }
                     let last = self
                         .goaway_sent
                         .map_or(self.last_stream, |s| s.min(self.last_stream));
-                    frame::put_goaway(&mut self.to_client, last, code);
+                    // The upstream's settings never came: the connection ends anyway, so the
+                    // gateway's own SETTINGS opens it, and GOAWAY closes it.
+                    let settings = self.own_settings();
+                    let out = self.to_client.closing(last, code, &settings);
                     // Best effort: the connection is over either way.
-                    let _ = write(
-                        &mut self.client,
-                        &mut self.to_client,
-                        &mut noop_context(),
-                        "client",
-                    );
+                    let _ = write(&mut self.client, out, &mut noop_context(), "client");
                 }
             }
             Broken::Upstream(why) => self.upstream_lost(&why),

@@ -17,13 +17,9 @@ impl<C: Io, U: Io> Splice<C, U> {
         if self.reply_block.is_some() || self.client_settings_unacked() {
             return false;
         }
-        let room = self.to_client.len() < HIGH_WATER;
+        let room = self.to_client.queued() < HIGH_WATER;
         let mut out = local_stream::Out {
-            frames: if self.server_preface {
-                &mut self.to_client
-            } else {
-                &mut self.own
-            },
+            frames: self.to_client.replies(),
             encoder: &mut self.upstream_decoder,
             window: &mut self.window,
             debt: &mut self.debt,
@@ -41,9 +37,9 @@ impl<C: Io, U: Io> Splice<C, U> {
             if let (Some(report), false) = (stream.report.as_mut(), status.code() == Code::Ok) {
                 report.fail(services::origin(status.code()), &status);
             }
-            if !stream.request_done {
+            if !stream.request_done() {
                 // Answered before the client finished: it may stop sending (RFC 9113 §8.1).
-                frame::put_rst_stream(self.own_out(), id, reason::NO_ERROR);
+                self.to_client.rst_stream(id, reason::NO_ERROR);
             }
             self.remove(id);
         }
@@ -65,7 +61,9 @@ impl<C: Io, U: Io> Splice<C, U> {
     pub(super) fn services_granted(&mut self) {
         for (id, n) in self.services.drain_granted() {
             if let Some(s) = self.streams.get_mut(&id) {
-                s.credit += n as i64;
+                // Past 2^31-1 only if the client broke flow control, which `within_window`
+                // answers when it sends.
+                let _ = s.credit.increase(n);
             }
         }
     }

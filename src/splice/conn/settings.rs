@@ -13,16 +13,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         for (id, value) in frame::settings(payload) {
             match id {
                 frame::SETTINGS_INITIAL_WINDOW_SIZE => {
-                    let delta = value as i64 - self.client_initial_window;
-                    self.client_initial_window = value as i64;
-                    for s in self.streams.values_mut() {
-                        match &mut s.side {
-                            Side::Local(l) => l.window += delta,
-                            Side::Translated(t) => t.window += delta,
-                            _ => {}
-                        }
-                    }
-                    self.services.adjust_windows(delta);
+                    self.client_initial_window_size(value)?;
                     upstream.push((id, value));
                 }
                 frame::SETTINGS_MAX_FRAME_SIZE => {
@@ -53,35 +44,57 @@ impl<C: Io, U: Io> Splice<C, U> {
         Ok(())
     }
 
+    /// The client's new SETTINGS_INITIAL_WINDOW_SIZE, applied to the windows of the streams
+    /// the gateway sends on itself (RFC 9113 §6.9.2): one taken past 2^31-1 is a connection
+    /// error, FLOW_CONTROL_ERROR.
+    fn client_initial_window_size(&mut self, value: u32) -> Result<(), Broken> {
+        let initial = Window::new(value);
+        let delta = initial.get() - self.client_initial_window.get();
+        self.client_initial_window = initial;
+        let overflow = || {
+            Broken::Client(
+                "SETTINGS_INITIAL_WINDOW_SIZE takes a window over 2^31-1",
+                reason::FLOW_CONTROL_ERROR,
+            )
+        };
+        for s in self.streams.values_mut() {
+            match &mut s.side {
+                Side::Local(l) => l.window.adjust(delta).map_err(|_| overflow())?,
+                Side::Translated(t) => t.window.adjust(delta).map_err(|_| overflow())?,
+                _ => {}
+            }
+        }
+        self.services.adjust_windows(delta).map_err(|_| overflow())
+    }
+
     /// The upstream applies the client's values the gateway passed on: the client gets its
     /// ACK, and the gateway's own blocks follow a cut of the client's table.
     pub(super) fn apply_upstream_ack(&mut self, table: Option<u32>) {
         if let Some(size) = table {
             self.upstream_decoder.table_size_acknowledged(size);
         }
-        frame::put(self.own_out(), Kind::Settings, frame::ACK, 0, &[]);
+        self.to_client.settings_ack();
     }
 
     /// The client is told a new SETTINGS_INITIAL_WINDOW_SIZE: a raise counts at once for every
     /// stream (the client may apply it as soon as it reads it); a lowering only once the client
     /// acknowledged it (`lower_stream_window`), which it returns.
-    pub(super) fn raise_stream_window(&mut self, window: i64) -> Option<i64> {
-        let delta = window - self.client_stream_window;
-        if delta < 0 {
+    pub(super) fn raise_stream_window(&mut self, window: Window) -> Option<Window> {
+        if window < self.client_stream_window {
             return Some(window);
         }
-        self.client_stream_window = window;
-        for s in self.streams.values_mut() {
-            s.credit += delta;
-        }
+        self.set_stream_window(window);
         None
     }
 
-    pub(super) fn lower_stream_window(&mut self, window: i64) {
-        let delta = window - self.client_stream_window;
+    /// Every stream's credit moved as the client moves its windows (RFC 9113 §6.9.2). One the
+    /// upstream's values take past 2^31-1 the client answers as a connection error; the
+    /// credit stays where it was, past what the client may send anyway.
+    pub(super) fn set_stream_window(&mut self, window: Window) {
+        let delta = window.get() - self.client_stream_window.get();
         self.client_stream_window = window;
         for s in self.streams.values_mut() {
-            s.credit += delta;
+            let _ = s.credit.adjust(delta);
         }
     }
 
@@ -134,8 +147,8 @@ impl<C: Io, U: Io> Splice<C, U> {
                     client.push((id, value));
                 }
                 frame::SETTINGS_INITIAL_WINDOW_SIZE => {
-                    self.upstream_initial_window = value as i64;
-                    lowered = self.raise_stream_window(value as i64);
+                    self.upstream_initial_window = Window::new(value);
+                    lowered = self.raise_stream_window(Window::new(value));
                     client.push((id, value));
                 }
                 frame::SETTINGS_MAX_CONCURRENT_STREAMS => streams = Some(value),
@@ -143,7 +156,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 _ => {}
             }
         }
-        let first = !self.server_preface;
+        let first = !self.to_client.preface_sent();
         if first || streams.is_some() {
             let limit = self.limits.max_concurrent_streams;
             client.push((
@@ -160,11 +173,9 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         if first {
             // The server preface first, then whatever the splice held meanwhile.
-            frame::put_settings(&mut self.to_client, &client);
-            self.server_preface = true;
-            self.release_own();
+            self.to_client.preface(&client);
         } else {
-            frame::put_settings(self.own_out(), &client);
+            self.to_client.settings(&client);
         }
         self.settings_to_client.push_back((table, lowered));
         Ok(())
@@ -174,10 +185,8 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// come (it is gone, or was given up on): what the splice held for the client follows.
     pub(super) fn own_preface(&mut self) {
         let settings = self.own_settings();
-        frame::put_settings(&mut self.to_client, &settings);
+        self.to_client.preface(&settings);
         // The client's ACK of it is nobody else's.
         self.settings_to_client.push_back((None, None));
-        self.server_preface = true;
-        self.release_own();
     }
 }

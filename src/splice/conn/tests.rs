@@ -79,7 +79,7 @@ impl Client {
 
     async fn send(&mut self, kind: Kind, flags: u8, stream: u32, payload: &[u8]) {
         let mut out = BytesMut::new();
-        frame::put(&mut out, kind, flags, stream, payload);
+        frame::put(&mut out, kind, flags, StreamId::new(stream), payload);
         self.send_raw(&out).await;
     }
 
@@ -165,7 +165,7 @@ async fn an_unknown_method_is_unimplemented_in_a_trailers_only_reply() {
     let mut c = Client::connect().await;
     c.request(1, "/csi.v9.Nothing/Here", true).await;
     let (head, block) = c.next_of(Kind::Headers).await.unwrap();
-    assert_eq!(head.stream, 1);
+    assert_eq!(head.stream.get(), 1);
     assert_ne!(head.flags & frame::END_STREAM, 0, "trailers-only");
     let fields = fields(&block);
     assert_eq!(field(&fields, "grpc-status"), Some("12"), "{fields:?}");
@@ -208,7 +208,7 @@ async fn a_call_while_the_plugin_is_away_is_unavailable_naming_it() {
     let block = loop {
         let (head, payload) = c.next().await.expect("an answer");
         let ends = head.flags & frame::END_STREAM != 0;
-        if head.kind == Kind::Headers && head.stream == 1 && ends {
+        if head.kind == Kind::Headers && head.stream.get() == 1 && ends {
             break payload;
         }
     };
@@ -218,4 +218,46 @@ async fn a_call_while_the_plugin_is_away_is_unavailable_naming_it() {
         field(&fields, "grpc-message").is_some_and(|m| m.contains("plugin.sock")),
         "{fields:?}"
     );
+}
+
+/// RFC 9113 §6.9.1, §6.9.2: no window of a stream the gateway answers may pass 2^31-1, by a
+/// WINDOW_UPDATE (a stream error) or by a new SETTINGS_INITIAL_WINDOW_SIZE (a connection error).
+#[tokio::test]
+async fn a_window_past_two_to_the_31_is_a_flow_control_error() {
+    let max = frame::MAX_WINDOW as u32;
+    let settings = |size: u32| {
+        let mut payload = frame::SETTINGS_INITIAL_WINDOW_SIZE.to_be_bytes().to_vec();
+        payload.extend_from_slice(&size.to_be_bytes());
+        payload
+    };
+    // A WINDOW_UPDATE that takes the stream's window over: that stream is reset.
+    let mut c = Client::connect().await;
+    c.request(1, "/csi.v1.Identity/Probe", false).await;
+    c.send(Kind::WindowUpdate, 0, 1, &max.to_be_bytes()).await;
+    let (head, payload) = c.next_of(Kind::RstStream).await.unwrap();
+    assert_eq!(head.stream.get(), 1);
+    assert_eq!(frame::rst_reason(&payload), Ok(reason::FLOW_CONTROL_ERROR));
+
+    // The window at its largest, then the initial size raised by one: the connection ends.
+    let mut c = Client::connect().await;
+    c.request(1, "/csi.v1.Identity/Probe", false).await;
+    let to_max = max - frame::DEFAULT_WINDOW as u32;
+    c.send(Kind::WindowUpdate, 0, 1, &to_max.to_be_bytes())
+        .await;
+    let raised = settings(frame::DEFAULT_WINDOW as u32 + 1);
+    c.send(Kind::Settings, 0, 0, &raised).await;
+    let (_, payload) = c.next_of(Kind::GoAway).await.unwrap();
+    assert_eq!(
+        frame::goaway(&payload).map(|(_, code)| code),
+        Ok(reason::FLOW_CONTROL_ERROR)
+    );
+
+    // The same raise without the WINDOW_UPDATE is fine: the call is answered.
+    let mut c = Client::connect().await;
+    c.request(1, "/csi.v9.Nothing/Here", false).await;
+    c.send(Kind::Settings, 0, 0, &raised).await;
+    c.send(Kind::Data, frame::END_STREAM, 1, &[0, 0, 0, 0, 0])
+        .await;
+    let (head, _) = c.next_of(Kind::Headers).await.unwrap();
+    assert_eq!(head.stream.get(), 1);
 }

@@ -52,7 +52,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             .map(|at| (at, Timeout::Keepalive));
         let handshake = self
             .upstream_asked
-            .filter(|_| !self.server_preface && !self.upstream_gone)
+            .filter(|_| !self.to_client.preface_sent() && !self.upstream_gone)
             .zip(self.live.as_ref())
             .and_then(|(asked, live)| asked.checked_add(live.connect_timeout))
             .map(|at| (at, Timeout::UpstreamHandshake));
@@ -108,10 +108,10 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// request it never finished are reset (CANCEL) and the connection asked to go away; with
     /// none such, the check starts over.
     pub(super) fn stalled(&mut self) {
-        let stalled: Vec<u32> = self
+        let stalled: Vec<StreamId> = self
             .streams
             .iter()
-            .filter(|(_, s)| !s.request_done && !matches!(s.side, Side::Service))
+            .filter(|(_, s)| !s.request_done() && !matches!(s.side, Side::Service))
             .map(|(id, _)| *id)
             .collect();
         self.client_heard = self.now;
@@ -207,7 +207,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             let waiting = self
                 .streams
                 .get(&id)
-                .is_some_and(|s| s.side.on_upstream() && !s.reply_done);
+                .is_some_and(|s| s.side.on_upstream() && !s.reply_done());
             if waiting {
                 expired.push(id);
             }
@@ -218,7 +218,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         for &id in &expired {
             self.deadline_exceeded(id);
         }
-        if !self.server_preface {
+        if !self.to_client.preface_sent() {
             self.upstream_lost("no HTTP/2 SETTINGS before a call's deadline");
         }
     }
@@ -227,7 +227,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// DEADLINE_EXCEEDED by the gateway, as a call it answers gets it
     /// (`call::answer::with_deadline`), and its stream reset on the upstream (RST_STREAM
     /// CANCEL), whose frames on it from then on are dropped (`reset_upstream`).
-    pub(super) fn deadline_exceeded(&mut self, id: u32) {
+    pub(super) fn deadline_exceeded(&mut self, id: StreamId) {
         let Some(stream) = self.streams.get(&id) else {
             return;
         };
@@ -237,12 +237,12 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.upstream_name()
         ));
         tracing::debug!(
-            stream = id,
+            stream = %id,
             ?timeout,
             "call past its deadline; answered by the gateway"
         );
         if matches!(stream.side, Side::Translated(_)) {
-            let head_sent = stream.reply_started;
+            let head_sent = stream.reply_started();
             self.release_translated(id);
             let Some(stream) = self.streams.get_mut(&id) else {
                 return;
@@ -274,7 +274,13 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.ping_at = None;
             return self.upstream_lost(&why);
         }
-        frame::put(&mut self.to_upstream, Kind::Ping, 0, 0, &KEEPALIVE_PING);
+        frame::put(
+            &mut self.to_upstream,
+            Kind::Ping,
+            0,
+            StreamId::CONNECTION,
+            &KEEPALIVE_PING,
+        );
         self.ping_out = true;
         self.ping_at = Some(Instant::now() + k.timeout);
     }

@@ -23,7 +23,7 @@ pub(super) struct Translated {
     /// Reply bytes the upstream's stream window lacks (given back past half of it).
     pub(super) reply_unacked: u32,
     /// What the client still accepts on this stream.
-    pub(super) window: i64,
+    pub(super) window: Window,
     /// The plugin ended its reply before the request was sent (it refused the call on its
     /// head alone): its status.
     pub(super) early: Option<CallError>,
@@ -65,7 +65,7 @@ impl Translated {
         spare: Option<Box<Translated>>,
         route: Route,
         timeout: Option<Duration>,
-        window: i64,
+        window: Window,
         inline: Inline,
     ) -> Box<Translated> {
         let fresh = |mut body: BytesMut, mut reply: BytesMut| {
@@ -128,8 +128,8 @@ impl<C: Io, U: Io> Splice<C, U> {
         };
         // No DATA yet (the body holds only what the credit paid for).
         let untouched = t.credit == 0 && !t.asked.sent() && t.early.is_none();
-        let replying = stream.reply_started
-            || stream.reply_done
+        let replying = stream.reply_started()
+            || stream.reply_done()
             || self
                 .reply_block
                 .as_ref()
@@ -138,7 +138,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         // plugin with the front's numbers.
         let whole = !check.renumbers() || head.has(frame::END_STREAM);
         match frame::content(&head, payload) {
-            Ok(range) if untouched && !replying && !stream.request_done && whole => {
+            Ok(range) if untouched && !replying && !stream.request_done() && whole => {
                 check.verdict(&payload[range])
             }
             _ => Verdict::Translated,
@@ -149,7 +149,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// (`check_request`) the relayed call it is wire-identical to: that frame and everything
     /// after it go on as they came, both ways. What the client gave the stream's window beyond
     /// its start came to the splice, which sent nothing on the stream: the plugin gets it.
-    pub(super) fn turn_relayed(&mut self, id: u32) {
+    pub(super) fn turn_relayed(&mut self, id: StreamId) {
         self.drop_translated_reply(id);
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
@@ -160,9 +160,9 @@ impl<C: Io, U: Io> Splice<C, U> {
         let Side::Translated(t) = std::mem::replace(&mut stream.side, Side::Relayed) else {
             return;
         };
-        let given = t.window - self.client_initial_window;
+        let given = t.window.granted_past(self.client_initial_window);
         if given > 0 {
-            frame::put_window_update(&mut self.to_upstream, id, given as u32);
+            frame::put_window_update(&mut self.to_upstream, id, given);
         }
         self.recycle(t);
     }
@@ -173,7 +173,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// whose message is larger than that window, is answered by the splice itself.
     /// `last` is the request's last piece, not in its body yet: a request that came in one
     /// DATA frame (most) is translated from that frame, never copied.
-    pub(super) fn send_translated(&mut self, id: u32, last: &[u8]) {
+    pub(super) fn send_translated(&mut self, id: StreamId, last: &[u8]) {
         let Some(live) = self.live.clone() else {
             // Only a connection with an upstream of its own translates calls on it.
             return self.fall_back(id);
@@ -181,7 +181,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
-        let head_sent = stream.reply_started;
+        let head_sent = stream.reply_started();
         let (Side::Translated(t), Some(report)) = (&mut stream.side, stream.report.as_mut()) else {
             return;
         };
@@ -212,8 +212,8 @@ impl<C: Io, U: Io> Splice<C, U> {
         match outcome {
             call::Inline::Call(request, message)
                 if (grpc_frame::HEADER + message.len()) as u64 <= t.credit
-                    && (grpc_frame::HEADER + message.len()) as i64
-                        <= self.upstream_initial_window =>
+                    && grpc_frame::HEADER + message.len()
+                        <= self.upstream_initial_window.available() =>
             {
                 let refund = t.credit - (grpc_frame::HEADER + message.len()) as u64;
                 t.credit = 0;
@@ -239,7 +239,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     }
 
     /// A translated call takes `call::answer`'s path after all.
-    pub(super) fn fall_back(&mut self, id: u32) {
+    pub(super) fn fall_back(&mut self, id: StreamId) {
         self.translated_to_local(id);
         self.start_local(id);
     }
@@ -247,7 +247,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// A translated call answered by the splice itself after all: the plugin's stream is
     /// reset (nothing of it reaches the client), the client gets back the window its DATA
     /// took, and the stream becomes a local one with what it has of its request.
-    pub(super) fn translated_to_local(&mut self, id: u32) {
+    pub(super) fn translated_to_local(&mut self, id: StreamId) {
         self.drop_translated_reply(id);
         // Given back with what the local call holds (`give_back`), not at once.
         let credit = match self.streams.get_mut(&id).map(|s| &mut s.side) {
@@ -275,17 +275,17 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     /// Lets go of a translated call's stream on the upstream (reset, unless its reply ended)
     /// and gives the client back the window its DATA took.
-    pub(super) fn release_translated(&mut self, id: u32) {
+    pub(super) fn release_translated(&mut self, id: StreamId) {
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
-        let upstream_done = stream.reply_done;
+        let upstream_done = stream.reply_done();
         let Side::Translated(t) = &mut stream.side else {
             return;
         };
         let credit = std::mem::take(&mut t.credit);
         // Marked done: `remove` resets it no more.
-        stream.reply_done = true;
+        stream.end_reply();
         if !upstream_done {
             self.reset_on_upstream(id);
         }
@@ -296,7 +296,7 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     /// A translated call's reply as it came from the plugin is no longer needed (answered, or
     /// the stream becomes another kind): let go.
-    pub(super) fn drop_translated_reply(&mut self, id: u32) {
+    pub(super) fn drop_translated_reply(&mut self, id: StreamId) {
         let Some(Side::Translated(t)) = self.streams.get_mut(&id).map(|s| &mut s.side) else {
             return;
         };
@@ -311,7 +311,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// other as the splice's own reply.
     pub(super) fn translated_ended(
         &mut self,
-        id: u32,
+        id: StreamId,
         reply: headers::Reply,
         frames: &[u8],
         changed: bool,
@@ -320,8 +320,8 @@ impl<C: Io, U: Io> Splice<C, U> {
         let Some(stream) = self.streams.get_mut(&id) else {
             return;
         };
-        stream.reply_done = true;
-        let head_sent = stream.reply_started;
+        stream.end_reply();
+        let head_sent = stream.reply_started();
         let (Side::Translated(t), Some(report)) = (&mut stream.side, stream.report.as_mut()) else {
             return;
         };
@@ -379,12 +379,14 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.reencode_replies,
         ) {
             let len = grpc_frame::HEADER + message.len();
-            let room = self.to_client.len() < HIGH_WATER;
-            if len as i64 <= self.window.min(t.window) && !settings_unacked && room {
-                frame::put_message(&mut self.to_client, id, message, 0, self.client_max_frame);
-                self.window -= len as i64;
+            let room = self.to_client.queued() < HIGH_WATER;
+            let fits = len <= self.window.available().min(t.window.available());
+            if fits && !settings_unacked && room {
+                frame::put_message(self.to_client.out(), id, message, 0, self.client_max_frame);
+                let spent = self.window.consume(len);
+                debug_assert!(spent.is_ok(), "within the window: `fits`");
                 self.debt += len as u64;
-                self.to_client.extend_from_slice(frames);
+                self.to_client.pass(frames);
                 if observe::bodies_enabled() {
                     report.response = Some(Bytes::copy_from_slice(message));
                 }

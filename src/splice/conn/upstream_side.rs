@@ -1,10 +1,10 @@
 //! The upstream's side: its frames read and passed on, sorted from those of the streams the
-//! splice opened there itself, and its reply header blocks read for the status.
+//! splice opened there itself (kept here, re-encoded or answered), and the upstream lost.
 
 use super::*;
 
 impl<C: Io, U: Io> Splice<C, U> {
-    pub(super) fn reset_on_upstream(&mut self, id: u32) {
+    pub(super) fn reset_on_upstream(&mut self, id: StreamId) {
         if !self.upstream_gone {
             frame::put_rst_stream(&mut self.to_upstream, id, reason::CANCEL);
         }
@@ -17,17 +17,17 @@ impl<C: Io, U: Io> Splice<C, U> {
     pub(super) fn on_upstream_bytes(&mut self) -> Result<(), Broken> {
         self.held = false;
         let mut buf = std::mem::take(&mut self.from_upstream);
-        let piece = self.to_client.len() + PIECE;
+        let piece = self.to_client.queued() + PIECE;
         let handled = take_frames(&mut buf, |head, whole| {
             if !self.replying.is_empty() {
                 // Replies translated from the frames before count towards the piece.
                 self.send_replies();
             }
-            if self.to_client.len() >= piece {
+            if self.to_client.queued() >= piece {
                 self.upstream_unhandled = true;
                 return Ok(false);
             }
-            if head.kind == Kind::Data && head.len as i64 > self.window {
+            if head.kind == Kind::Data && head.len > self.window.available() {
                 // The upstream counts on window the splice's own replies used: wait for more.
                 self.held = true;
                 return Ok(false);
@@ -43,7 +43,9 @@ impl<C: Io, U: Io> Splice<C, U> {
             let head = Head::parse(&self.from_upstream);
             // Refused before it is buffered: a peer that is not HTTP/2 (an HTTP/1 answer, read
             // as a frame head, announces megabytes) is given up on at once, not waited for.
-            if !self.server_preface && (head.kind != Kind::Settings || head.has(frame::ACK)) {
+            if !self.to_client.preface_sent()
+                && (head.kind != Kind::Settings || head.has(frame::ACK))
+            {
                 return Err(Broken::Upstream(
                     "the upstream did not start with SETTINGS".into(),
                 ));
@@ -62,7 +64,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             return Err(Broken::Upstream("frame larger than allowed".into()));
         }
         frame::check(&head, payload).map_err(|(what, _)| Broken::Upstream(what.into()))?;
-        if !self.server_preface && (head.kind != Kind::Settings || head.has(frame::ACK)) {
+        if !self.to_client.preface_sent() && (head.kind != Kind::Settings || head.has(frame::ACK)) {
             return Err(Broken::Upstream(
                 "the upstream did not start with SETTINGS".into(),
             ));
@@ -78,20 +80,26 @@ impl<C: Io, U: Io> Splice<C, U> {
         let passes = stream_frame && self.passes_on(&head);
         if passes && head.kind == Kind::WindowUpdate {
             let n = frame::increment(payload).map_err(upstream_malformed)?;
-            if head.stream == 0 && !self.may_grant() {
+            if head.stream.is_connection() && !self.may_grant() {
                 // No new request bytes while the gateway holds all it may: granted later.
                 self.give_back(n);
             } else {
-                self.to_client.extend_from_slice(whole);
+                self.to_client.pass(whole);
                 self.granted(head.stream, n);
             }
         } else if passes {
-            self.to_client.extend_from_slice(whole);
+            self.to_client.pass(whole);
         }
         match head.kind {
             Kind::Data if !passes => self.kept_data(head, payload)?,
             Kind::Data => {
-                self.window -= head.len as i64;
+                // Held until it fits (`read_upstream`): past the window only if the upstream
+                // sent more than the client allowed it.
+                if self.window.consume(head.len).is_err() {
+                    return Err(Broken::Upstream(
+                        "DATA past the client's connection window".into(),
+                    ));
+                }
                 let end = head.has(frame::END_STREAM);
                 if let Some(stream) = self.streams.get_mut(&head.stream) {
                     if let Some(report) = stream.report.as_mut() {
@@ -115,6 +123,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 } else if head.has(frame::END_HEADERS) {
                     self.kept_reply_block(head.stream, end_stream, &payload[range], whole)?;
                 } else {
+                    self.to_client.block_begins();
                     self.reply_block = Some(Block {
                         stream: head.stream,
                         end_stream,
@@ -144,7 +153,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                     }
                     // What waited for the block's end goes right after it, before anything
                     // else of the upstream's.
-                    self.release_own();
+                    self.to_client.block_ends();
                 }
             }
             Kind::Settings if head.has(frame::ACK) => {
@@ -155,7 +164,13 @@ impl<C: Io, U: Io> Splice<C, U> {
             Kind::Settings => self.upstream_settings(payload)?,
             Kind::Ping => {
                 if !head.has(frame::ACK) {
-                    frame::put(&mut self.to_upstream, Kind::Ping, frame::ACK, 0, payload);
+                    frame::put(
+                        &mut self.to_upstream,
+                        Kind::Ping,
+                        frame::ACK,
+                        StreamId::CONNECTION,
+                        payload,
+                    );
                 } else if payload == KEEPALIVE_PING && self.ping_out {
                     self.ping_out = false;
                     self.ping_at = self.keepalive.map(|k| Instant::now() + k.interval);
@@ -166,8 +181,8 @@ impl<C: Io, U: Io> Splice<C, U> {
                 // The plugin reset a translated call: so is the client's stream.
                 if let Some(stream) = self.streams.get_mut(&head.stream) {
                     if matches!(stream.side, Side::Translated(_)) {
-                        stream.reply_done = true;
-                        self.to_client.extend_from_slice(whole);
+                        stream.end_reply();
+                        self.to_client.pass(whole);
                         self.end_stream(
                             head.stream,
                             Code::Unavailable,
@@ -196,43 +211,6 @@ impl<C: Io, U: Io> Splice<C, U> {
             Kind::Priority | Kind::Unknown(_) => {}
         }
         Ok(())
-    }
-
-    /// A reply header block, complete (its frames already went on).
-    pub(super) fn on_reply_block(
-        &mut self,
-        stream_id: u32,
-        end_stream: bool,
-        block: &[u8],
-    ) -> Result<(), Broken> {
-        let reply = headers::reply(&mut self.upstream_decoder, block)
-            .map_err(|e| Broken::Upstream(e.to_string()))?;
-        self.reply_seen(stream_id, end_stream, reply);
-        Ok(())
-    }
-
-    /// A reply block that reached the client, seen: the call's status noted, its end marked.
-    pub(super) fn reply_seen(&mut self, stream_id: u32, end_stream: bool, reply: headers::Reply) {
-        if let Some(stream) = self.streams.get_mut(&stream_id) {
-            stream.reply_started = true;
-            if let (Some(code), Some(report)) = (code_of(reply.code), stream.report.as_mut()) {
-                report.code = code;
-                if code != Code::Ok && report.translated {
-                    // A wire-identical call's failure, as its translation reports it.
-                    report.message = Some(reply.message.unwrap_or_default());
-                } else if code != Code::Ok {
-                    report.message = reply.message;
-                }
-                if code != Code::Ok {
-                    // The plugin's status, relayed as it came.
-                    report.origin = Some(Origin::Upstream);
-                }
-            }
-        }
-        if end_stream {
-            let code = code_of(reply.code).or(Some(Code::Unknown));
-            self.reply_ended(stream_id, code);
-        }
     }
 
     /// Whether an upstream frame of a stream goes on to the client as it came. Those of the
@@ -288,7 +266,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         if !end {
             // The stream's own window, given back past half of it (a reply larger than it).
             t.reply_unacked += head.len as u32;
-            if t.reply_unacked as i64 >= self.client_initial_window / 2 {
+            if t.reply_unacked as usize >= self.client_initial_window.available() / 2 {
                 frame::put_window_update(&mut self.to_upstream, head.stream, t.reply_unacked);
                 t.reply_unacked = 0;
             }
@@ -304,7 +282,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// get the upstream's reply on (dropped).
     pub(super) fn kept_reply_block(
         &mut self,
-        id: u32,
+        id: StreamId,
         end_stream: bool,
         block: &[u8],
         frames: &[u8],
@@ -334,7 +312,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.upstream_decoder.own_block(&mut out);
             out.extend_from_slice(&literals);
             frame::put_headers(
-                &mut self.to_client,
+                self.to_client.out(),
                 id,
                 &out,
                 end_stream,
@@ -357,27 +335,6 @@ impl<C: Io, U: Io> Splice<C, U> {
         self.reencode_replies = true;
     }
 
-    /// A relayed reply reached its end; `code` is `None` when its trailers never came.
-    pub(super) fn reply_ended(&mut self, id: u32, code: Option<Code>) {
-        let Some(stream) = self.streams.get_mut(&id) else {
-            return;
-        };
-        stream.reply_done = true;
-        if let (None, Some(report)) = (code, stream.report.as_mut()) {
-            // The plugin's reply, relayed as it came, without the status it owes.
-            report.fail(
-                Origin::Upstream,
-                &Status::unknown("upstream reply ended without a gRPC status"),
-            );
-        }
-        if stream.request_done {
-            self.remove(id);
-        } else if let Some(report) = stream.report.take() {
-            // Reported now; the stream stays known until the client's half ends.
-            self.ended.push((report, stream.started));
-        }
-    }
-
     /// The upstream connection is gone: relayed streams get UNAVAILABLE naming it, the client
     /// is told to go away, and local calls may still finish. If the upstream's SETTINGS never
     /// came, the gateway's own open the client's side first (`own_preface`).
@@ -398,21 +355,21 @@ impl<C: Io, U: Io> Splice<C, U> {
             let why = format!("upstream {}: {why}", self.upstream_name());
             return self.finish_all(Code::Unavailable, Origin::Gateway, &why);
         }
-        if !self.server_preface {
+        if !self.to_client.preface_sent() {
             self.own_preface();
         }
         let upstream = self.upstream_name();
         tracing::warn!(upstream = %upstream, reason = why, "upstream connection lost under a spliced client connection");
-        let relayed: Vec<u32> = self
+        let relayed: Vec<StreamId> = self
             .streams
             .iter()
-            .filter(|(_, s)| s.side.on_upstream() && !s.reply_done)
+            .filter(|(_, s)| s.side.on_upstream() && !s.reply_done())
             .map(|(id, _)| *id)
             .collect();
         let s = Status::unavailable(format!("upstream {upstream}: {why}"));
         for id in relayed {
             if let Some(stream) = self.streams.get_mut(&id) {
-                stream.request_done = true;
+                stream.stop_reading();
                 self.answer_instead(id, &s);
             }
         }
