@@ -98,9 +98,6 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
     }
 
-    /// Where a frame of the splice's own for the client goes now: straight on, or held while
-    /// it may not go yet (see `own`). Header blocks of its own are never written inside the
-    /// upstream's, so only single frames are ever held.
     /// The client's SETTINGS are not acknowledged yet (the splice's ACK follows the upstream's).
     /// The gateway's own replies wait for that ACK, as the upstream's do: a client applies its
     /// own SETTINGS once they are acknowledged, so DATA sent before counts against its old
