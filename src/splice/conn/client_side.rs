@@ -196,11 +196,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 }
             }
             Kind::Settings => self.client_settings(payload)?,
-            Kind::Ping => {
-                if !head.has(frame::ACK) {
-                    self.to_client.ping_ack(payload);
-                }
-            }
+            Kind::Ping => self.client_ping(&head, payload),
             Kind::WindowUpdate => {
                 let n = frame::increment(payload).map_err(|_| malformed())?;
                 self.client_window_update(head.stream, n, whole)?;

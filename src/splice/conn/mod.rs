@@ -53,6 +53,7 @@
 //! | `translated.rs` | calls translated on the connection's own upstream connection |
 //! | `local.rs` | calls the splice answers itself, and their replies |
 //! | `service_streams.rs` | streams of the gateway's own services |
+//! | `ping.rs` | PING per hop, and the keepalive PINGs to a bridged upstream |
 //! | `timers.rs` | the one timer: timeouts, keepalive, deadlines |
 //! | `go_away.rs` | GOAWAY per hop, shutdown, the upstream lost |
 //! | `writer.rs` | what goes to the client: frames passed on, and the gateway's own where they may go |
@@ -97,6 +98,7 @@ mod client_side;
 mod flow;
 mod go_away;
 mod local;
+mod ping;
 mod relayed;
 mod service_streams;
 mod settings;
@@ -111,7 +113,6 @@ mod writer;
 pub(super) use local::Held;
 use local::{Local, LocalCall};
 use streams::{Block, Side, State, Stream};
-use timers::KEEPALIVE_PING;
 use translated::{Asked, Translated, MAX_TRANSLATED_REQUEST};
 use writer::ToClient;
 

@@ -20,11 +20,7 @@ pub(super) enum Timeout {
     Budget,
 }
 
-/// The payload of the splice's keepalive PINGs: its ACK is told from others' by it.
-pub(super) const KEEPALIVE_PING: [u8; 8] = *b"csi-gw-k";
-
 impl<C: Io, U: Io> Splice<C, U> {
-    /// Writes what waits for the upstream; `true` if anything moved.
     /// Restarts the timers of a frame or header block the client is part way through.
     pub(super) fn restart_client_timers(&mut self) {
         if self.frame_since.is_some() || self.block_since.is_some() {
@@ -257,31 +253,5 @@ impl<C: Io, U: Io> Splice<C, U> {
         self.own_streams = true;
         self.reset_on_upstream(id);
         self.answer_instead(id, &s);
-    }
-
-    /// A keepalive PING is due, or the last one's ACK is overdue.
-    pub(super) fn keepalive_due(&mut self) {
-        let Some(k) = self.keepalive else { return };
-        if !self.client_settings_seen {
-            // The upstream's first frame must be the SETTINGS that follows the preface, which
-            // the client's own SETTINGS brings: no PING before it.
-            self.ping_at = Some(Instant::now() + k.interval);
-            return;
-        }
-        if self.ping_out {
-            let why = format!("no keepalive ping reply within {:?}", k.timeout);
-            tracing::warn!(upstream = %self.upstream_name(), reason = %why, "upstream peer unresponsive; dropping the connection");
-            self.ping_at = None;
-            return self.upstream_lost(&why);
-        }
-        frame::put(
-            &mut self.to_upstream,
-            Kind::Ping,
-            0,
-            StreamId::CONNECTION,
-            &KEEPALIVE_PING,
-        );
-        self.ping_out = true;
-        self.ping_at = Some(Instant::now() + k.timeout);
     }
 }

@@ -162,20 +162,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 }
             }
             Kind::Settings => self.upstream_settings(payload)?,
-            Kind::Ping => {
-                if !head.has(frame::ACK) {
-                    frame::put(
-                        &mut self.to_upstream,
-                        Kind::Ping,
-                        frame::ACK,
-                        StreamId::CONNECTION,
-                        payload,
-                    );
-                } else if payload == KEEPALIVE_PING && self.ping_out {
-                    self.ping_out = false;
-                    self.ping_at = self.keepalive.map(|k| Instant::now() + k.interval);
-                }
-            }
+            Kind::Ping => self.upstream_ping(&head, payload),
             Kind::RstStream if !passes => {
                 frame::rst_reason(payload).map_err(upstream_malformed)?;
                 // The plugin reset a translated call: so is the client's stream.
