@@ -23,8 +23,6 @@ pub enum WindowError {
 impl Window {
     /// Every window's size until SETTINGS say otherwise (RFC 9113 §6.5.2, §6.9.2).
     pub const DEFAULT: Window = Window(crate::frame::DEFAULT_WINDOW);
-    /// A window nothing may be sent against.
-    pub const CLOSED: Window = Window(0);
 
     /// A window of `size`, a SETTINGS_INITIAL_WINDOW_SIZE (checked at most 2^31-1 where the
     /// setting is read, `frame::check_settings`).
