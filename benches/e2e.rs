@@ -20,7 +20,10 @@
 //! E2E_BEFORE=/path/to/an/older/csi-gateway adds that build as the target `before` (spliced, the
 //! same flags) beside `gateway` in every run, so a change is measured before and after in the
 //! same run, on the same upstream and the same load.
-//! E2E_SECTIONS=passthrough,connections,translated,h2load (the default: all) runs only those.
+//! E2E_SECTIONS=passthrough,connections,translated,h2load (the default: all) runs only those;
+//! E2E_METHODS=Probe,NodeGetId (the default: all) only those methods' translated runs.
+//! The spliced gateway's calls/s and CPU per call are also given over socat's and the older
+//! build's, as the median of the rounds paired in time (`csi-gateway-load run --compare`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -224,12 +227,25 @@ fn main() {
         }
     };
     with_before(&mut same_dialect, "gateway");
+    // The performance target, paired round by round: the spliced gateway against socat (when
+    // installed) and against the older build (when given).
+    let paired = |mut run: Command| {
+        if socat.is_some() {
+            run.arg("--compare=gateway=socat");
+        }
+        if before.is_some() {
+            run.arg("--compare=gateway=before");
+        }
+        run
+    };
     if section("passthrough") {
         println!(
             "# v1 Probe: direct vs socat vs tonic pass-through vs gateway (v1 -> v1, spliced) vs \
              gateway unattached"
         );
-        let passthrough = measure(&concurrency, true, &same_dialect).status().unwrap();
+        let passthrough = paired(measure(&concurrency, true, &same_dialect))
+            .status()
+            .unwrap();
         assert!(passthrough.success());
     }
 
@@ -239,7 +255,7 @@ fn main() {
         println!("\n# v1 Probe over 4 client connections: direct vs socat vs gateway (spliced)");
         let mut spliced = vec![("gateway", "gw.sock")];
         with_before(&mut spliced, "gateway");
-        let connections = measure(&concurrency_connections, true, &spliced)
+        let connections = paired(measure(&concurrency_connections, true, &spliced))
             .args(["--connections", "4"])
             .status()
             .unwrap();
@@ -420,9 +436,13 @@ fn main() {
             None,
         ),
     ];
+    let methods = env("E2E_METHODS", "");
+    let method_wanted =
+        // By the method's first word: "NodeGetId" names "NodeGetId (v0.3) / NodeGetInfo (v1)".
+        |m: &str| methods.is_empty() || methods.split(',').any(|w| m.split(' ').next() == Some(w.trim()));
     for (method, v1, v0, request, v0_request) in translated_methods
         .into_iter()
-        .filter(|_| section("translated"))
+        .filter(|(method, ..)| section("translated") && method_wanted(method))
     {
         println!(
             "\n# {method} translated: direct v1 vs gateway v1 -> v1 (spliced) vs gateway v0.3 -> v1"
