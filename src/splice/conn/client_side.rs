@@ -26,7 +26,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.to_upstream.extend_from_slice(frame::PREFACE);
             self.from_client.advance(frame::PREFACE.len());
             self.preface = true;
-            self.upstream_asked = Some(self.now);
+            self.timers.upstream_asked = Some(self.now);
         }
         // The buffer is taken out while its frames are handled in place, then put back.
         let mut buf = std::mem::take(&mut self.from_client);
@@ -41,7 +41,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         });
         if buf.len() < before {
             // Every frame it began is whole: what is left is a new one.
-            self.frame_since = None;
+            self.timers.frame_since = None;
         }
         self.from_client = buf;
         handled?;
@@ -49,19 +49,19 @@ impl<C: Io, U: Io> Splice<C, U> {
         // trickles a frame (a DATA frame byte by byte, say) is held to header_block_timeout as
         // one that never ends a header block, whatever else it sends.
         if !self.from_client.is_empty() && !self.client_unhandled {
-            self.frame_since = self.frame_since.or(Some(self.now));
+            self.timers.frame_since = self.timers.frame_since.or(Some(self.now));
         }
         if self.from_client.len() >= frame::HEAD_LEN {
             let head = Head::parse(&self.from_client);
             // Refused before it is buffered (RFC 9113 §4.2).
-            if head.len > self.client_frame_limit {
+            if head.len > self.settings.client_frame_limit {
                 return Err(Broken::Client("frame too large", reason::FRAME_SIZE_ERROR));
             }
             // A header frame only partly read is a header block begun: a client trickling one
             // byte by byte is held to header_block_timeout as one that never ends its block.
             let partial = self.from_client.len() < frame::HEAD_LEN + head.len;
             if partial && matches!(head.kind, Kind::Headers | Kind::Continuation) {
-                self.block_since = self.block_since.or(Some(self.now));
+                self.timers.block_since = self.timers.block_since.or(Some(self.now));
             }
             self.from_client.reserve(frame::HEAD_LEN + head.len);
         }
@@ -98,21 +98,21 @@ impl<C: Io, U: Io> Splice<C, U> {
         let payload = &whole[frame::HEAD_LEN..];
         // Moved on in steps, so the connection's timer is not re-armed on every frame.
         let request = matches!(head.kind, Kind::Headers | Kind::Continuation | Kind::Data);
-        if request && self.now.saturating_duration_since(self.client_heard) >= HEARD_STEP {
-            self.client_heard = self.now;
+        if request && self.now.saturating_duration_since(self.timers.client_heard) >= HEARD_STEP {
+            self.timers.client_heard = self.now;
         }
-        if head.len > self.client_frame_limit {
+        if head.len > self.settings.client_frame_limit {
             return Err(Broken::Client("frame too large", reason::FRAME_SIZE_ERROR));
         }
         frame::check(&head, payload).map_err(|(what, code)| Broken::Client(what, code))?;
-        if !self.client_settings_seen {
+        if !self.settings.client_seen {
             if head.kind != Kind::Settings || head.has(frame::ACK) {
                 return Err(Broken::Client(
                     "the preface is not followed by SETTINGS",
                     reason::PROTOCOL_ERROR,
                 ));
             }
-            self.client_settings_seen = true;
+            self.settings.client_seen = true;
         }
         if self.request_block.is_some() && head.kind != Kind::Continuation {
             return Err(Broken::Client(
@@ -125,14 +125,14 @@ impl<C: Io, U: Io> Splice<C, U> {
                 let range = frame::content(&head, payload).map_err(|_| malformed())?;
                 let end_stream = head.has(frame::END_STREAM);
                 if head.has(frame::END_HEADERS) {
-                    self.block_since = None;
+                    self.timers.block_since = None;
                     self.on_request_block(head.stream, end_stream, &payload[range], whole)?;
                     if frame::depends_on_itself(&head, payload) {
                         self.stream_error(head.stream, reason::PROTOCOL_ERROR, "depends on itself");
                     }
                 } else {
                     // From the block's first byte, however slowly its frames came.
-                    self.block_since = self.block_since.or(Some(self.now));
+                    self.timers.block_since = self.timers.block_since.or(Some(self.now));
                     self.request_block = Some(Block {
                         stream: head.stream,
                         end_stream,
@@ -165,7 +165,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 block.frames.extend_from_slice(whole);
                 if head.has(frame::END_HEADERS) {
                     let b = self.request_block.take().expect("checked above");
-                    self.block_since = None;
+                    self.timers.block_since = None;
                     self.on_request_block(b.stream, b.end_stream, &b.bytes, &b.frames)?;
                 }
             }
@@ -173,18 +173,18 @@ impl<C: Io, U: Io> Splice<C, U> {
             Kind::Settings if head.has(frame::ACK) => {
                 // The client applies what the gateway passed on from the upstream: so may the
                 // upstream now rely on the client's acknowledgement.
-                if let Some((table, lowered)) = self.settings_to_client.pop_front() {
+                if let Some((table, lowered)) = self.settings.unacked_by_client.pop_front() {
                     if let Some(window) = lowered {
                         self.set_stream_window(window);
                     }
                     if let Some(size) = table {
                         let size = size as usize;
                         if size < self.client_decoder.table_max() {
-                            self.upstream_expects_update = Some(size);
+                            self.settings.upstream_expects_update = Some(size);
                         }
                         self.client_decoder.table_size_acknowledged(size as u32);
                     }
-                    if !self.upstream_gone {
+                    if !self.go_away.upstream_gone {
                         frame::put(
                             &mut self.to_upstream,
                             Kind::Settings,
@@ -381,7 +381,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let stream = self.streams.get_mut(&head.stream).expect("checked above");
         if stream.request_done() {
             frame::put_window_update(own, StreamId::CONNECTION, head.len as u32);
-            self.client_credit.refund(head.len);
+            self.flow.client_credit.refund(head.len);
             // A stream error (RFC 9113 §5.1, half-closed): answered here for every stream, a
             // relayed one too (a plugin may answer it by closing its whole connection). DATA
             // after the splice itself ended the request is dropped, as frames in flight are.
@@ -427,7 +427,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                     dropped = local.body.len();
                     local.body = BytesMut::new();
                     refused_now = true;
-                } else if self.local_bodies + range.len() > MAX_LOCAL_BODIES {
+                } else if self.local.bodies + range.len() > MAX_LOCAL_BODIES {
                     // Only a client that sends past its window gets here (`CONNECTION_BUFFERED`).
                     local.refused = Some(Status::resource_exhausted(format!(
                         "the connection's calls hold {MAX_LOCAL_BODIES} bytes of requests already"
@@ -590,7 +590,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.to_client.rst_stream(id, reason::PROTOCOL_ERROR);
             return Ok(());
         }
-        if self.going_away.is_some_and(|last| id > last) {
+        if self.go_away.going_away.is_some_and(|last| id > last) {
             self.reencode = true;
             self.to_client.rst_stream(id, reason::REFUSED_STREAM);
             return Ok(());
@@ -633,8 +633,8 @@ impl<C: Io, U: Io> Splice<C, U> {
             Some(Plan::TranslateHere(inline)) => Some(inline),
             _ => None,
         };
-        let relayed = !self.upstream_gone
-            && !self.upstream_draining
+        let relayed = !self.go_away.upstream_gone
+            && !self.go_away.upstream_draining
             && match (planned, rewrite) {
                 (Some(Plan::Answer) | None, _) => false,
                 (_, None) => self.localize(&mut request, keep),
@@ -653,7 +653,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 handler,
                 &path,
                 request.timeout,
-                self.client_initial_window,
+                self.settings.client_initial_window,
                 end_stream,
             );
         }
@@ -671,7 +671,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         let side = if let (true, Some(inline), Some(route)) = (relayed, inline, route) {
             self.own_streams = true;
-            let window = self.client_initial_window;
+            let window = self.settings.client_initial_window;
             let spare = self.spare.pop();
             Side::Translated(Translated::start(
                 spare,
@@ -687,7 +687,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         } else {
             Side::Local(Local {
                 timeout: request.timeout,
-                window: self.client_initial_window,
+                window: self.settings.client_initial_window,
                 refused,
                 ..Local::default()
             })
@@ -715,13 +715,13 @@ impl<C: Io, U: Io> Splice<C, U> {
                 state: State::new(end_stream),
                 timeout,
                 content_left: content_length,
-                credit: self.client_stream_window,
+                credit: self.settings.client_stream_window,
                 _in_flight: InFlight::start(),
                 side,
             },
         );
         if let Some(at) = self.streams[&id].deadline() {
-            self.deadlines.insert((at, id));
+            self.timers.deadlines.insert((at, id));
         }
         if starts_local {
             self.start_local(id);

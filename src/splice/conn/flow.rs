@@ -4,13 +4,49 @@
 
 use super::*;
 
+/// Flow control, and what the connection holds of the gateway's buffer budget (`flow`).
+#[derive(Default)]
+pub(super) struct Flow {
+    /// How much DATA the client may still send on the connection: the window it was granted,
+    /// by the upstream's WINDOW_UPDATEs passed on and by the splice's own, less what it sent.
+    /// Below zero it broke flow control (RFC 9113 §6.9.1).
+    pub(super) client_credit: Window,
+    /// Connection window the client's DATA for local calls took and that is not given back
+    /// yet: the connection or the gateway holds all the request bytes it may (`give_back`).
+    pub(super) withheld: u64,
+    /// Since when window has been withheld, or the last request refused for room.
+    pub(super) withheld_since: Option<Instant>,
+    /// How much more DATA the client accepts on the connection, from anyone.
+    pub(super) window: Window,
+    /// Connection window the splice's own replies took and the upstream does not know about.
+    pub(super) debt: u64,
+    /// The upstream's DATA waits: forwarding it now would exceed the client's window.
+    pub(super) held: bool,
+    /// Connection window the upstream spent on frames the client never got (translated
+    /// replies, replies to reset streams), not given back yet: netted against `debt`, and
+    /// given back once it is worth a frame.
+    pub(super) owed_upstream: u64,
+    /// Request bytes the gateway's own services hold now (`LocalStreams::held`), and the reply
+    /// bytes waiting to go to the client, as counted in `Shared::buffered`.
+    pub(super) services_held: usize,
+    /// Reply bytes held for the client, on the gateway's count too (`Shared::buffered`): the
+    /// splice's own replies not sent yet (`Local::reply`, waiting on the client's windows or
+    /// buffer) and translated calls' replies as they come from the plugin (`Translated::reply`,
+    /// until whole).
+    pub(super) replies_held: usize,
+    /// Since when the upstream is not read: this connection holds replies and the gateway has
+    /// no room for more (`reads_upstream`); looked at again every `BUDGET_RETRY`, and past
+    /// `BUDGET_WAIT` a translated reply still coming is refused to make room (`make_reply_room`).
+    pub(super) replies_paused: Option<Instant>,
+}
+
 impl<C: Io, U: Io> Splice<C, U> {
     /// Window granted the client on `stream` (the connection, or one stream), by the splice or
     /// by the upstream through it: counted where the client may send it (`client_credit`). A
     /// grant past 2^31-1 is the granter's error, which the client reports; the count stays.
     pub(super) fn granted(&mut self, stream: StreamId, n: u32) {
         let credit = if stream.is_connection() {
-            Some(&mut self.client_credit)
+            Some(&mut self.flow.client_credit)
         } else {
             self.streams.get_mut(&stream).map(|s| &mut s.credit)
         };
@@ -31,7 +67,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// stream error (§5.4.2), so that the connection's other calls go on; the frame is dropped
     /// and its connection window given back, as for any frame not passed on. `false` then.
     pub(super) fn within_window(&mut self, id: StreamId, len: usize) -> Result<bool, Broken> {
-        if self.client_credit.consume(len).is_err() {
+        if self.flow.client_credit.consume(len).is_err() {
             return Err(Broken::Client(
                 "DATA past the connection's flow-control window",
                 reason::FLOW_CONTROL_ERROR,
@@ -62,7 +98,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             if n == 0 {
                 return Err(Broken::Client("WINDOW_UPDATE of 0", reason::PROTOCOL_ERROR));
             }
-            if self.window.increase(n).is_err() {
+            if self.flow.window.increase(n).is_err() {
                 return Err(Broken::Client(
                     "connection window over 2^31-1",
                     reason::FLOW_CONTROL_ERROR,
@@ -70,8 +106,8 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             // Keep back what the splice's own replies took, so the upstream's idea of the
             // window is never more than the client's.
-            let repay = self.debt.min(n as u64);
-            self.debt -= repay;
+            let repay = self.flow.debt.min(n as u64);
+            self.flow.debt -= repay;
             let forward = n - repay as u32;
             if forward == n {
                 self.to_upstream.extend_from_slice(whole);
@@ -123,29 +159,29 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// `n` more request bytes held for a local call, on the connection's count and the
     /// gateway's (`Shared::buffered`).
     pub(super) fn hold(&mut self, n: usize) {
-        self.local_bodies += n;
+        self.local.bodies += n;
         self.shared.buffered.take(n);
     }
 
     pub(super) fn let_go(&mut self, n: usize) {
-        self.local_bodies -= n;
+        self.local.bodies -= n;
         self.shared.buffered.give(n);
     }
 
     /// `n` more reply bytes held for the client, on the connection's count and the gateway's.
     pub(super) fn hold_reply(&mut self, n: usize) {
-        self.replies_held += n;
+        self.flow.replies_held += n;
         self.shared.buffered.take(n);
     }
 
     pub(super) fn let_go_reply(&mut self, n: usize) {
-        self.replies_held -= n;
+        self.flow.replies_held -= n;
         self.shared.buffered.give(n);
     }
 
     /// What this connection holds, of requests and replies, on the gateway's count.
     pub(super) fn holds(&self) -> usize {
-        self.local_bodies + self.services_held + self.replies_held
+        self.local.bodies + self.flow.services_held + self.flow.replies_held
     }
 
     /// Whether the client may be granted more window now: the connection and the gateway may
@@ -158,7 +194,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// gateway may hold no more. The plugin's replies then wait in the plugin, paced by flow
     /// control, rather than in the gateway.
     pub(super) fn reads_upstream(&self) -> bool {
-        self.replies_held == 0 || self.may_grant()
+        self.flow.replies_held == 0 || self.may_grant()
     }
 
     /// The upstream has not been read for `BUDGET_WAIT`. Replies whole and waiting for the
@@ -166,7 +202,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// without end (every connection's waiting for another's room): the largest is answered
     /// RESOURCE_EXHAUSTED, its stream reset on the upstream, and what it held let go.
     pub(super) fn make_reply_room(&mut self) {
-        self.replies_paused = Some(Instant::now());
+        self.flow.replies_paused = Some(Instant::now());
         let largest = self
             .streams
             .iter()
@@ -199,27 +235,27 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// back now if the connection and the gateway may hold more, else once they may
     /// (`withheld`), so that a client obeying flow control sends no more meanwhile.
     pub(super) fn give_back(&mut self, n: u32) {
-        self.withheld += n as u64;
-        if self.withheld > 0 && self.withheld_since.is_none() {
-            self.withheld_since = Some(self.now);
+        self.flow.withheld += n as u64;
+        if self.flow.withheld > 0 && self.flow.withheld_since.is_none() {
+            self.flow.withheld_since = Some(self.now);
         }
         self.grant_withheld();
     }
 
     pub(super) fn grant_withheld(&mut self) {
-        if self.withheld == 0 || !self.may_grant() {
+        if self.flow.withheld == 0 || !self.may_grant() {
             return;
         }
         // Never more than a window may be: only a client sending past its window withholds more.
-        let n = std::mem::take(&mut self.withheld).min(frame::MAX_WINDOW as u64);
-        self.withheld_since = None;
+        let n = std::mem::take(&mut self.flow.withheld).min(frame::MAX_WINDOW as u64);
+        self.flow.withheld_since = None;
         self.grant(StreamId::CONNECTION, n as u32);
     }
 
     /// Window withheld `BUDGET_WAIT`: the connection's largest unfinished local request is
     /// answered RESOURCE_EXHAUSTED now and what it held let go.
     pub(super) fn make_room(&mut self) {
-        self.withheld_since = Some(Instant::now());
+        self.flow.withheld_since = Some(Instant::now());
         let largest = self
             .streams
             .iter()
@@ -260,13 +296,13 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// Nets the window owed to the upstream against what the splice's own replies took, and
     /// gives back the rest once it is worth a frame.
     pub(super) fn settle_owed(&mut self) {
-        let net = self.owed_upstream.min(self.debt);
-        self.owed_upstream -= net;
-        self.debt -= net;
-        if self.owed_upstream >= OWED_UPSTREAM_FLUSH && !self.upstream_gone {
-            let n = self.owed_upstream as u32;
+        let net = self.flow.owed_upstream.min(self.flow.debt);
+        self.flow.owed_upstream -= net;
+        self.flow.debt -= net;
+        if self.flow.owed_upstream >= OWED_UPSTREAM_FLUSH && !self.go_away.upstream_gone {
+            let n = self.flow.owed_upstream as u32;
             frame::put_window_update(&mut self.to_upstream, StreamId::CONNECTION, n);
-            self.owed_upstream = 0;
+            self.flow.owed_upstream = 0;
         }
     }
 }

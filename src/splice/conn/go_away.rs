@@ -3,6 +3,23 @@
 
 use super::*;
 
+/// GOAWAY per hop and shutdown (`go_away`).
+#[derive(Default)]
+pub(super) struct GoAway {
+    /// The upstream sent GOAWAY: no new stream is relayed to it.
+    pub(super) upstream_draining: bool,
+    /// Set once the gateway is shutting down and told the client so: streams after this id
+    /// are refused, and the connection ends with its last stream.
+    pub(super) going_away: Option<StreamId>,
+    /// The last-stream id of the last GOAWAY the client got (the upstream's included): a
+    /// later one may not name a higher id.
+    pub(super) last_sent: Option<StreamId>,
+    /// The upstream connection is gone (closed, or never had): the splice answers calls itself.
+    pub(super) upstream_gone: bool,
+    /// Shutdown began while a reply header block was midway: the GOAWAY goes once it is whole.
+    pub(super) going_away_later: bool,
+}
+
 impl<C: Io, U: Io> Splice<C, U> {
     /// The upstream's GOAWAY stays on this hop. Its relayed streams above the upstream's last
     /// id were never processed: refused to the client (REFUSED_STREAM, which a client may
@@ -18,7 +35,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             debug = %String::from_utf8_lossy(&payload[8..]),
             "the upstream connection under a spliced client connection is going away"
         );
-        self.upstream_draining = true;
+        self.go_away.upstream_draining = true;
         let refused: Vec<StreamId> = self
             .streams
             .iter()
@@ -39,30 +56,30 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     /// Tells the client to open no more streams here; those already open finish.
     pub(super) fn go_away(&mut self) {
-        if self.going_away.is_some() {
+        if self.go_away.going_away.is_some() {
             return;
         }
         if self.reply_block.is_some() {
             // Not inside the upstream's header block: the next loop turn sends it.
-            return self.going_away_later = true;
+            return self.go_away.going_away_later = true;
         }
         let last = self.send_goaway(self.last_stream);
-        self.going_away = Some(last);
+        self.go_away.going_away = Some(last);
         self.services.shut_down();
     }
 
     /// Asks the client to take its next calls to a new connection, while this one still
     /// serves whatever arrives (RFC 9113 §6.8: the highest id, then streams may still come).
     pub(super) fn hint_go_away(&mut self) {
-        if self.goaway_sent.is_none() {
+        if self.go_away.last_sent.is_none() {
             self.send_goaway(StreamId::MAX);
         }
     }
 
     pub(super) fn send_goaway(&mut self, last: StreamId) -> StreamId {
-        let last = self.goaway_sent.map_or(last, |sent| sent.min(last));
+        let last = self.go_away.last_sent.map_or(last, |sent| sent.min(last));
         self.to_client.goaway(last, reason::NO_ERROR);
-        self.goaway_sent = Some(last);
+        self.go_away.last_sent = Some(last);
         last
     }
 

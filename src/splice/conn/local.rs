@@ -4,6 +4,27 @@
 
 use super::*;
 
+/// The calls the splice answers itself (`local`).
+#[derive(Default)]
+pub(super) struct LocalCalls {
+    /// Request body bytes of local calls held now.
+    pub(super) bodies: usize,
+    pub(super) calls: FuturesUnordered<LocalCall>,
+    /// Local calls whose request is whole and that wait for room for their reply
+    /// (`REPLY_ROOM`), oldest first, with since when: started once there is room, refused past
+    /// `BUDGET_WAIT` or their deadline.
+    pub(super) waiting_room: VecDeque<(StreamId, Instant)>,
+    /// The one local call of this connection running without room reserved for its reply:
+    /// a connection that holds nothing else (requests or replies) may always run one, so that
+    /// a client that reads its replies (a Probe) is answered while others fill the budget.
+    pub(super) free_call: Option<StreamId>,
+    /// When the calls and service streams waiting for room look for it again: a fixed time,
+    /// as the connection's timer fires only for a deadline that stays put.
+    pub(super) room_retry: Option<Instant>,
+    /// Local streams with reply frames still to send, in the order they were answered.
+    pub(super) replying: VecDeque<StreamId>,
+}
+
 /// Room in the gateway's budget (`Shared::buffered`) a call it answers itself takes before it
 /// starts: the largest reply such a (unary) call is expected to produce, a whole message. Its
 /// reply is made whole before a byte of it is sent, so its room must be had first: else calls
@@ -119,7 +140,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             reply: Some(reply),
             ..Local::default()
         });
-        self.replying.push_back(id);
+        self.local.replying.push_back(id);
         self.hold_reply(held);
     }
 
@@ -146,7 +167,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         };
         let body = std::mem::take(&mut local.body).freeze();
         // Off the connection's count, on the gateway's until the call ends with its request.
-        self.local_bodies -= body.len();
+        self.local.bodies -= body.len();
         let held = Held(self.shared.clone(), body.len());
         let started = stream.started;
         let refused = local.refused.take();
@@ -155,7 +176,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let identical = self.identical;
         let (cancel, mut cancelled) = tokio::sync::oneshot::channel();
         local.cancel = Some(cancel);
-        self.calls.push(Box::pin(async move {
+        self.local.calls.push(Box::pin(async move {
             let _held = held;
             let outcome = if let Some(s) = refused {
                 reply::error_reply(report.called, Origin::Client, s, &mut report)
@@ -179,38 +200,38 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// is the one call a connection holding nothing else may run without (`free_call`), or it
     /// is refused (its reply is its status alone, which needs no room).
     fn has_reply_room(&mut self, id: StreamId) -> bool {
-        let others = self.local_bodies + self.services_held + self.replies_held;
+        let others = self.local.bodies + self.flow.services_held + self.flow.replies_held;
         let Some(Side::Local(local)) = self.streams.get_mut(&id).map(|s| &mut s.side) else {
             return false;
         };
-        if local.refused.is_some() || local.room.is_some() || self.free_call == Some(id) {
+        if local.refused.is_some() || local.room.is_some() || self.local.free_call == Some(id) {
             return true;
         }
         local.room = Held::reserve(&self.shared, REPLY_ROOM);
         if local.room.is_some() {
             return true;
         }
-        if self.free_call.is_some() || others > local.body.len() {
+        if self.local.free_call.is_some() || others > local.body.len() {
             return false;
         }
-        self.free_call = Some(id);
+        self.local.free_call = Some(id);
         true
     }
 
     /// A local call with no room for its reply waits (`waiting_room`).
     pub(super) fn wait_for_room(&mut self, id: StreamId) {
-        if !self.waiting_room.iter().any(|&(w, _)| w == id) {
+        if !self.local.waiting_room.iter().any(|&(w, _)| w == id) {
             tracing::debug!(stream = %id, "call waits for room for its reply");
-            self.waiting_room.push_back((id, Instant::now()));
+            self.local.waiting_room.push_back((id, Instant::now()));
         }
     }
 
     /// Calls or service streams wait for room: they look again in `BUDGET_RETRY` (room another
     /// connection makes is not announced).
     pub(super) fn note_short_of_room(&mut self) {
-        let short = !self.waiting_room.is_empty() || self.services.short_of_room();
-        if short && self.room_retry.is_none() {
-            self.room_retry = Some(Instant::now() + BUDGET_RETRY);
+        let short = !self.local.waiting_room.is_empty() || self.services.short_of_room();
+        if short && self.local.room_retry.is_none() {
+            self.local.room_retry = Some(Instant::now() + BUDGET_RETRY);
         }
     }
 
@@ -218,7 +239,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// replies.
     pub(super) fn admit_waiting(&mut self) -> bool {
         let mut started = false;
-        while let Some(&(id, _)) = self.waiting_room.front() {
+        while let Some(&(id, _)) = self.local.waiting_room.front() {
             // Else gone, or answered otherwise meanwhile.
             let waits = matches!(
                 self.streams.get(&id).map(|s| &s.side),
@@ -227,7 +248,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             if waits && !self.has_reply_room(id) {
                 return started;
             }
-            self.waiting_room.pop_front();
+            self.local.waiting_room.pop_front();
             if waits {
                 self.start_local(id);
                 started = true;
@@ -242,7 +263,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     pub(super) fn expire_waiting(&mut self) {
         let now = Instant::now();
         let mut refused = Vec::new();
-        self.waiting_room.retain(|&(id, since)| {
+        self.local.waiting_room.retain(|&(id, since)| {
             let Some(stream) = self.streams.get(&id) else {
                 return false;
             };
@@ -274,8 +295,8 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     /// A local call's outcome, turned into the frames of its reply.
     pub(super) fn answered(&mut self, (id, started, mut report, outcome): LocalOutcome) {
-        if self.free_call == Some(id) {
-            self.free_call = None;
+        if self.local.free_call == Some(id) {
+            self.local.free_call = None;
         }
         let Some(stream) = self.streams.get_mut(&id) else {
             // The client reset the stream meanwhile: the call is reported, not answered.
@@ -294,7 +315,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         // Its room is exchanged for what the reply really holds.
         let room = local.room.take();
         stream.report = Some(report);
-        self.replying.push_back(id);
+        self.local.replying.push_back(id);
         self.hold_reply(held);
         drop(room);
     }
@@ -305,8 +326,8 @@ impl<C: Io, U: Io> Splice<C, U> {
         // Replies passed over, their stream's window spent: a client that does not read one
         // stream does not hold back the others' (a refusal waiting for room is trailers alone).
         let mut passed = 0;
-        while let Some(&id) = self.replying.front() {
-            if passed >= self.replying.len() {
+        while let Some(&id) = self.local.replying.front() {
+            if passed >= self.local.replying.len() {
                 return;
             }
             if self.reply_block.is_some() || self.client_settings_unacked() {
@@ -318,11 +339,11 @@ impl<C: Io, U: Io> Splice<C, U> {
                 ..
             }) = self.streams.get_mut(&id)
             else {
-                self.replying.pop_front();
+                self.local.replying.pop_front();
                 continue;
             };
             let Some(reply) = local.reply.as_mut() else {
-                self.replying.pop_front();
+                self.local.replying.pop_front();
                 continue;
             };
             if out.len() >= HIGH_WATER {
@@ -333,16 +354,17 @@ impl<C: Io, U: Io> Splice<C, U> {
                 let mut block = Vec::with_capacity(head.len() + 4);
                 self.upstream_decoder.own_block(&mut block);
                 block.extend_from_slice(&head);
-                frame::put_headers(out, id, &block, only_head, self.client_max_frame);
+                frame::put_headers(out, id, &block, only_head, self.settings.client_max_frame);
             }
             let mut stream_spent = false;
             while !reply.data.is_empty() {
                 let room = self
+                    .flow
                     .window
                     .available()
                     .min(local.window.available())
-                    .min(self.client_max_frame);
-                if self.window.available() == 0 {
+                    .min(self.settings.client_max_frame);
+                if self.flow.window.available() == 0 {
                     return; // wait for the client's WINDOW_UPDATE
                 }
                 if room == 0 {
@@ -352,19 +374,19 @@ impl<C: Io, U: Io> Splice<C, U> {
                 let piece = reply.data.split_to(room.min(reply.data.len()));
                 frame::put(out, Kind::Data, 0, id, &piece);
                 // Within both windows: `room` is at most what each has.
-                let spent = self.window.consume(piece.len());
+                let spent = self.flow.window.consume(piece.len());
                 let spent_too = local.window.consume(piece.len());
                 debug_assert!(spent.is_ok() && spent_too.is_ok());
-                self.debt += piece.len() as u64;
-                self.replies_held -= piece.len();
+                self.flow.debt += piece.len() as u64;
+                self.flow.replies_held -= piece.len();
                 self.shared.buffered.give(piece.len());
                 if out.len() >= HIGH_WATER {
                     break;
                 }
             }
             if stream_spent {
-                self.replying.pop_front();
-                self.replying.push_back(id);
+                self.local.replying.pop_front();
+                self.local.replying.push_back(id);
                 passed += 1;
                 continue;
             }
@@ -375,9 +397,9 @@ impl<C: Io, U: Io> Splice<C, U> {
                 let mut block = Vec::with_capacity(trailers.len() + 4);
                 self.upstream_decoder.own_block(&mut block);
                 block.extend_from_slice(&trailers);
-                frame::put_headers(out, id, &block, true, self.client_max_frame);
+                frame::put_headers(out, id, &block, true, self.settings.client_max_frame);
             }
-            self.replying.pop_front();
+            self.local.replying.pop_front();
             let request_done = self.streams.get(&id).is_some_and(|s| s.request_done());
             if !request_done {
                 // Answered before the client finished (a refused oversized request).
@@ -413,11 +435,11 @@ impl<C: Io, U: Io> Splice<C, U> {
             let reply = reply_frames(Ok(message.clone()), true);
             let held = reply.data.len();
             stream.side = Side::Local(Local {
-                window: self.client_initial_window,
+                window: self.settings.client_initial_window,
                 reply: Some(reply),
                 ..Local::default()
             });
-            self.replying.push_back(id);
+            self.local.replying.push_back(id);
             self.hold_reply(held);
             return;
         }
@@ -429,7 +451,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         status_fields(&mut block, &status);
         let still_sending = stream.stop_reading();
-        let max_frame = self.client_max_frame;
+        let max_frame = self.settings.client_max_frame;
         self.to_client.headers(id, &block, true, max_frame);
         if still_sending {
             self.to_client.rst_stream(id, reason::NO_ERROR);

@@ -34,13 +34,15 @@
 //! The upstream is never waited on past a bound. A call on it with a `grpc-timeout` whose reply
 //! has not ended by then gets DEADLINE_EXCEEDED from the gateway, as a call it answers does,
 //! and its stream is reset there (RST_STREAM CANCEL); the connection's deadlines share one
-//! timer (`deadlines`). The upstream's SETTINGS must come within `upstream.connect_timeout` of
+//! timer (`Timers::deadlines`). The upstream's SETTINGS must come within `upstream.connect_timeout` of
 //! the client's preface, and its first frame must be SETTINGS: else (a plugin stopped, or not
 //! speaking HTTP/2) the upstream connection is given up as if it had closed, and the gateway's
 //! own SETTINGS open the client's side, whose calls it then answers itself.
 //!
 //! One struct, `Splice`, and its poll loop here; the rest split by concern, as h2's `proto/`
-//! is, each file an `impl` block of the same struct:
+//! is, each file an `impl` block of the same struct and, where the concern keeps state of its
+//! own, that state as a struct `Splice` holds (`Settings`, `Ping`, `GoAway`, `Flow`, `Timers`,
+//! `LocalCalls`):
 //!
 //! | file | concern |
 //! | --- | --- |
@@ -110,9 +112,14 @@ mod translated;
 mod upstream_side;
 mod writer;
 
+use flow::Flow;
+use go_away::GoAway;
 pub(super) use local::Held;
-use local::{Local, LocalCall};
+use local::{Local, LocalCalls};
+use ping::Ping;
+use settings::Settings;
 use streams::{Block, Side, State, Stream};
+use timers::Timers;
 use translated::{Asked, Translated, MAX_TRANSLATED_REQUEST};
 use writer::ToClient;
 
@@ -161,11 +168,12 @@ pub struct Splice<C, U> {
     to_upstream: BytesMut,
     limits: Limits,
     preface: bool,
-    /// The client's first frame, its SETTINGS, came (RFC 9113 §3.4).
-    client_settings_seen: bool,
+    /// SETTINGS per hop (`settings`).
+    settings: Settings,
     /// The connection cannot go on (a header block cut off midway).
     dead: bool,
-    accepted: Instant,
+    /// Since when each timeout counts, and the calls' deadlines (`timers`).
+    timers: Timers,
     client_decoder: headers::Decoder,
     upstream_decoder: headers::Decoder,
     /// A request header block still waiting for its CONTINUATION frames.
@@ -177,104 +185,27 @@ pub struct Splice<C, U> {
     /// `max_concurrent_streams` entries, which bounds what ids chosen to collide could cost.
     streams: foldhash::HashMap<StreamId, Stream>,
     last_stream: StreamId,
-    /// The client's settings, which the splice obeys when it sends replies itself.
-    client_initial_window: Window,
-    /// The SETTINGS_INITIAL_WINDOW_SIZE the client was told (the upstream's, passed on): the
-    /// window each new stream of the client's starts with (RFC 9113 §6.9.2).
-    client_stream_window: Window,
-    /// How much DATA the client may still send on the connection: the window it was granted,
-    /// by the upstream's WINDOW_UPDATEs passed on and by the splice's own, less what it sent.
-    /// Below zero it broke flow control (RFC 9113 §6.9.1).
-    client_credit: Window,
-    client_max_frame: usize,
-    /// The upstream's largest frame, for re-encoded header blocks.
-    upstream_max_frame: usize,
-    /// The largest frame each side was told it may send.
-    client_frame_limit: usize,
-    upstream_frame_limit: usize,
-    /// SETTINGS sent to each side and not yet acknowledged, oldest first, with the header
-    /// table size each carried: applied once acknowledged, when the other side gets its ACK.
-    /// The client's also carry an initial window lowered, which counts from its ACK.
-    settings_to_client: VecDeque<(Option<u32>, Option<Window>)>,
-    settings_to_upstream: VecDeque<Option<u32>>,
-    /// The upstream's decoder waits for a size update that the client's blocks, now
-    /// re-encoded, no longer carry to it.
-    upstream_expects_update: Option<usize>,
+    /// Flow control, and what the connection holds of the buffer budget (`flow`).
+    flow: Flow,
     /// A request block whose `:path` was rewritten in place, kept to be reused by the next.
     rewritten: Vec<u8>,
     /// The `:path` fields put in place of the client's in its frames as they came.
     path_fields: headers::PathFields,
-    /// The upstream sent GOAWAY: no new stream is relayed to it.
-    upstream_draining: bool,
+    /// GOAWAY per hop and shutdown (`go_away`).
+    go_away: GoAway,
     resets: Rate,
-    /// Request body bytes of local calls held now.
-    local_bodies: usize,
-    /// Request bytes the gateway's own services hold now (`LocalStreams::held`), and the reply
-    /// bytes waiting to go to the client, as counted in `Shared::buffered`.
-    services_held: usize,
-    /// Reply bytes held for the client, on the gateway's count too (`Shared::buffered`): the
-    /// splice's own replies not sent yet (`Local::reply`, waiting on the client's windows or
-    /// buffer) and translated calls' replies as they come from the plugin (`Translated::reply`,
-    /// until whole).
-    replies_held: usize,
-    /// Since when the upstream is not read: this connection holds replies and the gateway has
-    /// no room for more (`reads_upstream`); looked at again every `BUDGET_RETRY`, and past
-    /// `BUDGET_WAIT` a translated reply still coming is refused to make room (`make_reply_room`).
-    replies_paused: Option<Instant>,
-    /// Connection window the client's DATA for local calls took and that is not given back
-    /// yet: the connection or the gateway holds all the request bytes it may (`give_back`).
-    withheld: u64,
-    /// Since when window has been withheld, or the last request refused for room.
-    withheld_since: Option<Instant>,
-    /// Since when the connection has had no stream, and since when a request header block
-    /// waits for its CONTINUATION frames.
-    idle_since: Option<Instant>,
-    /// When the client last sent a frame of a request — HEADERS, CONTINUATION or DATA — (or the
-    /// stalled-request check last found none): with streams open, a request unfinished
-    /// `idle_timeout` after it is stalled, whatever else (PINGs, WINDOW_UPDATEs) the client
-    /// sends meanwhile.
-    client_heard: Instant,
-    block_since: Option<Instant>,
-    /// Since when the client's frame at the front of `from_client` has been only partly read.
-    frame_since: Option<Instant>,
-    /// How much more DATA the client accepts on the connection, from anyone.
-    window: Window,
-    /// Connection window the splice's own replies took and the upstream does not know about.
-    debt: u64,
-    /// The upstream's DATA waits: forwarding it now would exceed the client's window.
-    held: bool,
+    /// The calls the splice answers itself (`local`).
+    local: LocalCalls,
     /// Frames read and not handled yet: handling stopped to write a piece (`PIECE`).
     client_unhandled: bool,
     upstream_unhandled: bool,
-    calls: FuturesUnordered<LocalCall>,
     /// Streams served by the gateway's own services (`local_stream`).
     services: LocalStreams,
-    /// Local calls whose request is whole and that wait for room for their reply
-    /// (`REPLY_ROOM`), oldest first, with since when: started once there is room, refused past
-    /// `BUDGET_WAIT` or their deadline.
-    waiting_room: VecDeque<(StreamId, Instant)>,
-    /// The one local call of this connection running without room reserved for its reply:
-    /// a connection that holds nothing else (requests or replies) may always run one, so that
-    /// a client that reads its replies (a Probe) is answered while others fill the budget.
-    free_call: Option<StreamId>,
-    /// When the calls and service streams waiting for room look for it again: a fixed time,
-    /// as the connection's timer fires only for a deadline that stays put.
-    room_retry: Option<Instant>,
     /// Relayed calls that ended, with when they started: counted and logged once this turn's
     /// bytes are written, so that no reply waits on the bookkeeping of the calls before it.
     ended: Vec<(Report, Instant)>,
     /// When the bytes being handled were read.
     now: Instant,
-    /// Local streams with reply frames still to send, in the order they were answered.
-    replying: VecDeque<StreamId>,
-    /// Set once the gateway is shutting down and told the client so: streams after this id
-    /// are refused, and the connection ends with its last stream.
-    going_away: Option<StreamId>,
-    /// The last-stream id of the last GOAWAY the client got (the upstream's included): a
-    /// later one may not name a higher id.
-    goaway_sent: Option<StreamId>,
-    upstream_gone: bool,
-    going_away_later: bool,
     /// Set once a request block was not forwarded (see `forward_request_block`).
     reencode: bool,
     /// Set once an upstream header block was kept from the client and changed the upstream's
@@ -297,36 +228,20 @@ pub struct Splice<C, U> {
     /// `Side::Translated` holds it, so that the box is what is used again.
     #[allow(clippy::vec_box)]
     spare: Vec<Box<Translated>>,
-    /// Connection window the upstream spent on frames the client never got (translated
-    /// replies, replies to reset streams), not given back yet: netted against `debt`, and
-    /// given back once it is worth a frame.
-    owed_upstream: u64,
-    /// The upstream's SETTINGS_INITIAL_WINDOW_SIZE: what a translated request may be.
-    upstream_initial_window: Window,
     shutdown: watch::Receiver<bool>,
     /// What the client may call, for a peer of the appliance listener (`None`: anything).
     authorization: Option<Arc<Authorization>>,
     /// Set once the client finished a request (`served`): a call in flight counts, however
     /// long its plugin takes.
     served: crate::front::listener::Served,
-    /// PINGs to the upstream (a bridge connection): a peer that vanished without a FIN is
-    /// noticed within `timeout`, not after TCP's retransmissions.
-    keepalive: Option<Keepalive>,
-    /// When the next keepalive PING goes, or — while one is out — by when its ACK must come.
-    ping_at: Option<Instant>,
-    ping_out: bool,
-    /// The deadlines (`grpc-timeout`) of the calls on the upstream, soonest first, with their
-    /// streams: the connection's one timer is set to the first (`Timeout::Call`).
-    deadlines: BTreeSet<(Instant, StreamId)>,
-    /// When the client's preface went on to the upstream: the upstream's SETTINGS must follow
-    /// within `Live::connect_timeout` (`Timeout::UpstreamHandshake`).
-    upstream_asked: Option<Instant>,
+    /// PINGs per hop and the upstream keepalive (`ping`).
+    ping: Ping,
     /// What the calls the splice answers itself do with a wire-identical message: passed on
     /// on an unattached connection, translated on a spliced one (`call::answer::Identical`).
     identical: Identical,
 }
 
-/// Connection window owed to the upstream, kept until this much (see `owed_upstream`).
+/// Connection window owed to the upstream, kept until this much (see `Flow::owed_upstream`).
 const OWED_UPSTREAM_FLUSH: u64 = 16 * 1024;
 /// How many streams reset on the upstream are remembered (see `reset_upstream`).
 const RESET_REMEMBERED: usize = 256;
@@ -353,7 +268,7 @@ impl<C: Io> Splice<C, Unattached> {
         shutdown: watch::Receiver<bool>,
     ) -> Self {
         let mut splice = Splice::build(shared, live, client, Unattached, shutdown);
-        splice.upstream_gone = true;
+        splice.go_away.upstream_gone = true;
         splice.identical = Identical::PassedOn;
         splice.own_preface();
         splice
@@ -392,72 +307,36 @@ impl<C: Io, U: Io> Splice<C, U> {
             to_upstream: BytesMut::with_capacity(64 * 1024),
             limits,
             preface: false,
-            client_settings_seen: false,
             dead: false,
-            accepted: Instant::now(),
             client_decoder,
             upstream_decoder: headers::Decoder::default(),
             request_block: None,
             reply_block: None,
             streams: HashMap::default(),
             last_stream: StreamId::CONNECTION,
-            client_initial_window: Window::DEFAULT,
-            client_stream_window: Window::DEFAULT,
-            client_credit: Window::DEFAULT,
-            client_max_frame: frame::DEFAULT_MAX_FRAME,
-            upstream_max_frame: frame::DEFAULT_MAX_FRAME,
-            client_frame_limit: frame::DEFAULT_MAX_FRAME,
-            upstream_frame_limit: frame::DEFAULT_MAX_FRAME,
-            settings_to_client: VecDeque::new(),
-            settings_to_upstream: VecDeque::new(),
-            upstream_expects_update: None,
             rewritten: Vec::new(),
             path_fields: headers::PathFields::default(),
-            upstream_draining: false,
             resets: Rate::default(),
-            local_bodies: 0,
-            services_held: 0,
-            replies_held: 0,
-            replies_paused: None,
-            withheld: 0,
-            withheld_since: None,
-            idle_since: Some(Instant::now()),
-            client_heard: Instant::now(),
-            block_since: None,
-            frame_since: None,
-            window: Window::DEFAULT,
-            debt: 0,
-            held: false,
             client_unhandled: false,
             upstream_unhandled: false,
-            calls: FuturesUnordered::new(),
             services,
-            waiting_room: VecDeque::new(),
-            room_retry: None,
-            free_call: None,
             ended: Vec::new(),
             now: Instant::now(),
-            replying: VecDeque::new(),
-            going_away: None,
-            goaway_sent: None,
-            upstream_gone: false,
-            going_away_later: false,
             reencode: false,
             reencode_replies: false,
             own_streams: false,
             reset_upstream: VecDeque::new(),
             client_closed: VecDeque::new(),
             spare: Vec::new(),
-            owed_upstream: 0,
-            upstream_initial_window: Window::DEFAULT,
+            settings: Settings::default(),
+            go_away: GoAway::default(),
+            ping: Ping::default(),
+            flow: Flow::default(),
+            local: LocalCalls::default(),
+            timers: Timers::new(),
             shutdown,
             authorization: None,
             served: Default::default(),
-            keepalive: None,
-            ping_at: None,
-            ping_out: false,
-            deadlines: BTreeSet::new(),
-            upstream_asked: None,
             identical: Identical::Translated,
         }
     }
@@ -487,8 +366,8 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// Pings the upstream every `keepalive.interval` and drops it when a PING goes unanswered
     /// for `keepalive.timeout` (its calls then get UNAVAILABLE, as when it closes).
     pub fn keepalive(mut self, keepalive: Option<Keepalive>) -> Self {
-        self.keepalive = keepalive;
-        self.ping_at = keepalive.map(|k| Instant::now() + k.interval);
+        self.ping.keepalive = keepalive;
+        self.ping.at = keepalive.map(|k| Instant::now() + k.interval);
         self
     }
 
@@ -541,12 +420,12 @@ impl<C: Io, U: Io> Splice<C, U> {
     fn poll_run(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         loop {
             let mut progress = false;
-            if self.to_upstream.len() >= HIGH_WATER && !self.upstream_gone {
+            if self.to_upstream.len() >= HIGH_WATER && !self.go_away.upstream_gone {
                 // The client is not read while the plugin takes its time: a frame or header
                 // block the client began waits on the plugin, not on the client.
                 self.restart_client_timers();
             }
-            if (self.to_upstream.len() < HIGH_WATER || self.upstream_gone)
+            if (self.to_upstream.len() < HIGH_WATER || self.go_away.upstream_gone)
                 && self.to_client.len() < 2 * HIGH_WATER
             {
                 // What was read is handled before more is read.
@@ -569,11 +448,15 @@ impl<C: Io, U: Io> Splice<C, U> {
             // Requests go on before replies are looked at: the upstream has the longer way to go.
             progress |= self.flush_upstream(cx);
             let reads = self.reads_upstream();
-            self.replies_paused = match reads {
+            self.flow.replies_paused = match reads {
                 true => None,
-                false => self.replies_paused.or(Some(self.now)),
+                false => self.flow.replies_paused.or(Some(self.now)),
             };
-            if !self.upstream_gone && !self.held && self.to_client.queued() < HIGH_WATER && reads {
+            if !self.go_away.upstream_gone
+                && !self.flow.held
+                && self.to_client.queued() < HIGH_WATER
+                && reads
+            {
                 let more = std::mem::take(&mut self.upstream_unhandled)
                     || match self.upstream.read_into(&mut self.from_upstream, cx) {
                         Poll::Ready(Some(_)) => true,
@@ -591,7 +474,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                     }
                 }
             }
-            if self.held && self.window.available() > 0 {
+            if self.flow.held && self.flow.window.available() > 0 {
                 if let Err(e) = self.on_upstream_bytes() {
                     self.upstream_lost(&e.to_string());
                 }
@@ -600,7 +483,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             // the next turn.
             let piece = self.to_client.queued() + PIECE;
             while self.to_client.queued() < piece {
-                let Poll::Ready(Some(done)) = self.calls.poll_next_unpin(cx) else {
+                let Poll::Ready(Some(done)) = self.local.calls.poll_next_unpin(cx) else {
                     break;
                 };
                 progress = true;
@@ -608,18 +491,18 @@ impl<C: Io, U: Io> Splice<C, U> {
                 self.send_replies();
             }
             self.send_replies();
-            if !self.waiting_room.is_empty() {
+            if !self.local.waiting_room.is_empty() {
                 progress |= self.admit_waiting();
             }
             self.grant_withheld();
-            if self.owed_upstream > 0 {
+            if self.flow.owed_upstream > 0 {
                 self.settle_owed();
             }
             if !self.services.is_empty() {
                 progress |= self.poll_services(cx);
             }
-            if self.going_away_later && self.reply_block.is_none() {
-                self.going_away_later = false;
+            if self.go_away.going_away_later && self.reply_block.is_none() {
+                self.go_away.going_away_later = false;
                 self.go_away();
             }
             self.to_client.release();
@@ -643,7 +526,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     }
 
     fn flush_upstream(&mut self, cx: &mut Context<'_>) -> bool {
-        if self.upstream_gone {
+        if self.go_away.upstream_gone {
             self.to_upstream.clear();
             return false;
         }
@@ -659,9 +542,9 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// After a GOAWAY (ours or because the upstream went), the connection ends with its last
     /// stream and its last written byte.
     fn finished(&self) -> bool {
-        self.going_away.is_some()
+        self.go_away.going_away.is_some()
             && self.streams.is_empty()
-            && self.calls.is_empty()
+            && self.local.calls.is_empty()
             && self.to_client.is_empty()
     }
 
@@ -671,7 +554,8 @@ impl<C: Io, U: Io> Splice<C, U> {
                 tracing::debug!(error = what, "client broke the HTTP/2 protocol");
                 if self.reply_block.is_none() {
                     let last = self
-                        .goaway_sent
+                        .go_away
+                        .last_sent
                         .map_or(self.last_stream, |s| s.min(self.last_stream));
                     // The upstream's settings never came: the connection ends anyway, so the
                     // gateway's own SETTINGS opens it, and GOAWAY closes it.
@@ -693,7 +577,7 @@ impl<C: Io, U: Io> Splice<C, U> {
 /// also when the listener closed it for a new client (its task aborted, `finish_all` never run).
 impl<C, U> Drop for Splice<C, U> {
     fn drop(&mut self) {
-        let held = self.local_bodies + self.services_held + self.replies_held;
+        let held = self.local.bodies + self.flow.services_held + self.flow.replies_held;
         self.shared.buffered.give(held);
     }
 }

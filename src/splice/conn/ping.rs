@@ -4,6 +4,18 @@
 
 use super::*;
 
+/// PINGs per hop and the upstream keepalive (`ping`).
+#[derive(Default)]
+pub(super) struct Ping {
+    /// PINGs to the upstream (a bridge connection): a peer that vanished without a FIN is
+    /// noticed within `timeout`, not after TCP's retransmissions.
+    pub(super) keepalive: Option<Keepalive>,
+    /// When the next keepalive PING goes, or — while one is out — by when its ACK must come.
+    pub(super) at: Option<Instant>,
+    /// A keepalive PING is out, its ACK awaited by `at`.
+    pub(super) out: bool,
+}
+
 /// The payload of the splice's keepalive PINGs: its ACK is told from others' by it.
 const KEEPALIVE_PING: [u8; 8] = *b"csi-gw-k";
 
@@ -27,25 +39,25 @@ impl<C: Io, U: Io> Splice<C, U> {
                 StreamId::CONNECTION,
                 payload,
             );
-        } else if payload == KEEPALIVE_PING && self.ping_out {
-            self.ping_out = false;
-            self.ping_at = self.keepalive.map(|k| Instant::now() + k.interval);
+        } else if payload == KEEPALIVE_PING && self.ping.out {
+            self.ping.out = false;
+            self.ping.at = self.ping.keepalive.map(|k| Instant::now() + k.interval);
         }
     }
 
     /// A keepalive PING is due, or the last one's ACK is overdue.
     pub(super) fn keepalive_due(&mut self) {
-        let Some(k) = self.keepalive else { return };
-        if !self.client_settings_seen {
+        let Some(k) = self.ping.keepalive else { return };
+        if !self.settings.client_seen {
             // The upstream's first frame must be the SETTINGS that follows the preface, which
             // the client's own SETTINGS brings: no PING before it.
-            self.ping_at = Some(Instant::now() + k.interval);
+            self.ping.at = Some(Instant::now() + k.interval);
             return;
         }
-        if self.ping_out {
+        if self.ping.out {
             let why = format!("no keepalive ping reply within {:?}", k.timeout);
             tracing::warn!(upstream = %self.upstream_name(), reason = %why, "upstream peer unresponsive; dropping the connection");
-            self.ping_at = None;
+            self.ping.at = None;
             return self.upstream_lost(&why);
         }
         frame::put(
@@ -55,7 +67,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             StreamId::CONNECTION,
             &KEEPALIVE_PING,
         );
-        self.ping_out = true;
-        self.ping_at = Some(Instant::now() + k.timeout);
+        self.ping.out = true;
+        self.ping.at = Some(Instant::now() + k.timeout);
     }
 }

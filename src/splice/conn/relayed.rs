@@ -105,7 +105,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     ) {
         if !self.reencode {
             // The client's encoder signals its own table's changes to the upstream.
-            self.upstream_expects_update = None;
+            self.settings.upstream_expects_update = None;
             // Several `:path` fields, or one in trailers (both malformed), may leave an entry
             // in the upstream's table that no in-place rewrite made: no later block may refer
             // to the upstream's table then.
@@ -137,7 +137,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                     id,
                     &self.rewritten,
                     end_stream,
-                    self.upstream_max_frame,
+                    self.settings.upstream_max_frame,
                 );
                 // Kept for the next call at the size of an ordinary block, not the largest.
                 if self.rewritten.capacity() > 4096 {
@@ -147,13 +147,13 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             return self.to_upstream.extend_from_slice(frames);
         }
-        let block = headers::encode(request.fields, self.upstream_expects_update.take());
+        let block = headers::encode(request.fields, self.settings.upstream_expects_update.take());
         frame::put_headers(
             &mut self.to_upstream,
             id,
             &block,
             end_stream,
-            self.upstream_max_frame,
+            self.settings.upstream_max_frame,
         );
     }
 

@@ -21,9 +21,9 @@ impl<C: Io, U: Io> Splice<C, U> {
         let mut out = local_stream::Out {
             frames: self.to_client.replies(),
             encoder: &mut self.upstream_decoder,
-            window: &mut self.window,
-            debt: &mut self.debt,
-            max_frame: self.client_max_frame,
+            window: &mut self.flow.window,
+            debt: &mut self.flow.debt,
+            max_frame: self.settings.client_max_frame,
             room,
         };
         let mut ended = Vec::new();
@@ -49,12 +49,12 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// Keeps `Shared::buffered` at what the services hold of this connection's requests.
     pub(super) fn count_services(&mut self) {
         let now = self.services.held();
-        if now > self.services_held {
-            self.shared.buffered.take(now - self.services_held);
+        if now > self.flow.services_held {
+            self.shared.buffered.take(now - self.flow.services_held);
         } else {
-            self.shared.buffered.give(self.services_held - now);
+            self.shared.buffered.give(self.flow.services_held - now);
         }
-        self.services_held = now;
+        self.flow.services_held = now;
     }
 
     /// Counts the stream window the services gave the client (`Stream::credit`).

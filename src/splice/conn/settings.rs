@@ -3,6 +3,52 @@
 
 use super::*;
 
+/// SETTINGS per hop (`settings`).
+pub(super) struct Settings {
+    /// The client's first frame, its SETTINGS, came (RFC 9113 §3.4).
+    pub(super) client_seen: bool,
+    /// The client's settings, which the splice obeys when it sends replies itself.
+    pub(super) client_initial_window: Window,
+    /// The SETTINGS_INITIAL_WINDOW_SIZE the client was told (the upstream's, passed on): the
+    /// window each new stream of the client's starts with (RFC 9113 §6.9.2).
+    pub(super) client_stream_window: Window,
+    pub(super) client_max_frame: usize,
+    /// The upstream's largest frame, for re-encoded header blocks.
+    pub(super) upstream_max_frame: usize,
+    /// The largest frame each side was told it may send.
+    pub(super) client_frame_limit: usize,
+    pub(super) upstream_frame_limit: usize,
+    /// SETTINGS sent to each side and not yet acknowledged, oldest first, with the header
+    /// table size each carried: applied once acknowledged, when the other side gets its ACK.
+    /// The client's also carry an initial window lowered, which counts from its ACK.
+    pub(super) unacked_by_client: VecDeque<(Option<u32>, Option<Window>)>,
+    pub(super) unacked_by_upstream: VecDeque<Option<u32>>,
+    /// The upstream's decoder waits for a size update that the client's blocks, now
+    /// re-encoded, no longer carry to it.
+    pub(super) upstream_expects_update: Option<usize>,
+    /// The upstream's SETTINGS_INITIAL_WINDOW_SIZE: what a translated request may be.
+    pub(super) upstream_initial_window: Window,
+}
+
+impl Default for Settings {
+    /// RFC 9113's initial values, until each side's SETTINGS says otherwise.
+    fn default() -> Settings {
+        Settings {
+            client_seen: false,
+            client_initial_window: Window::DEFAULT,
+            client_stream_window: Window::DEFAULT,
+            client_max_frame: frame::DEFAULT_MAX_FRAME,
+            upstream_max_frame: frame::DEFAULT_MAX_FRAME,
+            client_frame_limit: frame::DEFAULT_MAX_FRAME,
+            upstream_frame_limit: frame::DEFAULT_MAX_FRAME,
+            unacked_by_client: VecDeque::new(),
+            unacked_by_upstream: VecDeque::new(),
+            upstream_expects_update: None,
+            upstream_initial_window: Window::DEFAULT,
+        }
+    }
+}
+
 impl<C: Io, U: Io> Splice<C, U> {
     /// The client's SETTINGS: obeyed by the gateway's own sending, and the values that govern
     /// what passes unchanged passed on to the upstream in a SETTINGS of the gateway's.
@@ -20,9 +66,10 @@ impl<C: Io, U: Io> Splice<C, U> {
                     // The splice's own frames stay within the size every peer accepts from
                     // the start: a raise counts only from the splice's ACK, which waits for the
                     // upstream's, and some clients (gRPC C-core) enforce it only from then on.
-                    self.client_max_frame = (value as usize).min(frame::DEFAULT_MAX_FRAME);
+                    self.settings.client_max_frame = (value as usize).min(frame::DEFAULT_MAX_FRAME);
                     let value = value.min(MAX_FRAME);
-                    self.upstream_frame_limit = self.upstream_frame_limit.max(value as usize);
+                    self.settings.upstream_frame_limit =
+                        self.settings.upstream_frame_limit.max(value as usize);
                     upstream.push((id, value));
                 }
                 frame::SETTINGS_HEADER_TABLE_SIZE => {
@@ -35,11 +82,11 @@ impl<C: Io, U: Io> Splice<C, U> {
                 _ => {}
             }
         }
-        if self.upstream_gone {
+        if self.go_away.upstream_gone {
             self.apply_upstream_ack(table);
         } else {
             frame::put_settings(&mut self.to_upstream, &upstream);
-            self.settings_to_upstream.push_back(table);
+            self.settings.unacked_by_upstream.push_back(table);
         }
         Ok(())
     }
@@ -49,8 +96,8 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// error, FLOW_CONTROL_ERROR.
     fn client_initial_window_size(&mut self, value: u32) -> Result<(), Broken> {
         let initial = Window::new(value);
-        let delta = initial.get() - self.client_initial_window.get();
-        self.client_initial_window = initial;
+        let delta = initial.get() - self.settings.client_initial_window.get();
+        self.settings.client_initial_window = initial;
         let overflow = || {
             Broken::Client(
                 "SETTINGS_INITIAL_WINDOW_SIZE takes a window over 2^31-1",
@@ -80,7 +127,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// stream (the client may apply it as soon as it reads it); a lowering only once the client
     /// acknowledged it (`lower_stream_window`), which it returns.
     pub(super) fn raise_stream_window(&mut self, window: Window) -> Option<Window> {
-        if window < self.client_stream_window {
+        if window < self.settings.client_stream_window {
             return Some(window);
         }
         self.set_stream_window(window);
@@ -91,8 +138,8 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// upstream's values take past 2^31-1 the client answers as a connection error; the
     /// credit stays where it was, past what the client may send anyway.
     pub(super) fn set_stream_window(&mut self, window: Window) {
-        let delta = window.get() - self.client_stream_window.get();
-        self.client_stream_window = window;
+        let delta = window.get() - self.settings.client_stream_window.get();
+        self.settings.client_stream_window = window;
         for s in self.streams.values_mut() {
             let _ = s.credit.adjust(delta);
         }
@@ -104,7 +151,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// INITIAL_WINDOW_SIZE, and a client that then shrinks its window on the ACK may never give
     /// that credit back (h2 0.4 does not: the stream stalls with the gateway's window at 0).
     pub(super) fn client_settings_unacked(&self) -> bool {
-        !self.settings_to_upstream.is_empty()
+        !self.settings.unacked_by_upstream.is_empty()
     }
 
     /// The gateway's limits as SETTINGS, for its server preface when the upstream's never came.
@@ -132,9 +179,10 @@ impl<C: Io, U: Io> Splice<C, U> {
         for (id, value) in frame::settings(payload) {
             match id {
                 frame::SETTINGS_MAX_FRAME_SIZE => {
-                    self.upstream_max_frame = value as usize;
+                    self.settings.upstream_max_frame = value as usize;
                     let value = value.min(MAX_FRAME);
-                    self.client_frame_limit = self.client_frame_limit.max(value as usize);
+                    self.settings.client_frame_limit =
+                        self.settings.client_frame_limit.max(value as usize);
                     client.push((id, value));
                 }
                 frame::SETTINGS_HEADER_TABLE_SIZE => {
@@ -144,7 +192,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                     client.push((id, value));
                 }
                 frame::SETTINGS_INITIAL_WINDOW_SIZE => {
-                    self.upstream_initial_window = Window::new(value);
+                    self.settings.upstream_initial_window = Window::new(value);
                     lowered = self.raise_stream_window(Window::new(value));
                     client.push((id, value));
                 }
@@ -174,7 +222,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         } else {
             self.to_client.settings(&client);
         }
-        self.settings_to_client.push_back((table, lowered));
+        self.settings.unacked_by_client.push_back((table, lowered));
         Ok(())
     }
 
@@ -184,6 +232,6 @@ impl<C: Io, U: Io> Splice<C, U> {
         let settings = self.own_settings();
         self.to_client.preface(&settings);
         // The client's ACK of it is nobody else's.
-        self.settings_to_client.push_back((None, None));
+        self.settings.unacked_by_client.push_back((None, None));
     }
 }

@@ -19,7 +19,7 @@ pub(super) struct Stream {
     pub(super) started: Instant,
     pub(super) report: Option<Report>,
     pub(super) state: State,
-    /// The client's `grpc-timeout`, for a call on the upstream (see `deadlines`).
+    /// The client's `grpc-timeout`, for a call on the upstream (see `Timers::deadlines`).
     pub(super) timeout: Option<Duration>,
     /// What is left of the request's `content-length`, when it declared one.
     pub(super) content_left: Option<u64>,
@@ -209,7 +209,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 self.remember_closed(id);
             }
             if let Some(at) = stream.deadline() {
-                self.deadlines.remove(&(at, id));
+                self.timers.deadlines.remove(&(at, id));
             }
             if matches!(stream.side, Side::Service) {
                 self.services.remove(id);

@@ -3,6 +3,45 @@
 
 use super::*;
 
+/// Since when each timeout counts, and the calls' deadlines (`timers`).
+pub(super) struct Timers {
+    /// When the connection was accepted (the preface timeout counts from it).
+    pub(super) accepted: Instant,
+    /// Since when the connection has had no stream, and since when a request header block
+    /// waits for its CONTINUATION frames.
+    pub(super) idle_since: Option<Instant>,
+    /// When the client last sent a frame of a request — HEADERS, CONTINUATION or DATA — (or the
+    /// stalled-request check last found none): with streams open, a request unfinished
+    /// `idle_timeout` after it is stalled, whatever else (PINGs, WINDOW_UPDATEs) the client
+    /// sends meanwhile.
+    pub(super) client_heard: Instant,
+    pub(super) block_since: Option<Instant>,
+    /// Since when the client's frame at the front of `from_client` has been only partly read.
+    pub(super) frame_since: Option<Instant>,
+    /// The deadlines (`grpc-timeout`) of the calls on the upstream, soonest first, with their
+    /// streams: the connection's one timer is set to the first (`Timeout::Call`).
+    pub(super) deadlines: BTreeSet<(Instant, StreamId)>,
+    /// When the client's preface went on to the upstream: the upstream's SETTINGS must follow
+    /// within `Live::connect_timeout` (`Timeout::UpstreamHandshake`).
+    pub(super) upstream_asked: Option<Instant>,
+}
+
+impl Timers {
+    /// A connection accepted now, with no stream yet.
+    pub(super) fn new() -> Timers {
+        let now = Instant::now();
+        Timers {
+            accepted: now,
+            idle_since: Some(now),
+            client_heard: now,
+            block_since: None,
+            frame_since: None,
+            deadlines: BTreeSet::new(),
+            upstream_asked: None,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Timeout {
     Preface,
@@ -23,19 +62,19 @@ pub(super) enum Timeout {
 impl<C: Io, U: Io> Splice<C, U> {
     /// Restarts the timers of a frame or header block the client is part way through.
     pub(super) fn restart_client_timers(&mut self) {
-        if self.frame_since.is_some() || self.block_since.is_some() {
+        if self.timers.frame_since.is_some() || self.timers.block_since.is_some() {
             let now = Instant::now();
-            self.frame_since = self.frame_since.map(|_| now);
-            self.block_since = self.block_since.map(|_| now);
+            self.timers.frame_since = self.timers.frame_since.map(|_| now);
+            self.timers.block_since = self.timers.block_since.map(|_| now);
         }
     }
 
     /// Notes when the connection last had no stream, for the idle timeout.
     pub(super) fn note_idle(&mut self) {
-        let idle = self.streams.is_empty() && self.calls.is_empty();
-        match (idle, self.idle_since) {
-            (true, None) => self.idle_since = Some(Instant::now()),
-            (false, Some(_)) => self.idle_since = None,
+        let idle = self.streams.is_empty() && self.local.calls.is_empty();
+        match (idle, self.timers.idle_since) {
+            (true, None) => self.timers.idle_since = Some(Instant::now()),
+            (false, Some(_)) => self.timers.idle_since = None,
             _ => {}
         }
     }
@@ -43,35 +82,42 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// The next timeout, and what it is for.
     pub(super) fn deadline(&self) -> Option<(Instant, Timeout)> {
         let keepalive = self
-            .ping_at
-            .filter(|_| !self.upstream_gone)
+            .ping
+            .at
+            .filter(|_| !self.go_away.upstream_gone)
             .map(|at| (at, Timeout::Keepalive));
         let handshake = self
+            .timers
             .upstream_asked
-            .filter(|_| !self.to_client.preface_sent() && !self.upstream_gone)
+            .filter(|_| !self.to_client.preface_sent() && !self.go_away.upstream_gone)
             .zip(self.live.as_ref())
             .and_then(|(asked, live)| asked.checked_add(live.connect_timeout))
             .map(|at| (at, Timeout::UpstreamHandshake));
         // Not inside the upstream's header block, where nothing of the splice's own may go to
         // the client: a call that expires then is answered once the block ends.
         let call = match self.reply_block {
-            None => self.deadlines.first().map(|&(at, _)| (at, Timeout::Call)),
+            None => self
+                .timers
+                .deadlines
+                .first()
+                .map(|&(at, _)| (at, Timeout::Call)),
             Some(_) => None,
         };
         // Room another connection makes is not announced: looked for every `BUDGET_RETRY`.
         let budget = self
+            .flow
             .withheld_since
-            .filter(|_| self.withheld > 0)
+            .filter(|_| self.flow.withheld > 0)
             .map(|since| {
                 let at = (Instant::now() + BUDGET_RETRY).min(since + limits::BUDGET_WAIT);
                 (at, Timeout::Budget)
             })
             .or_else(|| {
-                let since = self.replies_paused?;
+                let since = self.flow.replies_paused?;
                 let at = (Instant::now() + BUDGET_RETRY).min(since + limits::BUDGET_WAIT);
                 Some((at, Timeout::Budget))
             })
-            .or_else(|| Some((self.room_retry?, Timeout::Budget)));
+            .or_else(|| Some((self.local.room_retry?, Timeout::Budget)));
         [self.client_deadline(), keepalive, handshake, call, budget]
             .into_iter()
             .flatten()
@@ -81,21 +127,32 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// The next timeout of the client's side.
     pub(super) fn client_deadline(&self) -> Option<(Instant, Timeout)> {
         if !self.preface {
-            return Some((self.accepted + limits::PREFACE_TIMEOUT, Timeout::Preface));
+            return Some((
+                self.timers.accepted + limits::PREFACE_TIMEOUT,
+                Timeout::Preface,
+            ));
         }
-        if let Some(since) = self.block_since.into_iter().chain(self.frame_since).min() {
+        if let Some(since) = self
+            .timers
+            .block_since
+            .into_iter()
+            .chain(self.timers.frame_since)
+            .min()
+        {
             return Some((
                 since + self.limits.header_block_timeout,
                 Timeout::HeaderBlock,
             ));
         }
         let idle = self.limits.idle_timeout;
-        match self.idle_since {
+        match self.timers.idle_since {
             _ if idle.is_zero() => None,
-            Some(since) if self.going_away.is_none() => Some((since + idle, Timeout::Idle)),
+            Some(since) if self.go_away.going_away.is_none() => Some((since + idle, Timeout::Idle)),
             // One stream opened and never finished would keep a connection from ever being
             // idle: a client silent that long with a request unfinished has stalled.
-            None if !self.streams.is_empty() => Some((self.client_heard + idle, Timeout::Stalled)),
+            None if !self.streams.is_empty() => {
+                Some((self.timers.client_heard + idle, Timeout::Stalled))
+            }
             _ => None,
         }
     }
@@ -110,7 +167,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             .filter(|(_, s)| !s.request_done() && !matches!(s.side, Side::Service))
             .map(|(id, _)| *id)
             .collect();
-        self.client_heard = self.now;
+        self.timers.client_heard = self.now;
         if stalled.is_empty() {
             return;
         }
@@ -129,7 +186,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     pub(super) fn timed_out(&mut self, why: Timeout) -> Option<Poll<()>> {
         match why {
             Timeout::Preface => {
-                tracing::debug!(after = ?self.accepted.elapsed(), "client sent no HTTP/2 preface");
+                tracing::debug!(after = ?self.timers.accepted.elapsed(), "client sent no HTTP/2 preface");
                 Some(Poll::Ready(()))
             }
             Timeout::HeaderBlock => Some(self.fail(Broken::Client(
@@ -165,20 +222,22 @@ impl<C: Io, U: Io> Splice<C, U> {
             // `poll_run` grants what it may.
             Timeout::Budget => {
                 if self
+                    .flow
                     .withheld_since
                     .is_some_and(|t| t.elapsed() >= limits::BUDGET_WAIT)
                 {
                     self.make_room();
                 }
                 if self
+                    .flow
                     .replies_paused
                     .is_some_and(|t| t.elapsed() >= limits::BUDGET_WAIT)
                 {
                     self.make_reply_room();
                 }
-                if self.room_retry.is_some_and(|at| at <= Instant::now()) {
+                if self.local.room_retry.is_some_and(|at| at <= Instant::now()) {
                     // Set again by `poll_run` while anything still waits.
-                    self.room_retry = None;
+                    self.local.room_retry = None;
                     self.expire_waiting();
                     self.admit_waiting();
                 }
@@ -193,13 +252,17 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// gateway's own: the upstream connection is given up then, as when it closes.
     pub(super) fn calls_expired(&mut self) {
         let now = Instant::now();
-        let due = self.deadlines.first().map_or(now, |&(at, _)| at.max(now));
+        let due = self
+            .timers
+            .deadlines
+            .first()
+            .map_or(now, |&(at, _)| at.max(now));
         let mut expired = Vec::new();
-        while let Some(&(at, id)) = self.deadlines.first() {
+        while let Some(&(at, id)) = self.timers.deadlines.first() {
             if at > due {
                 break;
             }
-            self.deadlines.pop_first();
+            self.timers.deadlines.pop_first();
             let waiting = self
                 .streams
                 .get(&id)

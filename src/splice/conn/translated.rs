@@ -160,7 +160,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let Side::Translated(t) = std::mem::replace(&mut stream.side, Side::Relayed) else {
             return;
         };
-        let given = t.window.granted_past(self.client_initial_window);
+        let given = t.window.granted_past(self.settings.client_initial_window);
         if given > 0 {
             frame::put_window_update(&mut self.to_upstream, id, given);
         }
@@ -213,7 +213,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             call::Inline::Call(request, message)
                 if (grpc_frame::HEADER + message.len()) as u64 <= t.credit
                     && grpc_frame::HEADER + message.len()
-                        <= self.upstream_initial_window.available() =>
+                        <= self.settings.upstream_initial_window.available() =>
             {
                 let refund = t.credit - (grpc_frame::HEADER + message.len()) as u64;
                 t.credit = 0;
@@ -224,7 +224,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                     id,
                     &message,
                     frame::END_STREAM,
-                    self.upstream_max_frame,
+                    self.settings.upstream_max_frame,
                 );
                 if refund > 0 {
                     self.give_back(refund as u32);
@@ -380,12 +380,18 @@ impl<C: Io, U: Io> Splice<C, U> {
         ) {
             let len = grpc_frame::HEADER + message.len();
             let room = self.to_client.queued() < HIGH_WATER;
-            let fits = len <= self.window.available().min(t.window.available());
+            let fits = len <= self.flow.window.available().min(t.window.available());
             if fits && !settings_unacked && room {
-                frame::put_message(self.to_client.out(), id, message, 0, self.client_max_frame);
-                let spent = self.window.consume(len);
+                frame::put_message(
+                    self.to_client.out(),
+                    id,
+                    message,
+                    0,
+                    self.settings.client_max_frame,
+                );
+                let spent = self.flow.window.consume(len);
                 debug_assert!(spent.is_ok(), "within the window: `fits`");
-                self.debt += len as u64;
+                self.flow.debt += len as u64;
                 self.to_client.pass(frames);
                 if observe::bodies_enabled() {
                     report.response = Some(Bytes::copy_from_slice(message));

@@ -5,7 +5,7 @@ use super::*;
 
 impl<C: Io, U: Io> Splice<C, U> {
     pub(super) fn reset_on_upstream(&mut self, id: StreamId) {
-        if !self.upstream_gone {
+        if !self.go_away.upstream_gone {
             frame::put_rst_stream(&mut self.to_upstream, id, reason::CANCEL);
         }
         self.reset_upstream.push_back(id);
@@ -15,11 +15,11 @@ impl<C: Io, U: Io> Splice<C, U> {
     }
 
     pub(super) fn on_upstream_bytes(&mut self) -> Result<(), Broken> {
-        self.held = false;
+        self.flow.held = false;
         let mut buf = std::mem::take(&mut self.from_upstream);
         let piece = self.to_client.queued() + PIECE;
         let handled = take_frames(&mut buf, |head, whole| {
-            if !self.replying.is_empty() {
+            if !self.local.replying.is_empty() {
                 // Replies translated from the frames before count towards the piece.
                 self.send_replies();
             }
@@ -27,16 +27,16 @@ impl<C: Io, U: Io> Splice<C, U> {
                 self.upstream_unhandled = true;
                 return Ok(false);
             }
-            if head.kind == Kind::Data && head.len > self.window.available() {
+            if head.kind == Kind::Data && head.len > self.flow.window.available() {
                 // The upstream counts on window the splice's own replies used: wait for more.
-                self.held = true;
+                self.flow.held = true;
                 return Ok(false);
             }
             self.on_upstream_frame(head, whole).map(|()| true)
         });
         self.from_upstream = buf;
         handled?;
-        if self.held {
+        if self.flow.held {
             return Ok(());
         }
         if self.from_upstream.len() >= frame::HEAD_LEN {
@@ -50,7 +50,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                     "the upstream did not start with SETTINGS".into(),
                 ));
             }
-            if head.len > self.upstream_frame_limit {
+            if head.len > self.settings.upstream_frame_limit {
                 return Err(Broken::Upstream("frame larger than allowed".into()));
             }
             self.from_upstream.reserve(frame::HEAD_LEN + head.len);
@@ -60,7 +60,7 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     pub(super) fn on_upstream_frame(&mut self, head: Head, whole: &[u8]) -> Result<(), Broken> {
         let payload = &whole[frame::HEAD_LEN..];
-        if head.len > self.upstream_frame_limit {
+        if head.len > self.settings.upstream_frame_limit {
             return Err(Broken::Upstream("frame larger than allowed".into()));
         }
         frame::check(&head, payload).map_err(|(what, _)| Broken::Upstream(what.into()))?;
@@ -95,7 +95,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             Kind::Data => {
                 // Held until it fits (`read_upstream`): past the window only if the upstream
                 // sent more than the client allowed it.
-                if self.window.consume(head.len).is_err() {
+                if self.flow.window.consume(head.len).is_err() {
                     return Err(Broken::Upstream(
                         "DATA past the client's connection window".into(),
                     ));
@@ -157,7 +157,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 }
             }
             Kind::Settings if head.has(frame::ACK) => {
-                if let Some(table) = self.settings_to_upstream.pop_front() {
+                if let Some(table) = self.settings.unacked_by_upstream.pop_front() {
                     self.apply_upstream_ack(table);
                 }
             }
@@ -231,7 +231,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// for its translation, or a reset stream's. The window it took is owed to the upstream.
     pub(super) fn kept_data(&mut self, head: Head, payload: &[u8]) -> Result<(), Broken> {
         let range = frame::content(&head, payload).map_err(upstream_malformed)?;
-        self.owed_upstream += head.len as u64;
+        self.flow.owed_upstream += head.len as u64;
         let end = head.has(frame::END_STREAM);
         let Some(Stream {
             side: Side::Translated(t),
@@ -243,17 +243,17 @@ impl<C: Io, U: Io> Splice<C, U> {
         if t.reply.len() + range.len() > MAX_MESSAGE_BYTES + grpc_frame::HEADER {
             t.reply_too_large = true;
             let dropped = std::mem::take(&mut t.reply).len();
-            self.replies_held -= dropped;
+            self.flow.replies_held -= dropped;
             self.shared.buffered.give(dropped);
         } else if !t.reply_too_large {
             t.reply.extend_from_slice(&payload[range.clone()]);
-            self.replies_held += range.len();
+            self.flow.replies_held += range.len();
             self.shared.buffered.take(range.len());
         }
         if !end {
             // The stream's own window, given back past half of it (a reply larger than it).
             t.reply_unacked += head.len as u32;
-            if t.reply_unacked as usize >= self.client_initial_window.available() / 2 {
+            if t.reply_unacked as usize >= self.settings.client_initial_window.available() / 2 {
                 frame::put_window_update(&mut self.to_upstream, head.stream, t.reply_unacked);
                 t.reply_unacked = 0;
             }
@@ -303,7 +303,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 id,
                 &out,
                 end_stream,
-                self.client_max_frame,
+                self.settings.client_max_frame,
             );
             self.reply_seen(id, end_stream, reply);
             return Ok(());
@@ -326,11 +326,11 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// is told to go away, and local calls may still finish. If the upstream's SETTINGS never
     /// came, the gateway's own open the client's side first (`own_preface`).
     pub(super) fn upstream_lost(&mut self, why: &str) {
-        if self.upstream_gone {
+        if self.go_away.upstream_gone {
             return;
         }
-        self.upstream_gone = true;
-        self.held = false;
+        self.go_away.upstream_gone = true;
+        self.flow.held = false;
         if self.reply_block.is_some() {
             // Cut off inside a header block: the client's connection cannot carry another
             // frame; closing it fails its calls.
@@ -364,7 +364,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         // connection; a new one would be spliced again. The client's settings waiting for the
         // upstream's ACK get the gateway's.
         self.to_upstream.clear();
-        while let Some(table) = self.settings_to_upstream.pop_front() {
+        while let Some(table) = self.settings.unacked_by_upstream.pop_front() {
             self.apply_upstream_ack(table);
         }
         self.hint_go_away();
