@@ -437,9 +437,11 @@ fn main() {
         ),
     ];
     let methods = env("E2E_METHODS", "");
-    let method_wanted =
-        // By the method's first word: "NodeGetId" names "NodeGetId (v0.3) / NodeGetInfo (v1)".
-        |m: &str| methods.is_empty() || methods.split(',').any(|w| m.split(' ').next() == Some(w.trim()));
+    // By the method's first word: "NodeGetId" names "NodeGetId (v0.3) / NodeGetInfo (v1)".
+    let method_wanted = |m: &str| {
+        let first = m.split(' ').next().unwrap_or(m);
+        methods.is_empty() || methods.split(',').any(|w| w.trim() == first)
+    };
     for (method, v1, v0, request, v0_request) in translated_methods
         .into_iter()
         .filter(|(method, ..)| section("translated") && method_wanted(method))

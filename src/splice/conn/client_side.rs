@@ -427,7 +427,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                     dropped = local.body.len();
                     local.body = BytesMut::new();
                     refused_now = true;
-                } else if self.local.bodies + range.len() > MAX_LOCAL_BODIES {
+                } else if self.flow.local_bodies + range.len() > MAX_LOCAL_BODIES {
                     // Only a client that sends past its window gets here (`CONNECTION_BUFFERED`).
                     local.refused = Some(Status::resource_exhausted(format!(
                         "the connection's calls hold {MAX_LOCAL_BODIES} bytes of requests already"

@@ -26,6 +26,8 @@ pub(super) struct Flow {
     /// replies, replies to reset streams), not given back yet: netted against `debt`, and
     /// given back once it is worth a frame.
     pub(super) owed_upstream: u64,
+    /// Request body bytes of local calls held now.
+    pub(super) local_bodies: usize,
     /// Request bytes the gateway's own services hold now (`LocalStreams::held`), and the reply
     /// bytes waiting to go to the client, as counted in `Shared::buffered`.
     pub(super) services_held: usize,
@@ -38,6 +40,14 @@ pub(super) struct Flow {
     /// no room for more (`reads_upstream`); looked at again every `BUDGET_RETRY`, and past
     /// `BUDGET_WAIT` a translated reply still coming is refused to make room (`make_reply_room`).
     pub(super) replies_paused: Option<Instant>,
+}
+
+impl Flow {
+    /// What this connection holds, of requests and replies, on the gateway's count
+    /// (`Shared::buffered`): given back all at once when the connection ends.
+    pub(super) fn holds(&self) -> usize {
+        self.local_bodies + self.services_held + self.replies_held
+    }
 }
 
 impl<C: Io, U: Io> Splice<C, U> {
@@ -159,12 +169,12 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// `n` more request bytes held for a local call, on the connection's count and the
     /// gateway's (`Shared::buffered`).
     pub(super) fn hold(&mut self, n: usize) {
-        self.local.bodies += n;
+        self.flow.local_bodies += n;
         self.shared.buffered.take(n);
     }
 
     pub(super) fn let_go(&mut self, n: usize) {
-        self.local.bodies -= n;
+        self.flow.local_bodies -= n;
         self.shared.buffered.give(n);
     }
 
@@ -179,15 +189,10 @@ impl<C: Io, U: Io> Splice<C, U> {
         self.shared.buffered.give(n);
     }
 
-    /// What this connection holds, of requests and replies, on the gateway's count.
-    pub(super) fn holds(&self) -> usize {
-        self.local.bodies + self.flow.services_held + self.flow.replies_held
-    }
-
     /// Whether the client may be granted more window now: the connection and the gateway may
     /// hold more.
     pub(super) fn may_grant(&self) -> bool {
-        self.holds() < limits::CONNECTION_BUFFERED && self.shared.buffered.room()
+        self.flow.holds() < limits::CONNECTION_BUFFERED && self.shared.buffered.room()
     }
 
     /// Whether the upstream is read: not while this connection holds replies and it or the

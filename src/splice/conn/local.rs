@@ -7,8 +7,6 @@ use super::*;
 /// The calls the splice answers itself (`local`).
 #[derive(Default)]
 pub(super) struct LocalCalls {
-    /// Request body bytes of local calls held now.
-    pub(super) bodies: usize,
     pub(super) calls: FuturesUnordered<LocalCall>,
     /// Local calls whose request is whole and that wait for room for their reply
     /// (`REPLY_ROOM`), oldest first, with since when: started once there is room, refused past
@@ -167,7 +165,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         };
         let body = std::mem::take(&mut local.body).freeze();
         // Off the connection's count, on the gateway's until the call ends with its request.
-        self.local.bodies -= body.len();
+        self.flow.local_bodies -= body.len();
         let held = Held(self.shared.clone(), body.len());
         let started = stream.started;
         let refused = local.refused.take();
@@ -200,7 +198,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// is the one call a connection holding nothing else may run without (`free_call`), or it
     /// is refused (its reply is its status alone, which needs no room).
     fn has_reply_room(&mut self, id: StreamId) -> bool {
-        let others = self.local.bodies + self.flow.services_held + self.flow.replies_held;
+        let others = self.flow.holds();
         let Some(Side::Local(local)) = self.streams.get_mut(&id).map(|s| &mut s.side) else {
             return false;
         };

@@ -367,7 +367,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// for `keepalive.timeout` (its calls then get UNAVAILABLE, as when it closes).
     pub fn keepalive(mut self, keepalive: Option<Keepalive>) -> Self {
         self.ping.keepalive = keepalive;
-        self.ping.at = keepalive.map(|k| Instant::now() + k.interval);
+        self.ping.next_in_an_interval();
         self
     }
 
@@ -577,7 +577,7 @@ impl<C: Io, U: Io> Splice<C, U> {
 /// also when the listener closed it for a new client (its task aborted, `finish_all` never run).
 impl<C, U> Drop for Splice<C, U> {
     fn drop(&mut self) {
-        let held = self.local.bodies + self.flow.services_held + self.flow.replies_held;
+        let held = self.flow.holds();
         self.shared.buffered.give(held);
     }
 }

@@ -19,6 +19,13 @@ pub(super) struct Ping {
 /// The payload of the splice's keepalive PINGs: its ACK is told from others' by it.
 const KEEPALIVE_PING: [u8; 8] = *b"csi-gw-k";
 
+impl Ping {
+    /// The next keepalive PING goes an interval from now (none without a keepalive).
+    pub(super) fn next_in_an_interval(&mut self) {
+        self.at = self.keepalive.map(|k| Instant::now() + k.interval);
+    }
+}
+
 impl<C: Io, U: Io> Splice<C, U> {
     /// A client's PING: answered (its ACK carries its payload). An ACK from the client is
     /// none of the gateway's business: it sends the client no PING.
@@ -41,7 +48,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             );
         } else if payload == KEEPALIVE_PING && self.ping.out {
             self.ping.out = false;
-            self.ping.at = self.ping.keepalive.map(|k| Instant::now() + k.interval);
+            self.ping.next_in_an_interval();
         }
     }
 
@@ -51,7 +58,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         if !self.settings.client_seen {
             // The upstream's first frame must be the SETTINGS that follows the preface, which
             // the client's own SETTINGS brings: no PING before it.
-            self.ping.at = Some(Instant::now() + k.interval);
+            self.ping.next_in_an_interval();
             return;
         }
         if self.ping.out {

@@ -108,16 +108,10 @@ impl<C: Io, U: Io> Splice<C, U> {
             .flow
             .withheld_since
             .filter(|_| self.flow.withheld > 0)
-            .map(|since| {
-                let at = (Instant::now() + BUDGET_RETRY).min(since + limits::BUDGET_WAIT);
-                (at, Timeout::Budget)
-            })
-            .or_else(|| {
-                let since = self.flow.replies_paused?;
-                let at = (Instant::now() + BUDGET_RETRY).min(since + limits::BUDGET_WAIT);
-                Some((at, Timeout::Budget))
-            })
-            .or_else(|| Some((self.local.room_retry?, Timeout::Budget)));
+            .or(self.flow.replies_paused)
+            .map(|since| (Instant::now() + BUDGET_RETRY).min(since + limits::BUDGET_WAIT))
+            .or(self.local.room_retry)
+            .map(|at| (at, Timeout::Budget));
         [self.client_deadline(), keepalive, handshake, call, budget]
             .into_iter()
             .flatten()
