@@ -221,7 +221,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         protection: Protection::new(config.calls.clone()),
         node_paths: config.node_paths.clone(),
         resets: Default::default(),
-        buffered: crate::front::limits::Budget::new(config.listen.limits.max_buffered_bytes),
+        buffered: crate::budget::Budget::new(config.listen.limits.max_buffered_bytes),
     });
     let (shutdown, stop) = watch::channel(false);
     let appliance = appliance.map(|(tcp, acceptor)| {

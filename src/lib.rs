@@ -53,6 +53,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backoff;
+pub mod budget;
 pub mod config;
 pub mod disk;
 pub mod gateway;

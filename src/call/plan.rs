@@ -1,8 +1,10 @@
 //! What becomes of a call, decided from its head: the one copy of the decision, which the
-//! connection (`splice::conn`) takes for every stream. In two steps, because a connection may have to wait for its plugin
-//! between them: [`admit`] reads only the head (the route table, the peer's rule, the size of
-//! the header list), [`plan`] the plugin's dialect too. What a connection cannot do for a call
-//! (its upstream connection gone, a header block it cannot rewrite) it decides itself, after.
+//! connection (`splice::conn`) takes for every stream. [`decide`] gives the final kind of
+//! stream from the head and the connection's [`View`] (its upstream connection attached or
+//! not, room for a call the gateway answers itself), with the seed of the call's log record;
+//! inside it, [`admit`] reads only the head (the route table, the peer's rule, the size of the
+//! header list) and [`plan`] the plugin's dialect too. The one thing a connection decides
+//! after — a header block it cannot rewrite for the upstream — is [`Decision::answer_here`].
 
 use std::sync::Arc;
 
@@ -12,11 +14,13 @@ use crate::front::router::{Inline, Route};
 use crate::front::services::{self, Handler};
 use crate::front::Shared;
 use crate::grpc::Status;
+use crate::observe::Report;
 use crate::tls::Authorization;
+use crate::upstream::Live;
 
 /// A call's head, as the decision reads it.
 pub struct Head<'a> {
-    pub path: &'a str,
+    pub path: String,
     /// The size of its header list as SETTINGS_MAX_HEADER_LIST_SIZE counts it.
     pub header_list: usize,
     /// The appliance listener's peer and its rule; `None` on the UNIX socket.
@@ -38,7 +42,7 @@ pub enum Admission {
 
 /// The first step: what the head says, before the plugin is asked anything.
 pub fn admit(shared: &Shared, head: &Head) -> Admission {
-    let route = shared.router.route(head.path);
+    let route = shared.router.route(&head.path);
     let limit = shared.limits.max_header_list_size;
     if head.header_list > limit as usize {
         return Admission::Refused(route, header_list_too_large(limit));
@@ -48,8 +52,8 @@ pub fn admit(shared: &Shared, head: &Head) -> Admission {
             Some(s) => Admission::Refused(Some(route), s),
             None => Admission::Call(route),
         },
-        None => match shared.services.find(head.path) {
-            Some(handler) => match services::authorize(head.authorization, head.path) {
+        None => match shared.services.find(&head.path) {
+            Some(handler) => match services::authorize(head.authorization, &head.path) {
                 Ok(()) => Admission::Service(handler.clone()),
                 Err(s) => {
                     tracing::warn!(method = %head.path, "call refused: service not allowed for this peer");
@@ -68,7 +72,7 @@ fn denied(head: &Head, route: &Route) -> Option<Status> {
         return None;
     }
     tracing::warn!(peer = %a.peer, method = %head.path, "call refused: service not allowed for this peer");
-    Some(a.denied(head.path, route.method.service))
+    Some(a.denied(&head.path, route.method.service))
 }
 
 /// How an admitted call goes to the plugin.
@@ -101,6 +105,115 @@ pub fn plan(route: &Route, upstream: Dialect, requires_staging: bool, has_messag
         Some(inline) if has_message => Plan::TranslateHere(inline),
         _ => Plan::Answer,
     }
+}
+
+/// What a connection offers a new call, as the decision reads it.
+#[derive(Clone, Copy)]
+pub struct View<'a> {
+    /// The plugin the connection's upstream connection reaches (`None`: none was detected).
+    pub live: Option<&'a Live>,
+    /// A new call may go on the connection's own upstream connection: attached, and neither
+    /// draining (its GOAWAY came) nor gone.
+    pub upstream_open: bool,
+    /// The connection has room for one more call the gateway answers itself
+    /// (`MAX_LOCAL_CALLS`).
+    pub room_here: bool,
+    /// The request did not end with its head: a call translated on the connection needs its
+    /// message.
+    pub has_message: bool,
+}
+
+/// The kind of stream a call becomes on its connection.
+pub enum Kind {
+    /// Relayed on the connection's own upstream connection as it came, or on the plugin's
+    /// `rewrite` path (a wire-identical call).
+    Relayed {
+        route: Route,
+        rewrite: Option<&'static str>,
+    },
+    /// Translated on the connection's own upstream connection ([`Plan::TranslateHere`]).
+    Translated(Route, Inline),
+    /// Answered by the gateway on its shared upstream connection (`call::answer`): the route,
+    /// when the path has one; `Some` status when refused (the client's fault).
+    Answered(Option<Route>, Option<Status>),
+    /// A stream of one of the gateway's own services (reflection, health).
+    Service(Handler),
+    /// No room on the connection for another stream the gateway serves itself: refused
+    /// (REFUSED_STREAM, which a client may retry).
+    NoRoom,
+}
+
+/// The decision on a new call: its kind of stream, and the seed of its log record.
+pub struct Decision {
+    pub kind: Kind,
+    pub report: Report,
+}
+
+impl Decision {
+    /// The connection could not give the call's block to its upstream (its fields were not
+    /// kept for a rewrite): the gateway answers it itself, if the connection has room.
+    pub fn answer_here(&mut self, room_here: bool) {
+        let route = match &self.kind {
+            Kind::Relayed { route, .. } | Kind::Translated(route, _) => *route,
+            _ => return,
+        };
+        self.report.translated = false;
+        self.kind = match room_here {
+            true => Kind::Answered(Some(route), None),
+            false => Kind::NoRoom,
+        };
+    }
+
+    /// The call goes on the connection's own upstream connection.
+    pub fn on_upstream(&self) -> bool {
+        matches!(self.kind, Kind::Relayed { .. } | Kind::Translated(..))
+    }
+}
+
+/// The whole decision on a new call from its head and what its connection offers.
+pub fn decide(shared: &Shared, head: Head, view: View) -> Decision {
+    let admission = admit(shared, &head);
+    let mut report = Report::new(head.path);
+    report.bridge_peer = head.authorization.is_some();
+    if let Some(live) = view.live {
+        report.upstream_dialect = Some(live.detected.dialect);
+        report.driver = Some(live.driver_name.clone());
+    }
+    let kind = match admission {
+        Admission::Call(route) => {
+            report.called = Some(route.called());
+            let planned = view.live.map(|live| {
+                let staging = live.session.requires_staging;
+                plan(&route, live.detected.dialect, staging, view.has_message)
+            });
+            match planned {
+                Some(Plan::Relay { rewrite }) if view.upstream_open => {
+                    // Counted and logged as the translated call it stands for.
+                    report.translated = rewrite.is_some();
+                    Kind::Relayed { route, rewrite }
+                }
+                Some(Plan::TranslateHere(inline)) if view.upstream_open => {
+                    report.translated = true;
+                    Kind::Translated(route, inline)
+                }
+                _ => Kind::Answered(Some(route), None),
+            }
+        }
+        Admission::Service(handler) => {
+            report.service = Some(services::method_name(&report.path));
+            Kind::Service(handler)
+        }
+        Admission::Unknown => Kind::Answered(None, None),
+        Admission::Refused(route, s) => {
+            report.called = route.map(|r| r.called());
+            Kind::Answered(route, Some(s))
+        }
+    };
+    let mut decision = Decision { kind, report };
+    if !view.room_here && !decision.on_upstream() {
+        decision.kind = Kind::NoRoom;
+    }
+    decision
 }
 
 #[cfg(test)]

@@ -40,5 +40,5 @@ pub struct Shared {
     pub resets: std::sync::Mutex<limits::Rate>,
     /// Request bytes held for calls the gateway reads itself and its services, and reply bytes
     /// held for clients, all connections together (`max_buffered_bytes`).
-    pub buffered: limits::Budget,
+    pub buffered: Arc<crate::budget::Budget>,
 }

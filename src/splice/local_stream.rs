@@ -47,7 +47,7 @@ use crate::front::services::{self, Handler};
 use crate::front::Shared;
 use crate::grpc::{status, Status, MAX_MESSAGE_BYTES};
 
-use super::conn::Held;
+use crate::budget::Hold;
 
 use csi_gateway_wire::flow::{Window, WindowError};
 use csi_gateway_wire::frame::{self, Kind, StreamId};
@@ -114,7 +114,7 @@ struct Entry {
     closing: bool,
     /// Room reserved for the service's next reply (`SERVICE_REPLY`): given back when the
     /// reply comes (it is then counted at its real size) or with the entry.
-    room: Option<Held>,
+    room: Option<Hold>,
     /// The reply body, waiting for room before the service is asked for its next reply.
     asking: Option<(Guard, Body)>,
     /// Reply messages the service gave, against the request messages it got
@@ -346,7 +346,7 @@ impl LocalStreams {
         }
         let asks = !entry.pending.is_empty();
         if asks && entry.room.is_none() {
-            entry.room = Held::reserve(&self.shared, SERVICE_REPLY);
+            entry.room = self.shared.buffered.reserve(SERVICE_REPLY);
             if entry.room.is_none() {
                 return self.wait_for_room(id);
             }
@@ -408,7 +408,7 @@ impl LocalStreams {
                 continue;
             }
             if entry.room.is_none() {
-                entry.room = Held::reserve(&self.shared, SERVICE_REPLY);
+                entry.room = self.shared.buffered.reserve(SERVICE_REPLY);
                 if entry.room.is_none() {
                     break;
                 }
@@ -624,7 +624,7 @@ impl LocalStreams {
             return;
         };
         if entry.framing.whole > entry.replies && entry.room.is_none() {
-            entry.room = Held::reserve(&self.shared, SERVICE_REPLY);
+            entry.room = self.shared.buffered.reserve(SERVICE_REPLY);
             if entry.room.is_none() {
                 entry.asking = Some((guard, body));
                 return self.wait_for_room(id);

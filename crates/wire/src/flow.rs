@@ -40,6 +40,15 @@ impl Window {
         self.0
     }
 
+    /// An initial size (SETTINGS_INITIAL_WINDOW_SIZE) set to `size`: how far every window
+    /// counted from it moves (RFC 9113 §6.9.2).
+    pub fn resize(&mut self, size: u32) -> i64 {
+        let new = Window::new(size);
+        let delta = new.0 - self.0;
+        *self = new;
+        delta
+    }
+
     /// A WINDOW_UPDATE of `n` (or the window's share of a SETTINGS change raised).
     pub fn increase(&mut self, n: u32) -> Result<(), WindowError> {
         self.adjust(i64::from(n))

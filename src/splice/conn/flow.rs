@@ -5,7 +5,6 @@
 use super::*;
 
 /// Flow control, and what the connection holds of the gateway's buffer budget (`flow`).
-#[derive(Default)]
 pub(super) struct Flow {
     /// How much DATA the client may still send on the connection: the window it was granted,
     /// by the upstream's WINDOW_UPDATEs passed on and by the splice's own, less what it sent.
@@ -26,16 +25,15 @@ pub(super) struct Flow {
     /// replies, replies to reset streams), not given back yet: netted against `debt`, and
     /// given back once it is worth a frame.
     pub(super) owed_upstream: u64,
-    /// Request body bytes of local calls held now.
-    pub(super) local_bodies: usize,
+    /// Request body bytes of local calls held now, on the gateway's budget.
+    pub(super) requests: Hold,
     /// Request bytes the gateway's own services hold now (`LocalStreams::held`), and the reply
-    /// bytes waiting to go to the client, as counted in `Shared::buffered`.
-    pub(super) services_held: usize,
-    /// Reply bytes held for the client, on the gateway's count too (`Shared::buffered`): the
-    /// splice's own replies not sent yet (`Local::reply`, waiting on the client's windows or
-    /// buffer) and translated calls' replies as they come from the plugin (`Translated::reply`,
-    /// until whole).
-    pub(super) replies_held: usize,
+    /// bytes waiting to go to the client, on the gateway's budget.
+    pub(super) services: Hold,
+    /// Reply bytes held for the client, on the gateway's budget: the splice's own replies not
+    /// sent yet (`Local::reply`, waiting on the client's windows or buffer) and translated
+    /// calls' replies as they come from the plugin (`Translated::reply`, until whole).
+    pub(super) replies: Hold,
     /// Since when the upstream is not read: this connection holds replies and the gateway has
     /// no room for more (`reads_upstream`); looked at again every `BUDGET_RETRY`, and past
     /// `BUDGET_WAIT` a translated reply still coming is refused to make room (`make_reply_room`).
@@ -43,34 +41,85 @@ pub(super) struct Flow {
 }
 
 impl Flow {
-    /// What this connection holds, of requests and replies, on the gateway's count
-    /// (`Shared::buffered`): given back all at once when the connection ends.
+    /// A new connection's: nothing held yet of the gateway's `budget`.
+    pub(super) fn new(budget: &Arc<Budget>) -> Flow {
+        Flow {
+            client_credit: Window::default(),
+            withheld: 0,
+            withheld_since: None,
+            window: Window::default(),
+            debt: 0,
+            held: false,
+            owed_upstream: 0,
+            requests: budget.hold(),
+            services: budget.hold(),
+            replies: budget.hold(),
+            replies_paused: None,
+        }
+    }
+
+    /// What this connection holds, of requests and replies, on the gateway's budget: given
+    /// back when the connection is dropped, however it ends (the holds' own `Drop`).
     pub(super) fn holds(&self) -> usize {
-        self.local_bodies + self.services_held + self.replies_held
+        self.requests.len() + self.services.len() + self.replies.len()
+    }
+
+    /// Whether the client may be granted more window now: the connection and the gateway may
+    /// hold more.
+    pub(super) fn may_grant(&self, budget: &Budget) -> bool {
+        self.holds() < limits::CONNECTION_BUFFERED && budget.room()
+    }
+
+    /// Whether the upstream is read: not while this connection holds replies and it or the
+    /// gateway may hold no more. The plugin's replies then wait in the plugin, paced by flow
+    /// control, rather than in the gateway.
+    pub(super) fn reads_upstream(&self, budget: &Budget) -> bool {
+        self.replies.is_empty() || self.may_grant(budget)
+    }
+
+    /// The splice grants the client `n` more bytes of connection window, counted where the
+    /// client may send it (`client_credit`). A grant past 2^31-1 is the granter's error, which
+    /// the client reports; the count stays.
+    pub(super) fn grant(&mut self, n: u32, to_client: &mut ToClient) {
+        to_client.window_update(StreamId::CONNECTION, n);
+        let _ = self.client_credit.increase(n);
+    }
+
+    /// Connection window for `n` bytes of a request the splice consumed: given back now if
+    /// the connection and the gateway may hold more, else once they may (`withheld`), so that
+    /// a client obeying flow control sends no more meanwhile.
+    pub(super) fn give_back(&mut self, n: u32, budget: &Budget, to_client: &mut ToClient) {
+        self.withheld += n as u64;
+        if self.withheld > 0 && self.withheld_since.is_none() {
+            self.withheld_since = Some(Instant::now());
+        }
+        self.grant_withheld(budget, to_client);
+    }
+
+    pub(super) fn grant_withheld(&mut self, budget: &Budget, to_client: &mut ToClient) {
+        if self.withheld == 0 || !self.may_grant(budget) {
+            return;
+        }
+        // Never more than a window may be: only a client sending past its window withholds more.
+        let n = std::mem::take(&mut self.withheld).min(frame::MAX_WINDOW as u64);
+        self.withheld_since = None;
+        self.grant(n as u32, to_client);
+    }
+
+    /// Nets the window owed to the upstream against what the splice's own replies took, and
+    /// gives back the rest on `to_upstream` (`None`: gone) once it is worth a frame.
+    pub(super) fn settle_owed(&mut self, to_upstream: Option<&mut BytesMut>) {
+        let net = self.owed_upstream.min(self.debt);
+        self.owed_upstream -= net;
+        self.debt -= net;
+        if let Some(out) = to_upstream.filter(|_| self.owed_upstream >= OWED_UPSTREAM_FLUSH) {
+            frame::put_window_update(out, StreamId::CONNECTION, self.owed_upstream as u32);
+            self.owed_upstream = 0;
+        }
     }
 }
 
 impl<C: Io, U: Io> Splice<C, U> {
-    /// Window granted the client on `stream` (the connection, or one stream), by the splice or
-    /// by the upstream through it: counted where the client may send it (`client_credit`). A
-    /// grant past 2^31-1 is the granter's error, which the client reports; the count stays.
-    pub(super) fn granted(&mut self, stream: StreamId, n: u32) {
-        let credit = if stream.is_connection() {
-            Some(&mut self.flow.client_credit)
-        } else {
-            self.streams.get_mut(&stream).map(|s| &mut s.credit)
-        };
-        if let Some(credit) = credit {
-            let _ = credit.increase(n);
-        }
-    }
-
-    /// The splice grants the client `n` more bytes of window on `stream` (0: the connection).
-    pub(super) fn grant(&mut self, stream: StreamId, n: u32) {
-        self.to_client.window_update(stream, n);
-        self.granted(stream, n);
-    }
-
     /// A client DATA frame of `len` bytes, against the windows the client was granted (RFC
     /// 9113 §6.9.1). Past the connection's: a connection error, FLOW_CONTROL_ERROR (the
     /// gateway cannot tell what else the client sent past it). Past only the stream's: a
@@ -83,13 +132,13 @@ impl<C: Io, U: Io> Splice<C, U> {
                 reason::FLOW_CONTROL_ERROR,
             ));
         }
-        let Some(stream) = self.streams.get_mut(&id).filter(|s| !s.request_done()) else {
+        let Some(stream) = self.streams.map.get_mut(&id).filter(|s| !s.request_done()) else {
             return Ok(true);
         };
         if stream.credit.consume(len).is_ok() {
             return Ok(true);
         }
-        self.grant(StreamId::CONNECTION, len as u32);
+        self.flow.grant(len as u32, &mut self.to_client);
         self.stream_error(
             id,
             reason::FLOW_CONTROL_ERROR,
@@ -126,8 +175,8 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             return Ok(());
         }
-        self.idle_stream_check(stream, "WINDOW_UPDATE")?;
-        let side = self.streams.get_mut(&stream).map(|s| &mut s.side);
+        self.streams.idle_check(stream)?;
+        let side = self.streams.map.get_mut(&stream).map(|s| &mut s.side);
         let own_window = match side {
             Some(Side::Local(l)) => Some(&mut l.window),
             Some(Side::Translated(t)) => Some(&mut t.window),
@@ -144,7 +193,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             return Ok(());
         }
-        match self.streams.get_mut(&stream).map(|s| &mut s.side) {
+        match self.streams.map.get_mut(&stream).map(|s| &mut s.side) {
             Some(Side::Local(_)) | Some(Side::Translated(_)) => {}
             Some(Side::Relayed) => self.to_upstream.extend_from_slice(whole),
             Some(Side::Service) => {
@@ -166,42 +215,6 @@ impl<C: Io, U: Io> Splice<C, U> {
         Ok(())
     }
 
-    /// `n` more request bytes held for a local call, on the connection's count and the
-    /// gateway's (`Shared::buffered`).
-    pub(super) fn hold(&mut self, n: usize) {
-        self.flow.local_bodies += n;
-        self.shared.buffered.take(n);
-    }
-
-    pub(super) fn let_go(&mut self, n: usize) {
-        self.flow.local_bodies -= n;
-        self.shared.buffered.give(n);
-    }
-
-    /// `n` more reply bytes held for the client, on the connection's count and the gateway's.
-    pub(super) fn hold_reply(&mut self, n: usize) {
-        self.flow.replies_held += n;
-        self.shared.buffered.take(n);
-    }
-
-    pub(super) fn let_go_reply(&mut self, n: usize) {
-        self.flow.replies_held -= n;
-        self.shared.buffered.give(n);
-    }
-
-    /// Whether the client may be granted more window now: the connection and the gateway may
-    /// hold more.
-    pub(super) fn may_grant(&self) -> bool {
-        self.flow.holds() < limits::CONNECTION_BUFFERED && self.shared.buffered.room()
-    }
-
-    /// Whether the upstream is read: not while this connection holds replies and it or the
-    /// gateway may hold no more. The plugin's replies then wait in the plugin, paced by flow
-    /// control, rather than in the gateway.
-    pub(super) fn reads_upstream(&self) -> bool {
-        self.flow.replies_held == 0 || self.may_grant()
-    }
-
     /// The upstream has not been read for `BUDGET_WAIT`. Replies whole and waiting for the
     /// client free their room as it reads; translated replies still coming would hold theirs
     /// without end (every connection's waiting for another's room): the largest is answered
@@ -210,6 +223,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         self.flow.replies_paused = Some(Instant::now());
         let largest = self
             .streams
+            .map
             .iter()
             .filter_map(|(id, s)| match &s.side {
                 Side::Translated(t) if !s.reply_done() && !t.reply.is_empty() => {
@@ -226,7 +240,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             held,
             "translated reply refused: no room to hold it"
         );
-        let head_sent = self.streams.get(&id).is_some_and(|s| s.reply_started());
+        let head_sent = self.streams.map.get(&id).is_some_and(|s| s.reply_started());
         let refusal = Status::resource_exhausted(format!(
             "the gateway holds all the replies it may (max_buffered_bytes, or {} bytes on this connection); this one waited {:?} for room",
             limits::CONNECTION_BUFFERED,
@@ -236,33 +250,13 @@ impl<C: Io, U: Io> Splice<C, U> {
         self.reply_translated(id, Err(refusal), head_sent);
     }
 
-    /// Connection window for `n` bytes of a local call's request the splice consumed: given
-    /// back now if the connection and the gateway may hold more, else once they may
-    /// (`withheld`), so that a client obeying flow control sends no more meanwhile.
-    pub(super) fn give_back(&mut self, n: u32) {
-        self.flow.withheld += n as u64;
-        if self.flow.withheld > 0 && self.flow.withheld_since.is_none() {
-            self.flow.withheld_since = Some(self.now);
-        }
-        self.grant_withheld();
-    }
-
-    pub(super) fn grant_withheld(&mut self) {
-        if self.flow.withheld == 0 || !self.may_grant() {
-            return;
-        }
-        // Never more than a window may be: only a client sending past its window withholds more.
-        let n = std::mem::take(&mut self.flow.withheld).min(frame::MAX_WINDOW as u64);
-        self.flow.withheld_since = None;
-        self.grant(StreamId::CONNECTION, n as u32);
-    }
-
     /// Window withheld `BUDGET_WAIT`: the connection's largest unfinished local request is
     /// answered RESOURCE_EXHAUSTED now and what it held let go.
     pub(super) fn make_room(&mut self) {
         self.flow.withheld_since = Some(Instant::now());
         let largest = self
             .streams
+            .map
             .iter()
             .filter_map(|(id, s)| match &s.side {
                 Side::Local(l) if !s.request_done() && l.cancel.is_none() && !l.body.is_empty() => {
@@ -287,27 +281,15 @@ impl<C: Io, U: Io> Splice<C, U> {
         let Some((_, id)) = largest else {
             return;
         };
-        let Some(Side::Local(local)) = self.streams.get_mut(&id).map(|s| &mut s.side) else {
+        let Some(Side::Local(local)) = self.streams.map.get_mut(&id).map(|s| &mut s.side) else {
             return;
         };
         local.refused = Some(refusal);
         let held = std::mem::take(&mut local.body).len();
         tracing::debug!(stream = %id, held, "request refused: no room to buffer it");
-        self.let_go(held);
+        self.flow.requests.release(held);
         self.start_local(id);
-        self.grant_withheld();
-    }
-
-    /// Nets the window owed to the upstream against what the splice's own replies took, and
-    /// gives back the rest once it is worth a frame.
-    pub(super) fn settle_owed(&mut self) {
-        let net = self.flow.owed_upstream.min(self.flow.debt);
-        self.flow.owed_upstream -= net;
-        self.flow.debt -= net;
-        if self.flow.owed_upstream >= OWED_UPSTREAM_FLUSH && !self.go_away.upstream_gone {
-            let n = self.flow.owed_upstream as u32;
-            frame::put_window_update(&mut self.to_upstream, StreamId::CONNECTION, n);
-            self.flow.owed_upstream = 0;
-        }
+        self.flow
+            .grant_withheld(&self.env.shared.buffered, &mut self.to_client);
     }
 }

@@ -20,6 +20,24 @@ pub(super) struct GoAway {
     pub(super) going_away_later: bool,
 }
 
+impl GoAway {
+    /// Asks the client to take its next calls to a new connection, while this one still
+    /// serves whatever arrives (RFC 9113 §6.8: the highest id, then streams may still come).
+    pub(super) fn hint(&mut self, to_client: &mut ToClient) {
+        if self.last_sent.is_none() {
+            self.send(StreamId::MAX, to_client);
+        }
+    }
+
+    /// A GOAWAY naming `last`, or the last one sent if lower; returns the id it named.
+    pub(super) fn send(&mut self, last: StreamId, to_client: &mut ToClient) -> StreamId {
+        let last = self.last_sent.map_or(last, |sent| sent.min(last));
+        to_client.goaway(last, reason::NO_ERROR);
+        self.last_sent = Some(last);
+        last
+    }
+}
+
 impl<C: Io, U: Io> Splice<C, U> {
     /// The upstream's GOAWAY stays on this hop. Its relayed streams above the upstream's last
     /// id were never processed: refused to the client (REFUSED_STREAM, which a client may
@@ -38,6 +56,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         self.go_away.upstream_draining = true;
         let refused: Vec<StreamId> = self
             .streams
+            .map
             .iter()
             .filter(|(id, s)| **id > last && s.side.on_upstream() && !s.reply_started())
             .map(|(id, _)| *id)
@@ -51,7 +70,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 Some("refused: the upstream went away before it took the call".into()),
             );
         }
-        self.hint_go_away();
+        self.go_away.hint(&mut self.to_client);
     }
 
     /// Tells the client to open no more streams here; those already open finish.
@@ -59,35 +78,20 @@ impl<C: Io, U: Io> Splice<C, U> {
         if self.go_away.going_away.is_some() {
             return;
         }
-        if self.reply_block.is_some() {
+        if self.blocks.reply_block.is_some() {
             // Not inside the upstream's header block: the next loop turn sends it.
             return self.go_away.going_away_later = true;
         }
-        let last = self.send_goaway(self.last_stream);
+        let last = self.go_away.send(self.streams.last, &mut self.to_client);
         self.go_away.going_away = Some(last);
         self.services.shut_down();
-    }
-
-    /// Asks the client to take its next calls to a new connection, while this one still
-    /// serves whatever arrives (RFC 9113 §6.8: the highest id, then streams may still come).
-    pub(super) fn hint_go_away(&mut self) {
-        if self.go_away.last_sent.is_none() {
-            self.send_goaway(StreamId::MAX);
-        }
-    }
-
-    pub(super) fn send_goaway(&mut self, last: StreamId) -> StreamId {
-        let last = self.go_away.last_sent.map_or(last, |sent| sent.min(last));
-        self.to_client.goaway(last, reason::NO_ERROR);
-        self.go_away.last_sent = Some(last);
-        last
     }
 
     // ---- stream bookkeeping ----
 
     /// Reports every stream still open when the connection ends.
     pub(super) fn finish_all(&mut self, code: Code, origin: Origin, why: &str) {
-        let ids: Vec<StreamId> = self.streams.keys().copied().collect();
+        let ids: Vec<StreamId> = self.streams.map.keys().copied().collect();
         for id in ids {
             self.end_stream(id, code, origin, Some(why.to_string()));
         }

@@ -23,6 +23,25 @@ pub(super) struct LocalCalls {
     pub(super) replying: VecDeque<StreamId>,
 }
 
+impl LocalCalls {
+    /// A local call with no room for its reply waits (`waiting_room`).
+    pub(super) fn wait_for_room(&mut self, id: StreamId) {
+        if !self.waiting_room.iter().any(|&(w, _)| w == id) {
+            tracing::debug!(stream = %id, "call waits for room for its reply");
+            self.waiting_room.push_back((id, Instant::now()));
+        }
+    }
+
+    /// Calls or service streams (`services_short`) wait for room: they look again in
+    /// `BUDGET_RETRY` (room another connection makes is not announced).
+    pub(super) fn note_short_of_room(&mut self, services_short: bool) {
+        let short = !self.waiting_room.is_empty() || services_short;
+        if short && self.room_retry.is_none() {
+            self.room_retry = Some(Instant::now() + BUDGET_RETRY);
+        }
+    }
+}
+
 /// Room in the gateway's budget (`Shared::buffered`) a call it answers itself takes before it
 /// starts: the largest reply such a (unary) call is expected to produce, a whole message. Its
 /// reply is made whole before a byte of it is sent, so its room must be had first: else calls
@@ -51,23 +70,32 @@ pub(super) struct Local {
     pub(super) cancel: Option<tokio::sync::oneshot::Sender<()>>,
     /// The room its reply may take (`REPLY_ROOM`), reserved before the call starts: given
     /// back once the reply is made and held at its real size, or with the stream.
-    pub(super) room: Option<Held>,
+    pub(super) room: Option<Hold>,
 }
 
-/// Bytes on the gateway's count (`Shared::buffered`) until dropped, however what holds them
-/// ends: a local call's request bytes, or room reserved for a reply.
-pub(in crate::splice) struct Held(Arc<Shared>, usize);
-
-impl Held {
-    /// `n` bytes of room, if the gateway has them within its limit.
-    pub(in crate::splice) fn reserve(shared: &Arc<Shared>, n: usize) -> Option<Held> {
-        shared.buffered.try_take(n).then(|| Held(shared.clone(), n))
-    }
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        self.0.buffered.give(self.1);
+impl Local {
+    /// A DATA frame's `content` of the request: held until whole, on the connection's
+    /// `requests` (dropped once refused or answered). Returns whether this frame made the
+    /// call refused: a request larger than a message may be is answered at once.
+    pub(super) fn take(&mut self, content: &[u8], requests: &mut Hold) -> bool {
+        // Refused, or answered already (`start_local`): what comes is dropped.
+        if self.refused.is_some() || self.cancel.is_some() {
+            return false;
+        }
+        let refusal = if self.body.len() + content.len() > MAX_MESSAGE_BYTES + 5 {
+            format!("request larger than {MAX_MESSAGE_BYTES} bytes")
+        } else if requests.len() + content.len() > MAX_LOCAL_BODIES {
+            // Only a client that sends past its window gets here (`CONNECTION_BUFFERED`).
+            format!("the connection's calls hold {MAX_LOCAL_BODIES} bytes of requests already")
+        } else {
+            self.body.extend_from_slice(content);
+            requests.add(content.len());
+            return false;
+        };
+        let too_large = self.body.len() + content.len() > MAX_MESSAGE_BYTES + 5;
+        self.refused = Some(Status::resource_exhausted(refusal));
+        requests.release(std::mem::take(&mut self.body).len());
+        too_large
     }
 }
 
@@ -122,8 +150,9 @@ impl<C: Io, U: Io> Splice<C, U> {
         answer: Result<Vec<u8>, Status>,
         head_sent: bool,
     ) {
-        self.drop_translated_reply(id);
-        let Some(stream) = self.streams.get_mut(&id) else {
+        self.streams
+            .drop_translated_reply(id, &mut self.flow.replies);
+        let Some(stream) = self.streams.map.get_mut(&id) else {
             return;
         };
         let window = match &stream.side {
@@ -139,7 +168,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             ..Local::default()
         });
         self.local.replying.push_back(id);
-        self.hold_reply(held);
+        self.flow.replies.add(held);
     }
 
     /// Starts answering a local stream whose request is complete.
@@ -147,16 +176,16 @@ impl<C: Io, U: Io> Splice<C, U> {
         // Not started already (its report is taken then), and not answered already: a
         // translated call whose plugin replied before the client's request ended
         // (`Asked::Relayed`) is never made a second time.
-        let startable = self.streams.get(&id).is_some_and(|s| {
+        let startable = self.streams.map.get(&id).is_some_and(|s| {
             s.report.is_some() && matches!(&s.side, Side::Local(l) if l.reply.is_none())
         });
         if !startable {
             return;
         }
         if !self.has_reply_room(id) {
-            return self.wait_for_room(id);
+            return self.local.wait_for_room(id);
         }
-        let Some(stream) = self.streams.get_mut(&id) else {
+        let Some(stream) = self.streams.map.get_mut(&id) else {
             return;
         };
         let (Side::Local(local), Some(mut report)) = (&mut stream.side, stream.report.take())
@@ -165,13 +194,12 @@ impl<C: Io, U: Io> Splice<C, U> {
         };
         let body = std::mem::take(&mut local.body).freeze();
         // Off the connection's count, on the gateway's until the call ends with its request.
-        self.flow.local_bodies -= body.len();
-        let held = Held(self.shared.clone(), body.len());
+        let held = self.flow.requests.split(body.len());
         let started = stream.started;
         let refused = local.refused.take();
         let timeout = local.timeout;
-        let shared = self.shared.clone();
-        let identical = self.identical;
+        let shared = self.env.shared.clone();
+        let identical = self.env.identical;
         let (cancel, mut cancelled) = tokio::sync::oneshot::channel();
         local.cancel = Some(cancel);
         self.local.calls.push(Box::pin(async move {
@@ -199,13 +227,13 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// is refused (its reply is its status alone, which needs no room).
     fn has_reply_room(&mut self, id: StreamId) -> bool {
         let others = self.flow.holds();
-        let Some(Side::Local(local)) = self.streams.get_mut(&id).map(|s| &mut s.side) else {
+        let Some(Side::Local(local)) = self.streams.map.get_mut(&id).map(|s| &mut s.side) else {
             return false;
         };
         if local.refused.is_some() || local.room.is_some() || self.local.free_call == Some(id) {
             return true;
         }
-        local.room = Held::reserve(&self.shared, REPLY_ROOM);
+        local.room = self.env.shared.buffered.reserve(REPLY_ROOM);
         if local.room.is_some() {
             return true;
         }
@@ -216,23 +244,6 @@ impl<C: Io, U: Io> Splice<C, U> {
         true
     }
 
-    /// A local call with no room for its reply waits (`waiting_room`).
-    pub(super) fn wait_for_room(&mut self, id: StreamId) {
-        if !self.local.waiting_room.iter().any(|&(w, _)| w == id) {
-            tracing::debug!(stream = %id, "call waits for room for its reply");
-            self.local.waiting_room.push_back((id, Instant::now()));
-        }
-    }
-
-    /// Calls or service streams wait for room: they look again in `BUDGET_RETRY` (room another
-    /// connection makes is not announced).
-    pub(super) fn note_short_of_room(&mut self) {
-        let short = !self.local.waiting_room.is_empty() || self.services.short_of_room();
-        if short && self.local.room_retry.is_none() {
-            self.local.room_retry = Some(Instant::now() + BUDGET_RETRY);
-        }
-    }
-
     /// Starts the waiting calls, oldest first, as long as the gateway has room for their
     /// replies.
     pub(super) fn admit_waiting(&mut self) -> bool {
@@ -240,7 +251,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         while let Some(&(id, _)) = self.local.waiting_room.front() {
             // Else gone, or answered otherwise meanwhile.
             let waits = matches!(
-                self.streams.get(&id).map(|s| &s.side),
+                self.streams.map.get(&id).map(|s| &s.side),
                 Some(Side::Local(l)) if l.room.is_none() && l.reply.is_none()
             );
             if waits && !self.has_reply_room(id) {
@@ -262,7 +273,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let now = Instant::now();
         let mut refused = Vec::new();
         self.local.waiting_room.retain(|&(id, since)| {
-            let Some(stream) = self.streams.get(&id) else {
+            let Some(stream) = self.streams.map.get(&id) else {
                 return false;
             };
             let Side::Local(local) = &stream.side else {
@@ -284,7 +295,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         });
         for (id, status) in refused {
             tracing::debug!(stream = %id, code = ?status.code(), "call refused: no room for its reply");
-            if let Some(Side::Local(local)) = self.streams.get_mut(&id).map(|s| &mut s.side) {
+            if let Some(Side::Local(local)) = self.streams.map.get_mut(&id).map(|s| &mut s.side) {
                 local.refused = Some(status);
                 self.start_local(id);
             }
@@ -296,13 +307,13 @@ impl<C: Io, U: Io> Splice<C, U> {
         if self.local.free_call == Some(id) {
             self.local.free_call = None;
         }
-        let Some(stream) = self.streams.get_mut(&id) else {
+        let Some(stream) = self.streams.map.get_mut(&id) else {
             // The client reset the stream meanwhile: the call is reported, not answered.
             report.fail(
                 Origin::Client,
                 &Status::cancelled("the client reset the stream"),
             );
-            return observe::finish(&report, started.elapsed(), &self.shared.redactor);
+            return observe::finish(&report, started.elapsed(), &self.env.shared.redactor);
         };
         let Side::Local(local) = &mut stream.side else {
             return;
@@ -314,7 +325,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let room = local.room.take();
         stream.report = Some(report);
         self.local.replying.push_back(id);
-        self.hold_reply(held);
+        self.flow.replies.add(held);
         drop(room);
     }
 
@@ -328,14 +339,14 @@ impl<C: Io, U: Io> Splice<C, U> {
             if passed >= self.local.replying.len() {
                 return;
             }
-            if self.reply_block.is_some() || self.client_settings_unacked() {
+            if self.blocks.reply_block.is_some() || self.settings.client_unacked() {
                 return;
             }
             let out = self.to_client.replies();
             let Some(Stream {
                 side: Side::Local(local),
                 ..
-            }) = self.streams.get_mut(&id)
+            }) = self.streams.map.get_mut(&id)
             else {
                 self.local.replying.pop_front();
                 continue;
@@ -350,7 +361,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             let only_head = reply.data.is_empty() && reply.trailers.is_none();
             if let Some(head) = reply.head.take() {
                 let mut block = Vec::with_capacity(head.len() + 4);
-                self.upstream_decoder.own_block(&mut block);
+                self.blocks.upstream_decoder.own_block(&mut block);
                 block.extend_from_slice(&head);
                 frame::put_headers(out, id, &block, only_head, self.settings.client_max_frame);
             }
@@ -376,8 +387,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 let spent_too = local.window.consume(piece.len());
                 debug_assert!(spent.is_ok() && spent_too.is_ok());
                 self.flow.debt += piece.len() as u64;
-                self.flow.replies_held -= piece.len();
-                self.shared.buffered.give(piece.len());
+                self.flow.replies.release(piece.len());
                 if out.len() >= HIGH_WATER {
                     break;
                 }
@@ -393,12 +403,12 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             if let Some(trailers) = reply.trailers.take() {
                 let mut block = Vec::with_capacity(trailers.len() + 4);
-                self.upstream_decoder.own_block(&mut block);
+                self.blocks.upstream_decoder.own_block(&mut block);
                 block.extend_from_slice(&trailers);
                 frame::put_headers(out, id, &block, true, self.settings.client_max_frame);
             }
             self.local.replying.pop_front();
-            let request_done = self.streams.get(&id).is_some_and(|s| s.request_done());
+            let request_done = self.streams.map.get(&id).is_some_and(|s| s.request_done());
             if !request_done {
                 // Answered before the client finished (a refused oversized request).
                 self.to_client.rst_stream(id, reason::NO_ERROR);
@@ -414,8 +424,9 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// windows like the splice's own replies. After, trailers end it. A client still sending
     /// its request is told to stop (RST_STREAM NO_ERROR, RFC 9113 §8.1).
     pub(super) fn answer_instead(&mut self, id: StreamId, s: &Status) {
-        self.drop_translated_reply(id);
-        let Some(stream) = self.streams.get_mut(&id) else {
+        self.streams
+            .drop_translated_reply(id, &mut self.flow.replies);
+        let Some(stream) = self.streams.map.get_mut(&id) else {
             return;
         };
         let encoded = match (stream.reply_started(), stream.report.as_mut()) {
@@ -438,12 +449,12 @@ impl<C: Io, U: Io> Splice<C, U> {
                 ..Local::default()
             });
             self.local.replying.push_back(id);
-            self.hold_reply(held);
+            self.flow.replies.add(held);
             return;
         }
         let status = encoded.err().unwrap_or_else(|| s.clone());
         let mut block = Vec::with_capacity(128);
-        self.upstream_decoder.own_block(&mut block);
+        self.blocks.upstream_decoder.own_block(&mut block);
         if !stream.reply_started() {
             headers::reply_head(&mut block);
         }

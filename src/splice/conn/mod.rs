@@ -73,8 +73,9 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
+use crate::budget::{Budget, Hold};
 use crate::call::answer::Identical;
-use crate::call::plan::{self, Admission, Plan};
+use crate::call::plan;
 use crate::call::{answer as call, rescue as reply};
 use crate::front::router::{Inline, Route};
 use crate::front::services;
@@ -92,11 +93,13 @@ use crate::front::limits::{self, Limits, Rate};
 
 use super::io::{write, Io, Unattached};
 use super::local_stream::{self, LocalStreams};
-use csi_gateway_wire::flow::Window;
+use csi_gateway_wire::flow::{Window, WindowError};
 use csi_gateway_wire::frame::{self, reason, Head, Kind, Reason, StreamId};
 use csi_gateway_wire::headers;
 
+mod blocks;
 mod client_side;
+mod env;
 mod flow;
 mod go_away;
 mod local;
@@ -112,15 +115,17 @@ mod translated;
 mod upstream_side;
 mod writer;
 
+use blocks::{Block, Blocks};
+use client_side::RequestBlock;
+use env::Env;
 use flow::Flow;
 use go_away::GoAway;
-pub(super) use local::Held;
 use local::{Local, LocalCalls};
 use ping::Ping;
-use settings::Settings;
-use streams::{Block, Side, State, Stream};
+use settings::{upstream_acked, Settings};
+use streams::{Side, State, Stream, Streams};
 use timers::Timers;
-use translated::{Asked, Translated, MAX_TRANSLATED_REQUEST};
+use translated::{Asked, Translated, SPARE_BUFFER, SPARE_TRANSLATED};
 use writer::ToClient;
 
 /// Reading pauses while this much waits to be written the other way.
@@ -155,18 +160,16 @@ const BUDGET_RETRY: Duration = Duration::from_millis(50);
 const MAX_FRAME: u32 = 64 * 1024;
 
 pub struct Splice<C, U> {
-    shared: Arc<Shared>,
-    /// The plugin this connection's upstream connection reaches; `None` on a connection
-    /// started without one when no plugin was ever detected (`unattached`).
-    live: Option<Arc<Live>>,
     client: C,
     upstream: U,
+    /// What the connection serves and for whom: the gateway, its plugin, the client's limits
+    /// and rule (`env`).
+    env: Env,
     from_client: BytesMut,
     from_upstream: BytesMut,
     /// What goes to the client: frames passed on, and the gateway's own (`writer`).
     to_client: ToClient,
     to_upstream: BytesMut,
-    limits: Limits,
     preface: bool,
     /// SETTINGS per hop (`settings`).
     settings: Settings,
@@ -174,26 +177,15 @@ pub struct Splice<C, U> {
     dead: bool,
     /// Since when each timeout counts, and the calls' deadlines (`timers`).
     timers: Timers,
-    client_decoder: headers::Decoder,
-    upstream_decoder: headers::Decoder,
-    /// A request header block still waiting for its CONTINUATION frames.
-    request_block: Option<Block>,
-    /// A reply header block whose frames went on but which is not complete: nothing may be
-    /// written to the client between its frames.
-    reply_block: Option<Block>,
-    /// Looked up on every frame: foldhash, at a fraction of SipHash's cost. At most
-    /// `max_concurrent_streams` entries, which bounds what ids chosen to collide could cost.
-    streams: foldhash::HashMap<StreamId, Stream>,
-    last_stream: StreamId,
+    /// Header blocks: both sides' decoding contexts, blocks midway, and how the client's go on
+    /// (`blocks`).
+    blocks: Blocks,
+    /// The streams, and what the connection remembers of those that ended (`streams`).
+    streams: Streams,
     /// Flow control, and what the connection holds of the buffer budget (`flow`).
     flow: Flow,
-    /// A request block whose `:path` was rewritten in place, kept to be reused by the next.
-    rewritten: Vec<u8>,
-    /// The `:path` fields put in place of the client's in its frames as they came.
-    path_fields: headers::PathFields,
     /// GOAWAY per hop and shutdown (`go_away`).
     go_away: GoAway,
-    resets: Rate,
     /// The calls the splice answers itself (`local`).
     local: LocalCalls,
     /// Frames read and not handled yet: handling stopped to write a piece (`PIECE`).
@@ -201,44 +193,11 @@ pub struct Splice<C, U> {
     upstream_unhandled: bool,
     /// Streams served by the gateway's own services (`local_stream`).
     services: LocalStreams,
-    /// Relayed calls that ended, with when they started: counted and logged once this turn's
-    /// bytes are written, so that no reply waits on the bookkeeping of the calls before it.
-    ended: Vec<(Report, Instant)>,
     /// When the bytes being handled were read.
     now: Instant,
-    /// Set once a request block was not forwarded (see `forward_request_block`).
-    reencode: bool,
-    /// Set once an upstream header block was kept from the client and changed the upstream's
-    /// table: the client's table no longer follows it, and every reply block the client gets
-    /// from then on is re-encoded as literals (`headers::reply_reencoded`).
-    reencode_replies: bool,
-    /// The connection has had a stream the splice opened on the upstream for itself (a
-    /// translated call) or reset there: from then on the upstream's stream frames are sorted
-    /// (`passes_on`) rather than all passed on.
-    own_streams: bool,
-    /// Streams the splice reset on the upstream (most recent last): frames the upstream sent
-    /// before it saw the reset are dropped, not passed to the client.
-    reset_upstream: VecDeque<StreamId>,
-    /// Streams whose half the client closed (END_STREAM, RST_STREAM) and that have since
-    /// ended, most recent last: a later DATA on one is a stream error STREAM_CLOSED (RFC 9113
-    /// §5.1; a HEADERS is a reused id, a connection error). DATA on a stream the splice ended
-    /// while the client was still sending is dropped instead, as frames in flight may be.
-    client_closed: VecDeque<StreamId>,
-    /// Ended translated calls' state, kept for the next ones (see `recycle`): boxed, as
-    /// `Side::Translated` holds it, so that the box is what is used again.
-    #[allow(clippy::vec_box)]
-    spare: Vec<Box<Translated>>,
     shutdown: watch::Receiver<bool>,
-    /// What the client may call, for a peer of the appliance listener (`None`: anything).
-    authorization: Option<Arc<Authorization>>,
-    /// Set once the client finished a request (`served`): a call in flight counts, however
-    /// long its plugin takes.
-    served: crate::front::listener::Served,
     /// PINGs per hop and the upstream keepalive (`ping`).
     ping: Ping,
-    /// What the calls the splice answers itself do with a wire-identical message: passed on
-    /// on an unattached connection, translated on a spliced one (`call::answer::Identical`).
-    identical: Identical,
 }
 
 /// Connection window owed to the upstream, kept until this much (see `Flow::owed_upstream`).
@@ -269,7 +228,7 @@ impl<C: Io> Splice<C, Unattached> {
     ) -> Self {
         let mut splice = Splice::build(shared, live, client, Unattached, shutdown);
         splice.go_away.upstream_gone = true;
-        splice.identical = Identical::PassedOn;
+        splice.env.identical = Identical::PassedOn;
         splice.own_preface();
         splice
     }
@@ -293,73 +252,45 @@ impl<C: Io, U: Io> Splice<C, U> {
         upstream: U,
         shutdown: watch::Receiver<bool>,
     ) -> Splice<C, U> {
-        let limits = shared.limits.clone();
-        let client_decoder = client_decoder(&shared, live.as_deref());
-        let services = LocalStreams::new(shared.clone());
+        let env = Env::new(shared, live);
+        let services = LocalStreams::new(env.shared.clone());
         Splice {
-            shared,
-            live,
             client,
             upstream,
             from_client: BytesMut::with_capacity(64 * 1024),
             from_upstream: BytesMut::with_capacity(64 * 1024),
             to_client: ToClient::new(),
             to_upstream: BytesMut::with_capacity(64 * 1024),
-            limits,
             preface: false,
             dead: false,
-            client_decoder,
-            upstream_decoder: headers::Decoder::default(),
-            request_block: None,
-            reply_block: None,
-            streams: HashMap::default(),
-            last_stream: StreamId::CONNECTION,
-            rewritten: Vec::new(),
-            path_fields: headers::PathFields::default(),
-            resets: Rate::default(),
+            blocks: Blocks::new(env.client_decoder()),
+            streams: Streams::default(),
             client_unhandled: false,
             upstream_unhandled: false,
             services,
-            ended: Vec::new(),
             now: Instant::now(),
-            reencode: false,
-            reencode_replies: false,
-            own_streams: false,
-            reset_upstream: VecDeque::new(),
-            client_closed: VecDeque::new(),
-            spare: Vec::new(),
             settings: Settings::default(),
             go_away: GoAway::default(),
             ping: Ping::default(),
-            flow: Flow::default(),
+            flow: Flow::new(&env.shared.buffered),
             local: LocalCalls::default(),
             timers: Timers::new(),
             shutdown,
-            authorization: None,
-            served: Default::default(),
-            identical: Identical::Translated,
-        }
-    }
-
-    /// What the upstream is called in messages and logs.
-    fn upstream_name(&self) -> String {
-        match &self.live {
-            Some(live) => live.conn.endpoint().to_string(),
-            None => "(no plugin detected)".to_string(),
+            env,
         }
     }
 
     /// Lets the client call only what `authorization` allows: a stream to another CSI service
     /// is answered by the splice with PERMISSION_DENIED (`call::plan::admit`).
     pub fn authorized(mut self, authorization: Option<Arc<Authorization>>) -> Self {
-        self.authorization = authorization;
+        self.env.authorization = authorization;
         self
     }
 
     /// Marks `served` once the client finished a request: the listener keeps such a
     /// connection's slot when every slot is taken.
     pub fn served(mut self, served: crate::front::listener::Served) -> Self {
-        self.served = served;
+        self.env.served = served;
         self
     }
 
@@ -410,7 +341,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         // The client's: it hung up, broke the protocol or timed out (a lost upstream ends its
         // streams in `upstream_lost`).
         self.finish_all(Code::Cancelled, Origin::Client, "connection closed");
-        self.report_ended();
+        self.streams.report_ended(&self.env.shared.redactor);
         // What a TLS side still holds (its last records) goes out before the connection is
         // dropped; a UNIX socket holds nothing.
         let _ = tokio::time::timeout(Duration::from_secs(1), self.client.flush()).await;
@@ -423,7 +354,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             if self.to_upstream.len() >= HIGH_WATER && !self.go_away.upstream_gone {
                 // The client is not read while the plugin takes its time: a frame or header
                 // block the client began waits on the plugin, not on the client.
-                self.restart_client_timers();
+                self.timers.restart_client();
             }
             if (self.to_upstream.len() < HIGH_WATER || self.go_away.upstream_gone)
                 && self.to_client.len() < 2 * HIGH_WATER
@@ -447,7 +378,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             // Requests go on before replies are looked at: the upstream has the longer way to go.
             progress |= self.flush_upstream(cx);
-            let reads = self.reads_upstream();
+            let reads = self.flow.reads_upstream(&self.env.shared.buffered);
             self.flow.replies_paused = match reads {
                 true => None,
                 false => self.flow.replies_paused.or(Some(self.now)),
@@ -494,20 +425,23 @@ impl<C: Io, U: Io> Splice<C, U> {
             if !self.local.waiting_room.is_empty() {
                 progress |= self.admit_waiting();
             }
-            self.grant_withheld();
+            self.flow
+                .grant_withheld(&self.env.shared.buffered, &mut self.to_client);
             if self.flow.owed_upstream > 0 {
-                self.settle_owed();
+                let upstream = (!self.go_away.upstream_gone).then_some(&mut self.to_upstream);
+                self.flow.settle_owed(upstream);
             }
             if !self.services.is_empty() {
                 progress |= self.poll_services(cx);
             }
-            if self.go_away.going_away_later && self.reply_block.is_none() {
+            if self.go_away.going_away_later && self.blocks.reply_block.is_none() {
                 self.go_away.going_away_later = false;
                 self.go_away();
             }
             self.to_client.release();
-            self.note_idle();
-            self.note_short_of_room();
+            let idle = self.streams.map.is_empty() && self.local.calls.is_empty();
+            self.timers.note_idle(idle);
+            self.local.note_short_of_room(self.services.short_of_room());
             if let Some(out) = self.to_client.writable() {
                 match write(&mut self.client, out, cx, "client") {
                     Ok(moved) => progress |= moved,
@@ -515,7 +449,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 }
             }
             progress |= self.flush_upstream(cx);
-            self.report_ended();
+            self.streams.report_ended(&self.env.shared.redactor);
             if self.finished() || self.dead {
                 return Poll::Ready(());
             }
@@ -543,7 +477,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// stream and its last written byte.
     fn finished(&self) -> bool {
         self.go_away.going_away.is_some()
-            && self.streams.is_empty()
+            && self.streams.map.is_empty()
             && self.local.calls.is_empty()
             && self.to_client.is_empty()
     }
@@ -552,14 +486,14 @@ impl<C: Io, U: Io> Splice<C, U> {
         match e {
             Broken::Client(what, code) => {
                 tracing::debug!(error = what, "client broke the HTTP/2 protocol");
-                if self.reply_block.is_none() {
+                if self.blocks.reply_block.is_none() {
                     let last = self
                         .go_away
                         .last_sent
-                        .map_or(self.last_stream, |s| s.min(self.last_stream));
+                        .map_or(self.streams.last, |s| s.min(self.streams.last));
                     // The upstream's settings never came: the connection ends anyway, so the
                     // gateway's own SETTINGS opens it, and GOAWAY closes it.
-                    let settings = self.own_settings();
+                    let settings = self.env.own_settings();
                     let out = self.to_client.closing(last, code, &settings);
                     // Best effort: the connection is over either way.
                     let _ = write(&mut self.client, out, &mut noop_context(), "client");
@@ -571,28 +505,6 @@ impl<C: Io, U: Io> Splice<C, U> {
     }
 
     // ---- client to upstream ----
-}
-
-/// What the connection still holds of its requests is the gateway's again, however it ended:
-/// also when the listener closed it for a new client (its task aborted, `finish_all` never run).
-impl<C, U> Drop for Splice<C, U> {
-    fn drop(&mut self) {
-        let held = self.flow.holds();
-        self.shared.buffered.give(held);
-    }
-}
-
-/// The decoding context of a client's request blocks, keeping apart the table of the plugin
-/// they go on to where the splice rewrites a `:path` to one of another length.
-/// The client's decoder; it follows the `:path`s the upstream's dialect renames, which only a
-/// connection with an upstream of its own relays.
-fn client_decoder(shared: &Shared, live: Option<&Live>) -> headers::Decoder {
-    let mut decoder = headers::Decoder::default();
-    if let Some(live) = live {
-        let staging = live.session.requires_staging;
-        decoder.follow_renames(shared.router.renames(live.detected.dialect, staging));
-    }
-    decoder
 }
 
 /// Why a request whose DATA does not add up to its `content-length` was reset.

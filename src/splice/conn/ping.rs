@@ -24,57 +24,36 @@ impl Ping {
     pub(super) fn next_in_an_interval(&mut self) {
         self.at = self.keepalive.map(|k| Instant::now() + k.interval);
     }
-}
 
-impl<C: Io, U: Io> Splice<C, U> {
-    /// A client's PING: answered (its ACK carries its payload). An ACK from the client is
-    /// none of the gateway's business: it sends the client no PING.
-    pub(super) fn client_ping(&mut self, head: &Head, payload: &[u8]) {
+    /// The upstream's PING: answered on `out`; or the ACK of the gateway's keepalive PING,
+    /// after which the next is due in `keepalive.interval`.
+    pub(super) fn upstream(&mut self, head: &Head, payload: &[u8], out: &mut BytesMut) {
         if !head.has(frame::ACK) {
-            self.to_client.ping_ack(payload);
+            frame::put(out, Kind::Ping, frame::ACK, StreamId::CONNECTION, payload);
+        } else if payload == KEEPALIVE_PING && self.out {
+            self.out = false;
+            self.next_in_an_interval();
         }
     }
 
-    /// The upstream's PING: answered; or the ACK of the gateway's keepalive PING, after which
-    /// the next is due in `keepalive.interval`.
-    pub(super) fn upstream_ping(&mut self, head: &Head, payload: &[u8]) {
-        if !head.has(frame::ACK) {
-            frame::put(
-                &mut self.to_upstream,
-                Kind::Ping,
-                frame::ACK,
-                StreamId::CONNECTION,
-                payload,
-            );
-        } else if payload == KEEPALIVE_PING && self.ping.out {
-            self.ping.out = false;
-            self.ping.next_in_an_interval();
+    /// A keepalive PING is due, sent on `out`, or the last one's ACK is overdue: `Err` then,
+    /// saying why the upstream is given up. No PING goes before the client's SETTINGS
+    /// (`client_seen`), which the upstream's first frame must answer.
+    pub(super) fn due(&mut self, client_seen: bool, out: &mut BytesMut) -> Result<(), String> {
+        let Some(k) = self.keepalive else {
+            return Ok(());
+        };
+        if !client_seen {
+            self.next_in_an_interval();
+            return Ok(());
         }
-    }
-
-    /// A keepalive PING is due, or the last one's ACK is overdue.
-    pub(super) fn keepalive_due(&mut self) {
-        let Some(k) = self.ping.keepalive else { return };
-        if !self.settings.client_seen {
-            // The upstream's first frame must be the SETTINGS that follows the preface, which
-            // the client's own SETTINGS brings: no PING before it.
-            self.ping.next_in_an_interval();
-            return;
+        if self.out {
+            self.at = None;
+            return Err(format!("no keepalive ping reply within {:?}", k.timeout));
         }
-        if self.ping.out {
-            let why = format!("no keepalive ping reply within {:?}", k.timeout);
-            tracing::warn!(upstream = %self.upstream_name(), reason = %why, "upstream peer unresponsive; dropping the connection");
-            self.ping.at = None;
-            return self.upstream_lost(&why);
-        }
-        frame::put(
-            &mut self.to_upstream,
-            Kind::Ping,
-            0,
-            StreamId::CONNECTION,
-            &KEEPALIVE_PING,
-        );
-        self.ping.out = true;
-        self.ping.at = Some(Instant::now() + k.timeout);
+        frame::put(out, Kind::Ping, 0, StreamId::CONNECTION, &KEEPALIVE_PING);
+        self.out = true;
+        self.at = Some(Instant::now() + k.timeout);
+        Ok(())
     }
 }

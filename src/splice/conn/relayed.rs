@@ -17,7 +17,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         renumber: Option<&RequestCheck>,
     ) -> Result<(), Broken> {
         let payload = &whole[frame::HEAD_LEN..];
-        let Some(stream) = self.streams.get_mut(&head.stream) else {
+        let Some(stream) = self.streams.map.get_mut(&head.stream) else {
             return Ok(());
         };
         if let Some(report) = stream.report.as_mut() {
@@ -41,81 +41,29 @@ impl<C: Io, U: Io> Splice<C, U> {
         Ok(())
     }
 
-    /// Gives a new stream's request the `:authority` every UNIX-socket leg of the gateway sends
-    /// (`headers::LOCAL_AUTHORITY`), so that a plugin that checks it (any tonic plugin) serves
-    /// clients that send the socket path. A client that sends something else gets its blocks
-    /// re-encoded from then on. False when the block cannot be rewritten (its fields were not
-    /// kept): the splice answers that stream itself, on the gateway's own upstream connection.
-    pub(super) fn localize(&mut self, request: &mut headers::Request, kept: bool) -> bool {
-        if request.local_authority {
-            return true;
-        }
-        self.reencode = true;
-        if kept {
-            headers::localize_authority(&mut request.fields);
-        }
-        kept
-    }
-
-    /// Gives a wire-identical call's request the upstream's `:path`. While the upstream's
-    /// decoding context follows the client's, in place ([`headers::rebuild`]: every such
-    /// path is rewritten the same way on this connection, and where the two differ in length
-    /// the client's decoder keeps the upstream's table apart, `headers::Follower`); else with
-    /// the local `:authority`, re-encoding the connection's request blocks from now on. False
-    /// when the block can be neither (its fields were not kept): the splice answers that
-    /// stream itself, translated, on the gateway's own upstream connection.
-    pub(super) fn rewrite_path(
-        &mut self,
-        request: &mut headers::Request,
-        kept: bool,
-        from: &str,
-        path: &'static str,
-    ) -> bool {
-        if !self.reencode
-            && request.local_authority
-            && request.paths == 1
-            && self.client_decoder.follows(from, path.len())
-        {
-            if let Some(span) = request.path_span {
-                request.rewrite = Some((span, path));
-                return true;
-            }
-        }
-        self.reencode = true;
-        if !kept {
-            return false;
-        }
-        if !request.local_authority {
-            headers::localize_authority(&mut request.fields);
-        }
-        headers::set_path(&mut request.fields, path);
-        true
-    }
-
     /// Passes a request block to the upstream: its frames as they came while the upstream's
     /// decoding context still follows the client's, re-encoded once it does not.
     pub(super) fn forward_request_block(
         &mut self,
-        id: StreamId,
-        end_stream: bool,
-        block: &[u8],
-        frames: &[u8],
+        b: &RequestBlock,
         request: headers::Request,
         trailers: bool,
     ) {
-        if !self.reencode {
+        let (id, end_stream, block, frames) = (b.id, b.end_stream, b.bytes, b.frames);
+        if !self.blocks.reencode {
             // The client's encoder signals its own table's changes to the upstream.
             self.settings.upstream_expects_update = None;
             // Several `:path` fields, or one in trailers (both malformed), may leave an entry
             // in the upstream's table that no in-place rewrite made: no later block may refer
             // to the upstream's table then.
-            self.reencode = request.paths > 1 || (trailers && request.paths > 0);
+            self.blocks.reencode = request.paths > 1 || (trailers && request.paths > 0);
             // A rewritten path is patched where it lies when it can be, else its block rebuilt,
             // as it is with fields that refer to entries the upstream's table no longer has.
             let out = &mut self.to_upstream;
             let patched = !request.patches.is_empty();
             if let Some((span, path)) = request.rewrite.filter(|_| !patched) {
                 if self
+                    .blocks
                     .path_fields
                     .put_rewritten(frames, block, span, path, out)
                 {
@@ -130,18 +78,18 @@ impl<C: Io, U: Io> Splice<C, U> {
                     block,
                     &request.patches,
                     request.rewrite,
-                    &mut self.rewritten,
+                    &mut self.blocks.rewritten,
                 );
                 frame::put_headers(
                     out,
                     id,
-                    &self.rewritten,
+                    &self.blocks.rewritten,
                     end_stream,
                     self.settings.upstream_max_frame,
                 );
                 // Kept for the next call at the size of an ordinary block, not the largest.
-                if self.rewritten.capacity() > 4096 {
-                    self.rewritten = Vec::new();
+                if self.blocks.rewritten.capacity() > 4096 {
+                    self.blocks.rewritten = Vec::new();
                 }
                 return;
             }
@@ -164,7 +112,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         end_stream: bool,
         block: &[u8],
     ) -> Result<(), Broken> {
-        let reply = headers::reply(&mut self.upstream_decoder, block)
+        let reply = headers::reply(&mut self.blocks.upstream_decoder, block)
             .map_err(|e| Broken::Upstream(e.to_string()))?;
         self.reply_seen(stream_id, end_stream, reply);
         Ok(())
@@ -177,7 +125,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         end_stream: bool,
         reply: headers::Reply,
     ) {
-        if let Some(stream) = self.streams.get_mut(&stream_id) {
+        if let Some(stream) = self.streams.map.get_mut(&stream_id) {
             stream.start_reply();
             if let (Some(code), Some(report)) = (code_of(reply.code), stream.report.as_mut()) {
                 report.code = code;
@@ -201,7 +149,7 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     /// A relayed reply reached its end; `code` is `None` when its trailers never came.
     pub(super) fn reply_ended(&mut self, id: StreamId, code: Option<Code>) {
-        let Some(stream) = self.streams.get_mut(&id) else {
+        let Some(stream) = self.streams.map.get_mut(&id) else {
             return;
         };
         stream.end_reply();
@@ -216,7 +164,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.remove(id);
         } else if let Some(report) = stream.report.take() {
             // Reported now; the stream stays known until the client's half ends.
-            self.ended.push((report, stream.started));
+            self.streams.ended.push((report, stream.started));
         }
     }
 }

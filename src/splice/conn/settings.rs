@@ -30,6 +30,17 @@ pub(super) struct Settings {
     pub(super) upstream_initial_window: Window,
 }
 
+impl Settings {
+    /// The client's SETTINGS are not acknowledged yet (the splice's ACK follows the upstream's).
+    /// The gateway's own replies wait for that ACK, as the upstream's do: a client applies its
+    /// own SETTINGS once they are acknowledged, so DATA sent before counts against its old
+    /// INITIAL_WINDOW_SIZE, and a client that then shrinks its window on the ACK may never give
+    /// that credit back (h2 0.4 does not: the stream stalls with the gateway's window at 0).
+    pub(super) fn client_unacked(&self) -> bool {
+        !self.unacked_by_upstream.is_empty()
+    }
+}
+
 impl Default for Settings {
     /// RFC 9113's initial values, until each side's SETTINGS says otherwise.
     fn default() -> Settings {
@@ -59,7 +70,18 @@ impl<C: Io, U: Io> Splice<C, U> {
         for (id, value) in frame::settings(payload) {
             match id {
                 frame::SETTINGS_INITIAL_WINDOW_SIZE => {
-                    self.client_initial_window_size(value)?;
+                    // Applied to the windows of the streams the gateway sends on itself (RFC
+                    // 9113 §6.9.2): one taken past 2^31-1 is a connection error.
+                    let delta = self.settings.client_initial_window.resize(value);
+                    let adjusted = self.streams.adjust_own_windows(delta);
+                    adjusted
+                        .and_then(|()| self.services.adjust_windows(delta))
+                        .map_err(|_| {
+                            Broken::Client(
+                                "SETTINGS_INITIAL_WINDOW_SIZE takes a window over 2^31-1",
+                                reason::FLOW_CONTROL_ERROR,
+                            )
+                        })?;
                     upstream.push((id, value));
                 }
                 frame::SETTINGS_MAX_FRAME_SIZE => {
@@ -74,7 +96,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 }
                 frame::SETTINGS_HEADER_TABLE_SIZE => {
                     let value = value.min(headers::MAX_TABLE_SIZE);
-                    self.upstream_decoder.allow_table_size(value);
+                    self.blocks.upstream_decoder.allow_table_size(value);
                     table = Some(value);
                     upstream.push((id, value));
                 }
@@ -83,7 +105,11 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
         }
         if self.go_away.upstream_gone {
-            self.apply_upstream_ack(table);
+            upstream_acked(
+                table,
+                &mut self.blocks.upstream_decoder,
+                &mut self.to_client,
+            );
         } else {
             frame::put_settings(&mut self.to_upstream, &upstream);
             self.settings.unacked_by_upstream.push_back(table);
@@ -91,81 +117,32 @@ impl<C: Io, U: Io> Splice<C, U> {
         Ok(())
     }
 
-    /// The client's new SETTINGS_INITIAL_WINDOW_SIZE, applied to the windows of the streams
-    /// the gateway sends on itself (RFC 9113 §6.9.2): one taken past 2^31-1 is a connection
-    /// error, FLOW_CONTROL_ERROR.
-    fn client_initial_window_size(&mut self, value: u32) -> Result<(), Broken> {
-        let initial = Window::new(value);
-        let delta = initial.get() - self.settings.client_initial_window.get();
-        self.settings.client_initial_window = initial;
-        let overflow = || {
-            Broken::Client(
-                "SETTINGS_INITIAL_WINDOW_SIZE takes a window over 2^31-1",
-                reason::FLOW_CONTROL_ERROR,
-            )
+    /// The client acknowledged SETTINGS: it applies what the gateway passed on from the
+    /// upstream, so may the upstream now rely on it (the client's ACK goes on).
+    pub(super) fn client_settings_ack(&mut self) {
+        let Some((table, lowered)) = self.settings.unacked_by_client.pop_front() else {
+            return;
         };
-        for s in self.streams.values_mut() {
-            match &mut s.side {
-                Side::Local(l) => l.window.adjust(delta).map_err(|_| overflow())?,
-                Side::Translated(t) => t.window.adjust(delta).map_err(|_| overflow())?,
-                _ => {}
-            }
+        if let Some(window) = lowered {
+            let delta = self
+                .settings
+                .client_stream_window
+                .resize(window.get() as u32);
+            self.streams.move_credits(delta);
         }
-        self.services.adjust_windows(delta).map_err(|_| overflow())
-    }
-
-    /// The upstream applies the client's values the gateway passed on: the client gets its
-    /// ACK, and the gateway's own blocks follow a cut of the client's table.
-    pub(super) fn apply_upstream_ack(&mut self, table: Option<u32>) {
         if let Some(size) = table {
-            self.upstream_decoder.table_size_acknowledged(size);
+            let size = size as usize;
+            if size < self.blocks.client_decoder.table_max() {
+                self.settings.upstream_expects_update = Some(size);
+            }
+            self.blocks
+                .client_decoder
+                .table_size_acknowledged(size as u32);
         }
-        self.to_client.settings_ack();
-    }
-
-    /// The client is told a new SETTINGS_INITIAL_WINDOW_SIZE: a raise counts at once for every
-    /// stream (the client may apply it as soon as it reads it); a lowering only once the client
-    /// acknowledged it (`lower_stream_window`), which it returns.
-    pub(super) fn raise_stream_window(&mut self, window: Window) -> Option<Window> {
-        if window < self.settings.client_stream_window {
-            return Some(window);
+        if !self.go_away.upstream_gone {
+            let ack = (Kind::Settings, frame::ACK, StreamId::CONNECTION);
+            frame::put(&mut self.to_upstream, ack.0, ack.1, ack.2, &[]);
         }
-        self.set_stream_window(window);
-        None
-    }
-
-    /// Every stream's credit moved as the client moves its windows (RFC 9113 §6.9.2). One the
-    /// upstream's values take past 2^31-1 the client answers as a connection error; the
-    /// credit stays where it was, past what the client may send anyway.
-    pub(super) fn set_stream_window(&mut self, window: Window) {
-        let delta = window.get() - self.settings.client_stream_window.get();
-        self.settings.client_stream_window = window;
-        for s in self.streams.values_mut() {
-            let _ = s.credit.adjust(delta);
-        }
-    }
-
-    /// The client's SETTINGS are not acknowledged yet (the splice's ACK follows the upstream's).
-    /// The gateway's own replies wait for that ACK, as the upstream's do: a client applies its
-    /// own SETTINGS once they are acknowledged, so DATA sent before counts against its old
-    /// INITIAL_WINDOW_SIZE, and a client that then shrinks its window on the ACK may never give
-    /// that credit back (h2 0.4 does not: the stream stalls with the gateway's window at 0).
-    pub(super) fn client_settings_unacked(&self) -> bool {
-        !self.settings.unacked_by_upstream.is_empty()
-    }
-
-    /// The gateway's limits as SETTINGS, for its server preface when the upstream's never came.
-    pub(super) fn own_settings(&self) -> Vec<(u16, u32)> {
-        vec![
-            (
-                frame::SETTINGS_MAX_CONCURRENT_STREAMS,
-                self.limits.max_concurrent_streams,
-            ),
-            (
-                frame::SETTINGS_MAX_HEADER_LIST_SIZE,
-                self.limits.max_header_list_size,
-            ),
-        ]
     }
 
     /// The upstream's SETTINGS: the values that govern what passes unchanged, passed on to the
@@ -187,13 +164,21 @@ impl<C: Io, U: Io> Splice<C, U> {
                 }
                 frame::SETTINGS_HEADER_TABLE_SIZE => {
                     let value = value.min(headers::MAX_TABLE_SIZE);
-                    self.client_decoder.allow_table_size(value);
+                    self.blocks.client_decoder.allow_table_size(value);
                     table = Some(value);
                     client.push((id, value));
                 }
                 frame::SETTINGS_INITIAL_WINDOW_SIZE => {
                     self.settings.upstream_initial_window = Window::new(value);
-                    lowered = self.raise_stream_window(Window::new(value));
+                    // A raise counts at once for every stream (the client may apply it as soon
+                    // as it reads it); a lowering only once the client acknowledged it.
+                    let window = Window::new(value);
+                    if window < self.settings.client_stream_window {
+                        lowered = Some(window);
+                    } else {
+                        let delta = self.settings.client_stream_window.resize(value);
+                        self.streams.move_credits(delta);
+                    }
                     client.push((id, value));
                 }
                 frame::SETTINGS_MAX_CONCURRENT_STREAMS => streams = Some(value),
@@ -203,14 +188,14 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         let first = !self.to_client.preface_sent();
         if first || streams.is_some() {
-            let limit = self.limits.max_concurrent_streams;
+            let limit = self.env.limits.max_concurrent_streams;
             client.push((
                 frame::SETTINGS_MAX_CONCURRENT_STREAMS,
                 streams.map_or(limit, |v| v.min(limit)),
             ));
         }
         if first || list.is_some() {
-            let limit = self.limits.max_header_list_size;
+            let limit = self.env.limits.max_header_list_size;
             client.push((
                 frame::SETTINGS_MAX_HEADER_LIST_SIZE,
                 list.map_or(limit, |v| v.min(limit)),
@@ -229,9 +214,22 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// The gateway's SETTINGS as the client's server preface, the upstream's having never
     /// come (it is gone, or was given up on): what the splice held for the client follows.
     pub(super) fn own_preface(&mut self) {
-        let settings = self.own_settings();
+        let settings = self.env.own_settings();
         self.to_client.preface(&settings);
         // The client's ACK of it is nobody else's.
         self.settings.unacked_by_client.push_back((None, None));
     }
+}
+
+/// The upstream applies the client's values the gateway passed on: the client gets its ACK,
+/// and the gateway's own blocks follow a cut of the client's table.
+pub(super) fn upstream_acked(
+    table: Option<u32>,
+    decoder: &mut headers::Decoder,
+    to_client: &mut ToClient,
+) {
+    if let Some(size) = table {
+        decoder.table_size_acknowledged(size);
+    }
+    to_client.settings_ack();
 }

@@ -47,7 +47,7 @@ fn shared() -> Arc<Shared> {
         services: Services::new(&dialects, upstream, Duration::from_secs(1)).unwrap(),
         node_paths: None,
         resets: Default::default(),
-        buffered: limits::Budget::new(8 << 20),
+        buffered: crate::budget::Budget::new(8 << 20),
     })
 }
 

@@ -27,6 +27,49 @@ pub(super) struct Timers {
 }
 
 impl Timers {
+    /// Restarts the timers of a frame or header block the client is part way through.
+    pub(super) fn restart_client(&mut self) {
+        if self.frame_since.is_some() || self.block_since.is_some() {
+            let now = Instant::now();
+            self.frame_since = self.frame_since.map(|_| now);
+            self.block_since = self.block_since.map(|_| now);
+        }
+    }
+
+    /// Notes when the connection last had no stream (`idle`), for the idle timeout.
+    pub(super) fn note_idle(&mut self, idle: bool) {
+        match (idle, self.idle_since) {
+            (true, None) => self.idle_since = Some(Instant::now()),
+            (false, Some(_)) => self.idle_since = None,
+            _ => {}
+        }
+    }
+
+    /// The next timeout of the client's side.
+    pub(super) fn client_deadline(
+        &self,
+        preface: bool,
+        limits: &Limits,
+        going_away: bool,
+        streams_open: bool,
+    ) -> Option<(Instant, Timeout)> {
+        if !preface {
+            return Some((self.accepted + limits::PREFACE_TIMEOUT, Timeout::Preface));
+        }
+        if let Some(since) = self.block_since.into_iter().chain(self.frame_since).min() {
+            return Some((since + limits.header_block_timeout, Timeout::HeaderBlock));
+        }
+        let idle = limits.idle_timeout;
+        match self.idle_since {
+            _ if idle.is_zero() => None,
+            Some(since) if !going_away => Some((since + idle, Timeout::Idle)),
+            // One stream opened and never finished would keep a connection from ever being
+            // idle: a client silent that long with a request unfinished has stalled.
+            None if streams_open => Some((self.client_heard + idle, Timeout::Stalled)),
+            _ => None,
+        }
+    }
+
     /// A connection accepted now, with no stream yet.
     pub(super) fn new() -> Timers {
         let now = Instant::now();
@@ -60,25 +103,6 @@ pub(super) enum Timeout {
 }
 
 impl<C: Io, U: Io> Splice<C, U> {
-    /// Restarts the timers of a frame or header block the client is part way through.
-    pub(super) fn restart_client_timers(&mut self) {
-        if self.timers.frame_since.is_some() || self.timers.block_since.is_some() {
-            let now = Instant::now();
-            self.timers.frame_since = self.timers.frame_since.map(|_| now);
-            self.timers.block_since = self.timers.block_since.map(|_| now);
-        }
-    }
-
-    /// Notes when the connection last had no stream, for the idle timeout.
-    pub(super) fn note_idle(&mut self) {
-        let idle = self.streams.is_empty() && self.local.calls.is_empty();
-        match (idle, self.timers.idle_since) {
-            (true, None) => self.timers.idle_since = Some(Instant::now()),
-            (false, Some(_)) => self.timers.idle_since = None,
-            _ => {}
-        }
-    }
-
     /// The next timeout, and what it is for.
     pub(super) fn deadline(&self) -> Option<(Instant, Timeout)> {
         let keepalive = self
@@ -90,12 +114,12 @@ impl<C: Io, U: Io> Splice<C, U> {
             .timers
             .upstream_asked
             .filter(|_| !self.to_client.preface_sent() && !self.go_away.upstream_gone)
-            .zip(self.live.as_ref())
+            .zip(self.env.live.as_ref())
             .and_then(|(asked, live)| asked.checked_add(live.connect_timeout))
             .map(|at| (at, Timeout::UpstreamHandshake));
         // Not inside the upstream's header block, where nothing of the splice's own may go to
         // the client: a call that expires then is answered once the block ends.
-        let call = match self.reply_block {
+        let call = match self.blocks.reply_block {
             None => self
                 .timers
                 .deadlines
@@ -112,43 +136,16 @@ impl<C: Io, U: Io> Splice<C, U> {
             .map(|since| (Instant::now() + BUDGET_RETRY).min(since + limits::BUDGET_WAIT))
             .or(self.local.room_retry)
             .map(|at| (at, Timeout::Budget));
-        [self.client_deadline(), keepalive, handshake, call, budget]
+        let client = self.timers.client_deadline(
+            self.preface,
+            &self.env.limits,
+            self.go_away.going_away.is_some(),
+            !self.streams.map.is_empty(),
+        );
+        [client, keepalive, handshake, call, budget]
             .into_iter()
             .flatten()
             .min_by_key(|&(at, _)| at)
-    }
-
-    /// The next timeout of the client's side.
-    pub(super) fn client_deadline(&self) -> Option<(Instant, Timeout)> {
-        if !self.preface {
-            return Some((
-                self.timers.accepted + limits::PREFACE_TIMEOUT,
-                Timeout::Preface,
-            ));
-        }
-        if let Some(since) = self
-            .timers
-            .block_since
-            .into_iter()
-            .chain(self.timers.frame_since)
-            .min()
-        {
-            return Some((
-                since + self.limits.header_block_timeout,
-                Timeout::HeaderBlock,
-            ));
-        }
-        let idle = self.limits.idle_timeout;
-        match self.timers.idle_since {
-            _ if idle.is_zero() => None,
-            Some(since) if self.go_away.going_away.is_none() => Some((since + idle, Timeout::Idle)),
-            // One stream opened and never finished would keep a connection from ever being
-            // idle: a client silent that long with a request unfinished has stalled.
-            None if !self.streams.is_empty() => {
-                Some((self.timers.client_heard + idle, Timeout::Stalled))
-            }
-            _ => None,
-        }
     }
 
     /// `idle_timeout` passed with the client silent and streams open: the streams whose
@@ -157,6 +154,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     pub(super) fn stalled(&mut self) {
         let stalled: Vec<StreamId> = self
             .streams
+            .map
             .iter()
             .filter(|(_, s)| !s.request_done() && !matches!(s.side, Side::Service))
             .map(|(id, _)| *id)
@@ -165,7 +163,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         if stalled.is_empty() {
             return;
         }
-        tracing::debug!(streams = stalled.len(), after = ?self.limits.idle_timeout, "requests not finished by a silent client: streams reset, connection asked to go away");
+        tracing::debug!(streams = stalled.len(), after = ?self.env.limits.idle_timeout, "requests not finished by a silent client: streams reset, connection asked to go away");
         for id in stalled {
             self.stream_error(
                 id,
@@ -193,11 +191,18 @@ impl<C: Io, U: Io> Splice<C, U> {
                 None
             }
             Timeout::Keepalive => {
-                self.keepalive_due();
+                if let Err(why) = self
+                    .ping
+                    .due(self.settings.client_seen, &mut self.to_upstream)
+                {
+                    let upstream = self.env.upstream_name();
+                    tracing::warn!(%upstream, reason = %why, "upstream peer unresponsive; dropping the connection");
+                    self.upstream_lost(&why);
+                }
                 None
             }
             Timeout::UpstreamHandshake => {
-                let timeout = self.live.as_ref().map(|l| l.connect_timeout);
+                let timeout = self.env.live.as_ref().map(|l| l.connect_timeout);
                 let why = format!(
                     "no HTTP/2 SETTINGS within {:?} (upstream.connect_timeout)",
                     timeout.unwrap_or_default()
@@ -259,6 +264,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.timers.deadlines.pop_first();
             let waiting = self
                 .streams
+                .map
                 .get(&id)
                 .is_some_and(|s| s.side.on_upstream() && !s.reply_done());
             if waiting {
@@ -281,13 +287,13 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// (`call::answer::with_deadline`), and its stream reset on the upstream (RST_STREAM
     /// CANCEL), whose frames on it from then on are dropped (`reset_upstream`).
     pub(super) fn deadline_exceeded(&mut self, id: StreamId) {
-        let Some(stream) = self.streams.get(&id) else {
+        let Some(stream) = self.streams.map.get(&id) else {
             return;
         };
         let timeout = stream.timeout.unwrap_or_default();
         let s = Status::deadline_exceeded(format!(
             "deadline of {timeout:?} exceeded waiting for upstream {}",
-            self.upstream_name()
+            self.env.upstream_name()
         ));
         tracing::debug!(
             stream = %id,
@@ -297,7 +303,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         if matches!(stream.side, Side::Translated(_)) {
             let head_sent = stream.reply_started();
             self.release_translated(id);
-            let Some(stream) = self.streams.get_mut(&id) else {
+            let Some(stream) = self.streams.map.get_mut(&id) else {
                 return;
             };
             let answer = match stream.report.as_mut() {
@@ -307,7 +313,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             return self.reply_translated(id, answer, head_sent);
         }
         // From now on the upstream's stream frames are sorted (`passes_on`).
-        self.own_streams = true;
+        self.streams.own = true;
         self.reset_on_upstream(id);
         self.answer_instead(id, &s);
     }

@@ -2,6 +2,7 @@
 //! request checked or translated once whole, the reply translated once it ends.
 
 use super::*;
+use crate::translate::identical::RequestCheck;
 
 /// A call translated on the splice's own upstream connection (`Route::inline_call`): its
 /// request head went on with the plugin's path; its message is translated once whole, and the
@@ -98,6 +99,51 @@ impl Translated {
     }
 }
 
+impl Translated {
+    /// A DATA frame's `content` (`len` bytes with padding) of a request translated here: kept
+    /// until the request is whole (its last piece is translated from the frame, `end`); the
+    /// connection window it took pays for what the upstream gets (`send_translated`).
+    pub(super) fn take(&mut self, content: &[u8], len: usize, end: bool) {
+        if !end {
+            self.body.extend_from_slice(content);
+        }
+        self.credit += len as u64;
+    }
+
+    /// Whether this client DATA frame starts a translated call's request that goes on as it
+    /// came (`Translated::check`): the first of the request, holding its whole message, which
+    /// the translation would copy, and nothing of the plugin's reply yet (not even a block
+    /// begun). A request that comes in pieces is translated, as is any call once something of
+    /// it was.
+    /// `reply_block`: the upstream's reply header block midway, if any.
+    pub(super) fn check_request(
+        &self,
+        stream: &Stream,
+        reply_block: Option<&Block>,
+        head: Head,
+        payload: &[u8],
+    ) -> Verdict {
+        let t = self;
+        let Some(check) = t.check else {
+            return Verdict::Translated;
+        };
+        // No DATA yet (the body holds only what the credit paid for).
+        let untouched = t.credit == 0 && !t.asked.sent() && t.early.is_none();
+        let replying = stream.reply_started()
+            || stream.reply_done()
+            || reply_block.is_some_and(|b| b.stream == head.stream);
+        // A renumbered request must end with this frame: a message after it would reach the
+        // plugin with the front's numbers.
+        let whole = !check.renumbers() || head.has(frame::END_STREAM);
+        match frame::content(&head, payload) {
+            Ok(range) if untouched && !replying && !stream.request_done() && whole => {
+                check.verdict(&payload[range])
+            }
+            _ => Verdict::Translated,
+        }
+    }
+}
+
 /// How many ended translated calls' boxes a splice keeps (`Splice::spare`), and the largest
 /// buffer kept with one: enough for a burst of calls in flight, without holding on to the
 /// memory of an occasional large message.
@@ -111,38 +157,58 @@ pub(super) const SPARE_BUFFER: usize = 16 * 1024;
 pub(super) const MAX_TRANSLATED_REQUEST: u64 = 16 * 1024;
 
 impl<C: Io, U: Io> Splice<C, U> {
-    /// Whether this client DATA frame starts a translated call's request that goes on as it
-    /// came (`Translated::check`): the first of the request, holding its whole message, which
-    /// the translation would copy, and nothing of the plugin's reply yet (not even a block
-    /// begun). A request that comes in pieces is translated, as is any call once something of
-    /// it was.
-    pub(super) fn check_request(
-        &self,
-        stream: &Stream,
-        t: &Translated,
+    /// A DATA frame on a translated call: the first of a request that passes its check
+    /// (`Translated::check_request`) makes the call relayed as it came; one that makes the
+    /// request too large to translate here makes it a local call. Returns the check whose
+    /// renumbering the frame's copy to the upstream needs, if any.
+    pub(super) fn first_translated_data(
+        &mut self,
         head: Head,
         payload: &[u8],
-    ) -> Verdict {
-        let Some(check) = t.check else {
-            return Verdict::Translated;
+    ) -> Option<&'static RequestCheck> {
+        let stream = &self.streams.map[&head.stream];
+        let Side::Translated(t) = &stream.side else {
+            return None;
         };
-        // No DATA yet (the body holds only what the credit paid for).
-        let untouched = t.credit == 0 && !t.asked.sent() && t.early.is_none();
-        let replying = stream.reply_started()
-            || stream.reply_done()
-            || self
-                .reply_block
-                .as_ref()
-                .is_some_and(|b| b.stream == head.stream);
-        // A renumbered request must end with this frame: a message after it would reach the
-        // plugin with the front's numbers.
-        let whole = !check.renumbers() || head.has(frame::END_STREAM);
-        match frame::content(&head, payload) {
-            Ok(range) if untouched && !replying && !stream.request_done() && whole => {
-                check.verdict(&payload[range])
+        if t.credit + head.len as u64 > MAX_TRANSLATED_REQUEST {
+            if !t.asked.sent() {
+                // Answered through `call::answer` instead, which takes it whatever its size.
+                self.translated_to_local(head.stream);
             }
-            _ => Verdict::Translated,
+            return None;
         }
+        let verdict = t.check_request(stream, self.blocks.reply_block.as_ref(), head, payload);
+        // A request that passed a check whose revisions number its fields differently goes on
+        // renumbered (`identical::RequestCheck::renumber`), in the copy the upstream gets.
+        let renumber = match verdict {
+            Verdict::Copied | Verdict::CopiedWithSecrets => t.check.filter(|c| c.renumbers()),
+            Verdict::Translated => None,
+        };
+        match verdict {
+            // Relayed, as everything after it both ways.
+            Verdict::Copied if !t.reply_translated => self.turn_relayed(head.stream),
+            // Relayed as it came; the reply is translated for the method alone: a rule about
+            // the reply applies, or an error must be scrubbed of the secrets read from the
+            // request, whatever the log level.
+            Verdict::Copied | Verdict::CopiedWithSecrets => {
+                let stream = self
+                    .streams
+                    .map
+                    .get_mut(&head.stream)
+                    .expect("looked up above");
+                if let (Side::Translated(t), Some(report)) = (&mut stream.side, &mut stream.report)
+                {
+                    if let Some(method) = t.route.hub {
+                        t.asked = Asked::Relayed(method);
+                        report.request = frame::content(&head, payload)
+                            .ok()
+                            .and_then(|range| first_message(&payload[range]));
+                    }
+                }
+            }
+            Verdict::Translated => {}
+        }
+        renumber
     }
 
     /// Makes a translated call whose request's first DATA frame passed its check
@@ -150,8 +216,9 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// after it go on as they came, both ways. What the client gave the stream's window beyond
     /// its start came to the splice, which sent nothing on the stream: the plugin gets it.
     pub(super) fn turn_relayed(&mut self, id: StreamId) {
-        self.drop_translated_reply(id);
-        let Some(stream) = self.streams.get_mut(&id) else {
+        self.streams
+            .drop_translated_reply(id, &mut self.flow.replies);
+        let Some(stream) = self.streams.map.get_mut(&id) else {
             return;
         };
         if !matches!(stream.side, Side::Translated(_)) {
@@ -164,7 +231,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         if given > 0 {
             frame::put_window_update(&mut self.to_upstream, id, given);
         }
-        self.recycle(t);
+        self.streams.recycle(t);
     }
 
     /// Sends a translated call's message once its request is whole: translated for the plugin
@@ -174,11 +241,12 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// `last` is the request's last piece, not in its body yet: a request that came in one
     /// DATA frame (most) is translated from that frame, never copied.
     pub(super) fn send_translated(&mut self, id: StreamId, last: &[u8]) {
-        let Some(live) = self.live.clone() else {
+        let Some(live) = self.env.live.clone() else {
             // Only a connection with an upstream of its own translates calls on it.
-            return self.fall_back(id);
+            self.translated_to_local(id);
+            return self.start_local(id);
         };
-        let Some(stream) = self.streams.get_mut(&id) else {
+        let Some(stream) = self.streams.map.get_mut(&id) else {
             return;
         };
         let head_sent = stream.reply_started();
@@ -200,11 +268,19 @@ impl<C: Io, U: Io> Splice<C, U> {
         if let Some(early) = t.early.take() {
             // The plugin answered already: its answer, translated.
             let answer = match outcome {
-                call::Inline::Call(request, _) => {
-                    call::inline_reply(&self.shared, &live, t.route, &request, Err(early), report)
-                }
+                call::Inline::Call(request, _) => call::inline_reply(
+                    &self.env.shared,
+                    &live,
+                    t.route,
+                    &request,
+                    Err(early),
+                    report,
+                ),
                 call::Inline::Answer(answer) => answer,
-                call::Inline::Fallback => return self.fall_back(id),
+                call::Inline::Fallback => {
+                    self.translated_to_local(id);
+                    return self.start_local(id);
+                }
             };
             self.release_translated(id);
             return self.reply_translated(id, answer, head_sent);
@@ -227,35 +303,38 @@ impl<C: Io, U: Io> Splice<C, U> {
                     self.settings.upstream_max_frame,
                 );
                 if refund > 0 {
-                    self.give_back(refund as u32);
+                    self.flow.give_back(
+                        refund as u32,
+                        &self.env.shared.buffered,
+                        &mut self.to_client,
+                    );
                 }
             }
             call::Inline::Answer(answer) => {
                 self.release_translated(id);
                 self.reply_translated(id, answer, head_sent);
             }
-            _ => self.fall_back(id),
+            // Answered by the splice itself after all (`call::answer`).
+            _ => {
+                self.translated_to_local(id);
+                self.start_local(id);
+            }
         }
-    }
-
-    /// A translated call takes `call::answer`'s path after all.
-    pub(super) fn fall_back(&mut self, id: StreamId) {
-        self.translated_to_local(id);
-        self.start_local(id);
     }
 
     /// A translated call answered by the splice itself after all: the plugin's stream is
     /// reset (nothing of it reaches the client), the client gets back the window its DATA
     /// took, and the stream becomes a local one with what it has of its request.
     pub(super) fn translated_to_local(&mut self, id: StreamId) {
-        self.drop_translated_reply(id);
+        self.streams
+            .drop_translated_reply(id, &mut self.flow.replies);
         // Given back with what the local call holds (`give_back`), not at once.
-        let credit = match self.streams.get_mut(&id).map(|s| &mut s.side) {
+        let credit = match self.streams.map.get_mut(&id).map(|s| &mut s.side) {
             Some(Side::Translated(t)) => std::mem::take(&mut t.credit),
             _ => 0,
         };
         self.release_translated(id);
-        let Some(stream) = self.streams.get_mut(&id) else {
+        let Some(stream) = self.streams.map.get_mut(&id) else {
             return;
         };
         let Side::Translated(t) = &mut stream.side else {
@@ -269,14 +348,18 @@ impl<C: Io, U: Io> Splice<C, U> {
         };
         let held = local.body.len();
         stream.side = Side::Local(local);
-        self.hold(held);
-        self.give_back(credit as u32);
+        self.flow.requests.add(held);
+        self.flow.give_back(
+            credit as u32,
+            &self.env.shared.buffered,
+            &mut self.to_client,
+        );
     }
 
     /// Lets go of a translated call's stream on the upstream (reset, unless its reply ended)
     /// and gives the client back the window its DATA took.
     pub(super) fn release_translated(&mut self, id: StreamId) {
-        let Some(stream) = self.streams.get_mut(&id) else {
+        let Some(stream) = self.streams.map.get_mut(&id) else {
             return;
         };
         let upstream_done = stream.reply_done();
@@ -290,19 +373,12 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.reset_on_upstream(id);
         }
         if credit > 0 {
-            self.give_back(credit as u32);
+            self.flow.give_back(
+                credit as u32,
+                &self.env.shared.buffered,
+                &mut self.to_client,
+            );
         }
-    }
-
-    /// A translated call's reply as it came from the plugin is no longer needed (answered, or
-    /// the stream becomes another kind): let go.
-    pub(super) fn drop_translated_reply(&mut self, id: StreamId) {
-        let Some(Side::Translated(t)) = self.streams.get_mut(&id).map(|s| &mut s.side) else {
-            return;
-        };
-        let n = t.reply.len();
-        t.reply.clear();
-        self.let_go_reply(n);
     }
 
     /// A translated call's reply ended (`reply` holds its trailers' status, `frames` the
@@ -316,8 +392,8 @@ impl<C: Io, U: Io> Splice<C, U> {
         frames: &[u8],
         changed: bool,
     ) {
-        let settings_unacked = self.client_settings_unacked();
-        let Some(stream) = self.streams.get_mut(&id) else {
+        let settings_unacked = self.settings.client_unacked();
+        let Some(stream) = self.streams.map.get_mut(&id) else {
             return;
         };
         stream.end_reply();
@@ -349,7 +425,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                     CallError::upstream(s)
                 }));
                 if changed {
-                    self.part_replies();
+                    self.blocks.part_replies();
                 }
                 return;
             }
@@ -364,9 +440,9 @@ impl<C: Io, U: Io> Splice<C, U> {
             // (`translate::identical::checked`): else only an error needs the translation, to
             // scrub it.
             Ok(message) if t.check.is_some() && !t.reply_translated => Ok(message.to_vec()),
-            plugin => match &self.live {
+            plugin => match &self.env.live {
                 Some(live) => {
-                    call::inline_reply(&self.shared, live, t.route, request, plugin, report)
+                    call::inline_reply(&self.env.shared, live, t.route, request, plugin, report)
                 }
                 // Never: only a connection with an upstream of its own translates on it.
                 None => Err(Status::unavailable("no upstream connection")),
@@ -376,7 +452,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             &answer,
             code_of(reply.code),
             head_sent,
-            self.reencode_replies,
+            self.blocks.reencode_replies,
         ) {
             let len = grpc_frame::HEADER + message.len();
             let room = self.to_client.queued() < HIGH_WATER;
@@ -400,20 +476,8 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
         }
         if changed {
-            self.part_replies();
+            self.blocks.part_replies();
         }
         self.reply_translated(id, answer, head_sent);
-    }
-
-    /// Keeps an ended translated call's box and buffers for the next one: a translated call
-    /// otherwise allocates and frees both (~700 instructions of ~9.4k; callgrind).
-    pub(super) fn recycle(&mut self, mut t: Box<Translated>) {
-        let small = t.body.capacity() <= SPARE_BUFFER && t.reply.capacity() <= SPARE_BUFFER;
-        if small && self.spare.len() < SPARE_TRANSLATED {
-            // What a reset call left is freed now, not when the box is used again.
-            t.asked = Asked::Not;
-            t.early = None;
-            self.spare.push(t);
-        }
     }
 }

@@ -4,14 +4,12 @@
 use super::*;
 
 impl<C: Io, U: Io> Splice<C, U> {
+    /// Resets a stream on the upstream (unless it is gone) and remembers it there.
     pub(super) fn reset_on_upstream(&mut self, id: StreamId) {
         if !self.go_away.upstream_gone {
             frame::put_rst_stream(&mut self.to_upstream, id, reason::CANCEL);
         }
-        self.reset_upstream.push_back(id);
-        if self.reset_upstream.len() > RESET_REMEMBERED {
-            self.reset_upstream.pop_front();
-        }
+        self.streams.remember_reset(id);
     }
 
     pub(super) fn on_upstream_bytes(&mut self) -> Result<(), Broken> {
@@ -69,7 +67,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 "the upstream did not start with SETTINGS".into(),
             ));
         }
-        if self.reply_block.is_some() && head.kind != Kind::Continuation {
+        if self.blocks.reply_block.is_some() && head.kind != Kind::Continuation {
             return Err(Broken::Upstream("header block interrupted".into()));
         }
         // A stream's frames travel on; the connection's are answered here.
@@ -77,15 +75,28 @@ impl<C: Io, U: Io> Splice<C, U> {
             head.kind,
             Kind::Data | Kind::Headers | Kind::Continuation | Kind::RstStream | Kind::WindowUpdate
         );
-        let passes = stream_frame && self.passes_on(&head);
+        let passes = stream_frame && self.streams.passes_on(&head, &self.blocks);
         if passes && head.kind == Kind::WindowUpdate {
             let n = frame::increment(payload).map_err(upstream_malformed)?;
-            if head.stream.is_connection() && !self.may_grant() {
+            if head.stream.is_connection() && !self.flow.may_grant(&self.env.shared.buffered) {
                 // No new request bytes while the gateway holds all it may: granted later.
-                self.give_back(n);
+                self.flow
+                    .give_back(n, &self.env.shared.buffered, &mut self.to_client);
             } else {
                 self.to_client.pass(whole);
-                self.granted(head.stream, n);
+                // Counted where the client may send it: past 2^31-1 the upstream's error,
+                // which the client reports.
+                let credit = match head.stream.is_connection() {
+                    true => Some(&mut self.flow.client_credit),
+                    false => self
+                        .streams
+                        .map
+                        .get_mut(&head.stream)
+                        .map(|s| &mut s.credit),
+                };
+                if let Some(credit) = credit {
+                    let _ = credit.increase(n);
+                }
             }
         } else if passes {
             self.to_client.pass(whole);
@@ -101,7 +112,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                     ));
                 }
                 let end = head.has(frame::END_STREAM);
-                if let Some(stream) = self.streams.get_mut(&head.stream) {
+                if let Some(stream) = self.streams.map.get_mut(&head.stream) {
                     if let Some(report) = stream.report.as_mut() {
                         if report.response.is_none() && observe::bodies_enabled() {
                             let range =
@@ -124,7 +135,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                     self.kept_reply_block(head.stream, end_stream, &payload[range], whole)?;
                 } else {
                     self.to_client.block_begins();
-                    self.reply_block = Some(Block {
+                    self.blocks.reply_block = Some(Block {
                         stream: head.stream,
                         end_stream,
                         bytes: payload[range].to_vec(),
@@ -134,7 +145,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 }
             }
             Kind::Continuation => {
-                let Some(block) = self.reply_block.as_mut() else {
+                let Some(block) = self.blocks.reply_block.as_mut() else {
                     return Err(Broken::Upstream("CONTINUATION without HEADERS".into()));
                 };
                 if block.bytes.len() + payload.len() > MAX_HEADER_BLOCK {
@@ -145,7 +156,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                     block.frames.extend_from_slice(whole);
                 }
                 if head.has(frame::END_HEADERS) {
-                    let b = self.reply_block.take().expect("checked above");
+                    let b = self.blocks.reply_block.take().expect("checked above");
                     if b.passes {
                         self.on_reply_block(b.stream, b.end_stream, &b.bytes)?;
                     } else {
@@ -158,15 +169,19 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             Kind::Settings if head.has(frame::ACK) => {
                 if let Some(table) = self.settings.unacked_by_upstream.pop_front() {
-                    self.apply_upstream_ack(table);
+                    upstream_acked(
+                        table,
+                        &mut self.blocks.upstream_decoder,
+                        &mut self.to_client,
+                    );
                 }
             }
             Kind::Settings => self.upstream_settings(payload)?,
-            Kind::Ping => self.upstream_ping(&head, payload),
+            Kind::Ping => self.ping.upstream(&head, payload, &mut self.to_upstream),
             Kind::RstStream if !passes => {
                 frame::rst_reason(payload).map_err(upstream_malformed)?;
                 // The plugin reset a translated call: so is the client's stream.
-                if let Some(stream) = self.streams.get_mut(&head.stream) {
+                if let Some(stream) = self.streams.map.get_mut(&head.stream) {
                     if matches!(stream.side, Side::Translated(_)) {
                         stream.end_reply();
                         self.to_client.pass(whole);
@@ -200,33 +215,6 @@ impl<C: Io, U: Io> Splice<C, U> {
         Ok(())
     }
 
-    /// Whether an upstream frame of a stream goes on to the client as it came. Those of the
-    /// streams the splice opened for itself stay here, but for a translated call's reply head;
-    /// so do those of the streams it reset there, and header blocks the client gets
-    /// re-encoded (`reencode_replies`).
-    pub(super) fn passes_on(&self, head: &Head) -> bool {
-        if self.reencode_replies && matches!(head.kind, Kind::Headers | Kind::Continuation) {
-            return false;
-        }
-        if !self.own_streams {
-            return true;
-        }
-        if head.kind == Kind::Continuation {
-            return self.reply_block.as_ref().is_some_and(|b| b.passes);
-        }
-        match self.streams.get(&head.stream).map(|s| &s.side) {
-            Some(Side::Relayed) => true,
-            // A request relayed as it came is paced by the plugin's window, as a relayed one.
-            Some(side @ Side::Translated(_)) => match head.kind {
-                Kind::Headers => !head.has(frame::END_STREAM),
-                Kind::WindowUpdate => side.relays_request(),
-                _ => false,
-            },
-            Some(_) => false,
-            None => !self.reset_upstream.contains(&head.stream),
-        }
-    }
-
     /// Upstream DATA the client does not get as it came: a translated call's reply, collected
     /// for its translation, or a reset stream's. The window it took is owed to the upstream.
     pub(super) fn kept_data(&mut self, head: Head, payload: &[u8]) -> Result<(), Broken> {
@@ -236,19 +224,17 @@ impl<C: Io, U: Io> Splice<C, U> {
         let Some(Stream {
             side: Side::Translated(t),
             ..
-        }) = self.streams.get_mut(&head.stream)
+        }) = self.streams.map.get_mut(&head.stream)
         else {
             return Ok(());
         };
         if t.reply.len() + range.len() > MAX_MESSAGE_BYTES + grpc_frame::HEADER {
             t.reply_too_large = true;
             let dropped = std::mem::take(&mut t.reply).len();
-            self.flow.replies_held -= dropped;
-            self.shared.buffered.give(dropped);
+            self.flow.replies.release(dropped);
         } else if !t.reply_too_large {
             t.reply.extend_from_slice(&payload[range.clone()]);
-            self.flow.replies_held += range.len();
-            self.shared.buffered.take(range.len());
+            self.flow.replies.add(range.len());
         }
         if !end {
             // The stream's own window, given back past half of it (a reply larger than it).
@@ -274,15 +260,17 @@ impl<C: Io, U: Io> Splice<C, U> {
         block: &[u8],
         frames: &[u8],
     ) -> Result<(), Broken> {
-        let before = self.upstream_decoder.changes();
+        let before = self.blocks.upstream_decoder.changes();
         let mut literals = Vec::new();
-        let reply = match self.reencode_replies {
-            true => headers::reply_reencoded(&mut self.upstream_decoder, block, &mut literals),
-            false => headers::reply(&mut self.upstream_decoder, block),
+        let reply = match self.blocks.reencode_replies {
+            true => {
+                headers::reply_reencoded(&mut self.blocks.upstream_decoder, block, &mut literals)
+            }
+            false => headers::reply(&mut self.blocks.upstream_decoder, block),
         }
         .map_err(|e| Broken::Upstream(e.to_string()))?;
-        let changed = self.upstream_decoder.changes() != before;
-        let side = self.streams.get(&id).map(|s| &s.side);
+        let changed = self.blocks.upstream_decoder.changes() != before;
+        let side = self.streams.map.get(&id).map(|s| &s.side);
         let translated = matches!(side, Some(Side::Translated(_)));
         if translated && end_stream {
             self.translated_ended(id, reply, frames, changed);
@@ -290,13 +278,13 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         let relayed = match side {
             Some(s) => matches!(s, Side::Relayed),
-            None => !self.reset_upstream.contains(&id),
+            None => !self.streams.reset_upstream.contains(&id),
         };
-        if self.reencode_replies && (translated || relayed) {
+        if self.blocks.reencode_replies && (translated || relayed) {
             // Re-encoded: a size update of the plugin's did not go with it.
-            self.upstream_decoder.withheld();
+            self.blocks.upstream_decoder.withheld();
             let mut out = Vec::with_capacity(literals.len() + 4);
-            self.upstream_decoder.own_block(&mut out);
+            self.blocks.upstream_decoder.own_block(&mut out);
             out.extend_from_slice(&literals);
             frame::put_headers(
                 self.to_client.out(),
@@ -309,17 +297,9 @@ impl<C: Io, U: Io> Splice<C, U> {
             return Ok(());
         }
         if changed {
-            self.part_replies();
+            self.blocks.part_replies();
         }
         Ok(())
-    }
-
-    /// A reply block that changed the upstream's table was kept from the client: the client's
-    /// table stops following the upstream's (see `reencode_replies`), and a size update the
-    /// client waits for is still owed to it.
-    pub(super) fn part_replies(&mut self) {
-        self.upstream_decoder.withheld();
-        self.reencode_replies = true;
     }
 
     /// The upstream connection is gone: relayed streams get UNAVAILABLE naming it, the client
@@ -331,7 +311,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         self.go_away.upstream_gone = true;
         self.flow.held = false;
-        if self.reply_block.is_some() {
+        if self.blocks.reply_block.is_some() {
             // Cut off inside a header block: the client's connection cannot carry another
             // frame; closing it fails its calls.
             tracing::warn!(
@@ -339,23 +319,24 @@ impl<C: Io, U: Io> Splice<C, U> {
                 "upstream connection lost; closing the client connection"
             );
             self.dead = true;
-            let why = format!("upstream {}: {why}", self.upstream_name());
+            let why = format!("upstream {}: {why}", self.env.upstream_name());
             return self.finish_all(Code::Unavailable, Origin::Gateway, &why);
         }
         if !self.to_client.preface_sent() {
             self.own_preface();
         }
-        let upstream = self.upstream_name();
+        let upstream = self.env.upstream_name();
         tracing::warn!(upstream = %upstream, reason = why, "upstream connection lost under a spliced client connection");
         let relayed: Vec<StreamId> = self
             .streams
+            .map
             .iter()
             .filter(|(_, s)| s.side.on_upstream() && !s.reply_done())
             .map(|(id, _)| *id)
             .collect();
         let s = Status::unavailable(format!("upstream {upstream}: {why}"));
         for id in relayed {
-            if let Some(stream) = self.streams.get_mut(&id) {
+            if let Some(stream) = self.streams.map.get_mut(&id) {
                 stream.stop_reading();
                 self.answer_instead(id, &s);
             }
@@ -365,8 +346,12 @@ impl<C: Io, U: Io> Splice<C, U> {
         // upstream's ACK get the gateway's.
         self.to_upstream.clear();
         while let Some(table) = self.settings.unacked_by_upstream.pop_front() {
-            self.apply_upstream_ack(table);
+            upstream_acked(
+                table,
+                &mut self.blocks.upstream_decoder,
+                &mut self.to_client,
+            );
         }
-        self.hint_go_away();
+        self.go_away.hint(&mut self.to_client);
     }
 }
