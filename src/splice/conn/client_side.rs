@@ -315,7 +315,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 // A request past the message limit is answered at once, not read to its end
                 // (`send_replies` then resets the stream: NO_ERROR, the client stops sending).
                 if end || refused_now {
-                    self.start_local(head.stream);
+                    self.answering().start(head.stream);
                 }
             }
             Side::Service => {
@@ -390,7 +390,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         self.blocks.reencode = true;
         match stream.side {
-            Side::Local(_) => self.start_local(id),
+            Side::Local(_) => self.answering().start(id),
             Side::Translated(_) => self.send_translated(id, &[]),
             Side::Service => self.services.end_requests(id),
             Side::Relayed => unreachable!("relays its request"),
@@ -494,7 +494,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             false => self.blocks.reencode = true,
         }
         if starts_local {
-            self.start_local(id);
+            self.answering().start(id);
         }
         Ok(())
     }

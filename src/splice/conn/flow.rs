@@ -247,7 +247,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             limits::BUDGET_WAIT,
         ));
         self.release_translated(id);
-        self.reply_translated(id, Err(refusal), head_sent);
+        self.answering().reply_instead(id, Err(refusal), head_sent);
     }
 
     /// Window withheld `BUDGET_WAIT`: the connection's largest unfinished local request is
@@ -288,7 +288,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let held = std::mem::take(&mut local.body).len();
         tracing::debug!(stream = %id, held, "request refused: no room to buffer it");
         self.flow.requests.release(held);
-        self.start_local(id);
+        self.answering().start(id);
         self.flow
             .grant_withheld(&self.env.shared.buffered, &mut self.to_client);
     }

@@ -141,10 +141,20 @@ pub(super) fn reply_frames(outcome: Result<Vec<u8>, Status>, with_head: bool) ->
     }
 }
 
-impl<C: Io, U: Io> Splice<C, U> {
+/// What the calls the splice answers itself work on: the calls, their streams, the
+/// connection's flow and budget, and its surroundings — a borrow bundle of the connection's
+/// parts (as h2's `DynConnection`), made by `Splice::answering`.
+pub(super) struct Answering<'a> {
+    pub(super) calls: &'a mut LocalCalls,
+    pub(super) streams: &'a mut Streams,
+    pub(super) flow: &'a mut Flow,
+    pub(super) env: &'a Env,
+}
+
+impl Answering<'_> {
     /// A translated call's answer, sent by the splice as a local stream's reply (after the
     /// plugin's reply head, if that went to the client already).
-    pub(super) fn reply_translated(
+    pub(super) fn reply_instead(
         &mut self,
         id: StreamId,
         answer: Result<Vec<u8>, Status>,
@@ -167,12 +177,11 @@ impl<C: Io, U: Io> Splice<C, U> {
             reply: Some(reply),
             ..Local::default()
         });
-        self.local.replying.push_back(id);
+        self.calls.replying.push_back(id);
         self.flow.replies.add(held);
     }
-
     /// Starts answering a local stream whose request is complete.
-    pub(super) fn start_local(&mut self, id: StreamId) {
+    pub(super) fn start(&mut self, id: StreamId) {
         // Not started already (its report is taken then), and not answered already: a
         // translated call whose plugin replied before the client's request ended
         // (`Asked::Relayed`) is never made a second time.
@@ -183,7 +192,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             return;
         }
         if !self.has_reply_room(id) {
-            return self.local.wait_for_room(id);
+            return self.calls.wait_for_room(id);
         }
         let Some(stream) = self.streams.map.get_mut(&id) else {
             return;
@@ -202,7 +211,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let identical = self.env.identical;
         let (cancel, mut cancelled) = tokio::sync::oneshot::channel();
         local.cancel = Some(cancel);
-        self.local.calls.push(Box::pin(async move {
+        self.calls.calls.push(Box::pin(async move {
             let _held = held;
             let outcome = if let Some(s) = refused {
                 reply::error_reply(report.called, Origin::Client, s, &mut report)
@@ -221,7 +230,6 @@ impl<C: Io, U: Io> Splice<C, U> {
             (id, started, report, outcome)
         }));
     }
-
     /// Whether local call `id` may start: room is reserved for its reply (`REPLY_ROOM`), or it
     /// is the one call a connection holding nothing else may run without (`free_call`), or it
     /// is refused (its reply is its status alone, which needs no room).
@@ -230,25 +238,24 @@ impl<C: Io, U: Io> Splice<C, U> {
         let Some(Side::Local(local)) = self.streams.map.get_mut(&id).map(|s| &mut s.side) else {
             return false;
         };
-        if local.refused.is_some() || local.room.is_some() || self.local.free_call == Some(id) {
+        if local.refused.is_some() || local.room.is_some() || self.calls.free_call == Some(id) {
             return true;
         }
         local.room = self.env.shared.buffered.reserve(REPLY_ROOM);
         if local.room.is_some() {
             return true;
         }
-        if self.local.free_call.is_some() || others > local.body.len() {
+        if self.calls.free_call.is_some() || others > local.body.len() {
             return false;
         }
-        self.local.free_call = Some(id);
+        self.calls.free_call = Some(id);
         true
     }
-
     /// Starts the waiting calls, oldest first, as long as the gateway has room for their
     /// replies.
     pub(super) fn admit_waiting(&mut self) -> bool {
         let mut started = false;
-        while let Some(&(id, _)) = self.local.waiting_room.front() {
+        while let Some(&(id, _)) = self.calls.waiting_room.front() {
             // Else gone, or answered otherwise meanwhile.
             let waits = matches!(
                 self.streams.map.get(&id).map(|s| &s.side),
@@ -257,22 +264,21 @@ impl<C: Io, U: Io> Splice<C, U> {
             if waits && !self.has_reply_room(id) {
                 return started;
             }
-            self.local.waiting_room.pop_front();
+            self.calls.waiting_room.pop_front();
             if waits {
-                self.start_local(id);
+                self.start(id);
                 started = true;
             }
         }
         started
     }
-
     /// Refuses the waiting calls whose deadline passed (DEADLINE_EXCEEDED) or that waited
     /// `BUDGET_WAIT` for room (RESOURCE_EXHAUSTED): their requests are let go, and a client
     /// that does not read its replies cannot keep other calls waiting without end.
     pub(super) fn expire_waiting(&mut self) {
         let now = Instant::now();
         let mut refused = Vec::new();
-        self.local.waiting_room.retain(|&(id, since)| {
+        self.calls.waiting_room.retain(|&(id, since)| {
             let Some(stream) = self.streams.map.get(&id) else {
                 return false;
             };
@@ -297,15 +303,14 @@ impl<C: Io, U: Io> Splice<C, U> {
             tracing::debug!(stream = %id, code = ?status.code(), "call refused: no room for its reply");
             if let Some(Side::Local(local)) = self.streams.map.get_mut(&id).map(|s| &mut s.side) {
                 local.refused = Some(status);
-                self.start_local(id);
+                self.start(id);
             }
         }
     }
-
     /// A local call's outcome, turned into the frames of its reply.
     pub(super) fn answered(&mut self, (id, started, mut report, outcome): LocalOutcome) {
-        if self.local.free_call == Some(id) {
-            self.local.free_call = None;
+        if self.calls.free_call == Some(id) {
+            self.calls.free_call = None;
         }
         let Some(stream) = self.streams.map.get_mut(&id) else {
             // The client reset the stream meanwhile: the call is reported, not answered.
@@ -324,9 +329,21 @@ impl<C: Io, U: Io> Splice<C, U> {
         // Its room is exchanged for what the reply really holds.
         let room = local.room.take();
         stream.report = Some(report);
-        self.local.replying.push_back(id);
+        self.calls.replying.push_back(id);
         self.flow.replies.add(held);
         drop(room);
+    }
+}
+
+impl<C: Io, U: Io> Splice<C, U> {
+    /// The connection's parts the calls it answers itself work on.
+    pub(super) fn answering(&mut self) -> Answering<'_> {
+        Answering {
+            calls: &mut self.local,
+            streams: &mut self.streams,
+            flow: &mut self.flow,
+            env: &self.env,
+        }
     }
 
     /// Writes as much of the local replies as the client's windows allow, never inside a

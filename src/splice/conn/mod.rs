@@ -418,12 +418,12 @@ impl<C: Io, U: Io> Splice<C, U> {
                     break;
                 };
                 progress = true;
-                self.answered(done);
+                self.answering().answered(done);
                 self.send_replies();
             }
             self.send_replies();
             if !self.local.waiting_room.is_empty() {
-                progress |= self.admit_waiting();
+                progress |= self.answering().admit_waiting();
             }
             self.flow
                 .grant_withheld(&self.env.shared.buffered, &mut self.to_client);

@@ -237,8 +237,8 @@ impl<C: Io, U: Io> Splice<C, U> {
                 if self.local.room_retry.is_some_and(|at| at <= Instant::now()) {
                     // Set again by `poll_run` while anything still waits.
                     self.local.room_retry = None;
-                    self.expire_waiting();
-                    self.admit_waiting();
+                    self.answering().expire_waiting();
+                    self.answering().admit_waiting();
                 }
                 None
             }
@@ -310,7 +310,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 Some(report) => reply::error_reply(report.called, Origin::Gateway, s, report),
                 None => Err(s),
             };
-            return self.reply_translated(id, answer, head_sent);
+            return self.answering().reply_instead(id, answer, head_sent);
         }
         // From now on the upstream's stream frames are sorted (`passes_on`).
         self.streams.own = true;

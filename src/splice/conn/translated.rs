@@ -244,7 +244,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let Some(live) = self.env.live.clone() else {
             // Only a connection with an upstream of its own translates calls on it.
             self.translated_to_local(id);
-            return self.start_local(id);
+            return self.answering().start(id);
         };
         let Some(stream) = self.streams.map.get_mut(&id) else {
             return;
@@ -279,11 +279,11 @@ impl<C: Io, U: Io> Splice<C, U> {
                 call::Inline::Answer(answer) => answer,
                 call::Inline::Fallback => {
                     self.translated_to_local(id);
-                    return self.start_local(id);
+                    return self.answering().start(id);
                 }
             };
             self.release_translated(id);
-            return self.reply_translated(id, answer, head_sent);
+            return self.answering().reply_instead(id, answer, head_sent);
         }
         match outcome {
             call::Inline::Call(request, message)
@@ -312,12 +312,12 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             call::Inline::Answer(answer) => {
                 self.release_translated(id);
-                self.reply_translated(id, answer, head_sent);
+                self.answering().reply_instead(id, answer, head_sent);
             }
             // Answered by the splice itself after all (`call::answer`).
             _ => {
                 self.translated_to_local(id);
-                self.start_local(id);
+                self.answering().start(id);
             }
         }
     }
@@ -478,6 +478,6 @@ impl<C: Io, U: Io> Splice<C, U> {
         if changed {
             self.blocks.part_replies();
         }
-        self.reply_translated(id, answer, head_sent);
+        self.answering().reply_instead(id, answer, head_sent);
     }
 }
