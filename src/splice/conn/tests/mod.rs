@@ -30,6 +30,8 @@ use crate::front::services::Services;
 use crate::upstream::{self, Upstream};
 use csi_gateway_test_support::h2raw;
 
+mod flow;
+mod per_hop;
 mod relayed;
 mod translated;
 mod unattached;
