@@ -30,6 +30,7 @@ use crate::front::services::Services;
 use crate::upstream::{self, Upstream};
 use csi_gateway_test_support::h2raw;
 
+mod deadlines;
 mod flow;
 mod per_hop;
 mod relayed;
