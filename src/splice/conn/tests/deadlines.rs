@@ -61,6 +61,87 @@ async fn a_reply_after_the_deadline_is_dropped() {
     );
 }
 
+/// The hazard of issue 51: the plugin opens a reply header block (HEADERS without
+/// END_HEADERS, passed on to the client) and goes silent. The client's connection can carry
+/// nothing but that block's CONTINUATION, so the gateway cannot answer the call whose deadline
+/// passes meanwhile: the upstream connection is given up at that deadline, which closes the
+/// client's connection (every call on it fails at once, as on a lost connection) instead of
+/// holding it past every deadline.
+#[tokio::test]
+async fn a_deadline_inside_a_reply_block_passed_on_closes_the_connection_in_time() {
+    let mut s = Spliced::open().await;
+    s.probe(1).await;
+    s.client
+        .request_with(
+            3,
+            "/csi.v1.Identity/Probe",
+            &[("grpc-timeout", "200m")],
+            true,
+        )
+        .await;
+    s.plugin_request().await;
+    let started = Instant::now();
+    let head = reply_head();
+    s.plugin.send(Kind::Headers, 0, 1, &head[..3]).await;
+    let (h, _) = s.client.next_stream_frame().await.unwrap();
+    assert_eq!((h.kind, h.stream.get()), (Kind::Headers, 1));
+    assert!(s.client.closes_within(SOON).await, "closed by the deadline");
+    assert!(started.elapsed() < SOON);
+    assert!(s.plugin.closes_within(SOON).await, "the upstream given up");
+}
+
+/// The same hazard where the open block is one the gateway keeps (a translated call's
+/// trailers): the client's connection is intact, so the expired call gets DEADLINE_EXCEEDED,
+/// the upstream is given up (it can carry nothing but that block), the connection's other
+/// calls on it get UNAVAILABLE, and the connection serves new calls itself.
+#[tokio::test]
+async fn a_deadline_inside_a_kept_reply_block_is_answered_and_the_others_too() {
+    let mut s = Spliced::open().await;
+    s.probe(1).await;
+    s.client
+        .request_with(
+            3,
+            "/csi.v0.Node/NodeGetId",
+            &[("grpc-timeout", "200m")],
+            false,
+        )
+        .await;
+    s.client
+        .send(Kind::Data, frame::END_STREAM, 3, &h2raw::message(&[]))
+        .await;
+    let (id, _, _) = s.plugin_request().await;
+    s.plugin_data().await;
+    let started = Instant::now();
+    s.plugin
+        .send(Kind::Headers, frame::END_HEADERS, id, &reply_head())
+        .await;
+    s.plugin
+        .send(Kind::Data, 0, id, &h2raw::message(b"\x0a\x01n"))
+        .await;
+    let trailers = ok_trailers();
+    s.plugin
+        .send(Kind::Headers, frame::END_STREAM, id, &trailers[..2])
+        .await;
+    let mut answers = HashMap::new();
+    while answers.len() < 2 {
+        let (h, payload) = s.client.next_stream_frame().await.expect("the answers");
+        if h.kind == Kind::Headers {
+            assert!(h.has(frame::END_HEADERS));
+            let fields = s.client.decode(&payload);
+            if h.has(frame::END_STREAM) {
+                let status = field(&fields, "grpc-status").map(str::to_string);
+                answers.insert(h.stream.get(), status);
+            }
+        }
+    }
+    assert!(started.elapsed() < SOON);
+    assert_eq!(answers[&3].as_deref(), Some("4"), "DEADLINE_EXCEEDED");
+    assert_eq!(answers[&1].as_deref(), Some("14"), "UNAVAILABLE");
+    // A new call is the gateway's to answer, on its own upstream connection.
+    s.client.call(5, "/csi.v1.Identity/Probe", &[]).await;
+    assert_eq!(field(&s.client.trailers(5).await, "grpc-status"), Some("0"));
+}
+
 #[tokio::test]
 async fn the_upstream_closing_mid_call_is_unavailable_naming_it() {
     let mut s = Spliced::open().await;
@@ -161,4 +242,33 @@ async fn a_plugins_push_promise_is_the_upstream_lost() {
         .await;
     let trailers = s.client.trailers(1).await;
     assert_eq!(field(&trailers, "grpc-status"), Some("14"), "{trailers:?}");
+}
+
+/// The upstream closing inside a reply block the gateway kept from the client (a translated
+/// call's trailers): the client's connection never saw any of it, so its calls are answered
+/// (UNAVAILABLE) and it goes on, rather than being closed.
+#[tokio::test]
+async fn the_upstream_closing_inside_a_kept_reply_block_leaves_the_client_connection() {
+    let mut s = Spliced::open().await;
+    s.client.request(1, "/csi.v0.Node/NodeGetId", false).await;
+    s.client
+        .send(Kind::Data, frame::END_STREAM, 1, &h2raw::message(&[]))
+        .await;
+    let (id, _, _) = s.plugin_request().await;
+    s.plugin_data().await;
+    s.plugin
+        .send(Kind::Headers, frame::END_HEADERS, id, &reply_head())
+        .await;
+    let trailers = ok_trailers();
+    s.plugin
+        .send(Kind::Headers, frame::END_STREAM, id, &trailers[..2])
+        .await;
+    let Spliced {
+        mut client, plugin, ..
+    } = s;
+    drop(plugin);
+    let trailers = client.trailers(1).await;
+    assert_eq!(field(&trailers, "grpc-status"), Some("14"), "{trailers:?}");
+    client.call(3, "/csi.v1.Identity/Probe", &[]).await;
+    assert_eq!(field(&client.trailers(3).await, "grpc-status"), Some("0"));
 }
