@@ -11,16 +11,9 @@ const SOON: Duration = Duration::from_secs(3);
 async fn a_relayed_call_past_its_deadline_is_deadline_exceeded_and_reset_on_the_plugin() {
     let mut s = Spliced::open().await;
     let started = Instant::now();
+    let timeout = [("grpc-timeout", "200m")];
     s.client
-        .request_with(
-            1,
-            "/csi.v1.Identity/Probe",
-            &[("grpc-timeout", "200m")],
-            false,
-        )
-        .await;
-    s.client
-        .send(Kind::Data, frame::END_STREAM, 1, &h2raw::message(&[]))
+        .call_with(1, "/csi.v1.Identity/Probe", &timeout, &[])
         .await;
     let (_, fields, _) = s.plugin_request().await;
     assert_eq!(field(&fields, "grpc-timeout"), Some("200m"), "passed on");
@@ -39,14 +32,7 @@ async fn a_relayed_call_past_its_deadline_is_deadline_exceeded_and_reset_on_the_
 #[tokio::test]
 async fn a_reply_after_the_deadline_is_dropped() {
     let mut s = Spliced::open().await;
-    s.client
-        .request_with(
-            1,
-            "/csi.v1.Identity/Probe",
-            &[("grpc-timeout", "100m")],
-            true,
-        )
-        .await;
+    s.client.timed_probe(1, "100m").await;
     s.plugin_request().await;
     assert_eq!(field(&s.client.trailers(1).await, "grpc-status"), Some("4"));
     s.plugin.next_of(Kind::RstStream).await.unwrap();
@@ -71,14 +57,7 @@ async fn a_reply_after_the_deadline_is_dropped() {
 async fn a_deadline_inside_a_reply_block_passed_on_closes_the_connection_in_time() {
     let mut s = Spliced::open().await;
     s.probe(1).await;
-    s.client
-        .request_with(
-            3,
-            "/csi.v1.Identity/Probe",
-            &[("grpc-timeout", "200m")],
-            true,
-        )
-        .await;
+    s.client.timed_probe(3, "200m").await;
     s.plugin_request().await;
     let started = Instant::now();
     let head = reply_head();
@@ -98,30 +77,9 @@ async fn a_deadline_inside_a_reply_block_passed_on_closes_the_connection_in_time
 async fn a_deadline_inside_a_kept_reply_block_is_answered_and_the_others_too() {
     let mut s = Spliced::open().await;
     s.probe(1).await;
-    s.client
-        .request_with(
-            3,
-            "/csi.v0.Node/NodeGetId",
-            &[("grpc-timeout", "200m")],
-            false,
-        )
-        .await;
-    s.client
-        .send(Kind::Data, frame::END_STREAM, 3, &h2raw::message(&[]))
-        .await;
-    let (id, _, _) = s.plugin_request().await;
-    s.plugin_data().await;
+    let id = s.node_get_id(3, &[("grpc-timeout", "200m")]).await;
     let started = Instant::now();
-    s.plugin
-        .send(Kind::Headers, frame::END_HEADERS, id, &reply_head())
-        .await;
-    s.plugin
-        .send(Kind::Data, 0, id, &h2raw::message(b"\x0a\x01n"))
-        .await;
-    let trailers = ok_trailers();
-    s.plugin
-        .send(Kind::Headers, frame::END_STREAM, id, &trailers[..2])
-        .await;
+    s.kept_block_left_open(id).await;
     let mut answers = HashMap::new();
     while answers.len() < 2 {
         let (h, payload) = s.client.next_stream_frame().await.expect("the answers");
@@ -205,14 +163,7 @@ async fn a_plugin_not_starting_with_settings_is_given_up_at_once() {
 async fn a_deadline_before_the_plugins_settings_is_answered() {
     let mut s = Spliced::started(Setup::default()).await;
     let started = Instant::now();
-    s.client
-        .request_with(
-            1,
-            "/csi.v1.Identity/Probe",
-            &[("grpc-timeout", "200m")],
-            true,
-        )
-        .await;
+    s.client.timed_probe(1, "200m").await;
     let trailers = s.client.trailers(1).await;
     assert_eq!(field(&trailers, "grpc-status"), Some("4"), "{trailers:?}");
     assert!(started.elapsed() < SOON);
@@ -250,19 +201,8 @@ async fn a_plugins_push_promise_is_the_upstream_lost() {
 #[tokio::test]
 async fn the_upstream_closing_inside_a_kept_reply_block_leaves_the_client_connection() {
     let mut s = Spliced::open().await;
-    s.client.request(1, "/csi.v0.Node/NodeGetId", false).await;
-    s.client
-        .send(Kind::Data, frame::END_STREAM, 1, &h2raw::message(&[]))
-        .await;
-    let (id, _, _) = s.plugin_request().await;
-    s.plugin_data().await;
-    s.plugin
-        .send(Kind::Headers, frame::END_HEADERS, id, &reply_head())
-        .await;
-    let trailers = ok_trailers();
-    s.plugin
-        .send(Kind::Headers, frame::END_STREAM, id, &trailers[..2])
-        .await;
+    let id = s.node_get_id(1, &[]).await;
+    s.kept_block_left_open(id).await;
     let Spliced {
         mut client, plugin, ..
     } = s;

@@ -5,28 +5,10 @@
 use super::*;
 use crate::call::plan::{self, Plan};
 
-const NODE_GET_ID: &str = "/csi.v0.Node/NodeGetId";
 /// NodeGetInfoResponse { node_id: "node-1", max_volumes_per_node: 5 }
 const NODE_INFO: &[u8] = b"\x0a\x06node-1\x10\x05";
 /// NodeGetIdResponse { node_id: "node-1" }: v0.3 has no max_volumes_per_node.
 const NODE_ID: &[u8] = b"\x0a\x06node-1";
-
-/// A NodeGetId call taken by the plugin as NodeGetInfo: its stream on the upstream.
-async fn node_get_id(s: &mut Spliced, stream: u32, extra: &[(&str, &str)]) -> u32 {
-    s.client
-        .request_with(stream, NODE_GET_ID, extra, false)
-        .await;
-    s.client
-        .send(Kind::Data, frame::END_STREAM, stream, &h2raw::message(&[]))
-        .await;
-    let (id, fields, end) = s.plugin_request().await;
-    assert!(!end);
-    assert_eq!(field(&fields, ":path"), Some("/csi.v1.Node/NodeGetInfo"));
-    let (data_id, data, end) = s.plugin_data().await;
-    assert_eq!((data_id, end), (id, true));
-    assert_eq!(message_of(&data), b"", "the empty request as it came");
-    id
-}
 
 #[tokio::test]
 async fn node_get_id_is_translated_here_for_a_v1_plugin() {
@@ -41,7 +23,7 @@ async fn node_get_id_is_translated_here_for_a_v1_plugin() {
 #[tokio::test]
 async fn a_translated_call_reaches_the_plugin_in_its_dialect_and_the_reply_the_client_in_its_own() {
     let mut s = Spliced::open().await;
-    let id = node_get_id(&mut s, 1, &[]).await;
+    let id = s.node_get_id(1, &[]).await;
     s.plugin_replies(id, NODE_INFO).await;
     let (head, end) = s.client.block(1).await;
     assert!(!end);
@@ -56,7 +38,7 @@ async fn a_translated_call_reaches_the_plugin_in_its_dialect_and_the_reply_the_c
 #[tokio::test]
 async fn a_translated_calls_error_reaches_the_client_with_its_code() {
     let mut s = Spliced::open().await;
-    let id = node_get_id(&mut s, 1, &[]).await;
+    let id = s.node_get_id(1, &[]).await;
     let fields = block(&[
         (":status", "200"),
         ("content-type", "application/grpc"),
@@ -74,7 +56,7 @@ async fn a_translated_calls_error_reaches_the_client_with_its_code() {
 #[tokio::test]
 async fn translated_trailers_split_across_continuation_are_read_whole() {
     let mut s = Spliced::open().await;
-    let id = node_get_id(&mut s, 1, &[]).await;
+    let id = s.node_get_id(1, &[]).await;
     s.plugin
         .send(Kind::Headers, frame::END_HEADERS, id, &reply_head())
         .await;
@@ -99,7 +81,7 @@ async fn translated_trailers_split_across_continuation_are_read_whole() {
 #[tokio::test]
 async fn the_plugins_reset_of_a_translated_call_reaches_the_client() {
     let mut s = Spliced::open().await;
-    let id = node_get_id(&mut s, 1, &[]).await;
+    let id = s.node_get_id(1, &[]).await;
     s.plugin
         .send(
             Kind::RstStream,
@@ -119,7 +101,7 @@ async fn the_plugins_reset_of_a_translated_call_reaches_the_client() {
 async fn relayed_and_translated_calls_share_the_connection() {
     let mut s = Spliced::open().await;
     s.probe(1).await;
-    let id = node_get_id(&mut s, 3, &[]).await;
+    let id = s.node_get_id(3, &[]).await;
     s.plugin_replies(id, NODE_INFO).await;
     s.plugin_replies(1, b"\x0a\x02\x08\x01").await;
     let (_, _) = s.client.block(3).await;
@@ -136,7 +118,7 @@ async fn relayed_and_translated_calls_share_the_connection() {
 async fn a_translated_call_past_its_deadline_is_deadline_exceeded() {
     let mut s = Spliced::open().await;
     let started = Instant::now();
-    node_get_id(&mut s, 1, &[("grpc-timeout", "200m")]).await;
+    s.node_get_id(1, &[("grpc-timeout", "200m")]).await;
     let trailers = s.client.trailers(1).await;
     assert_eq!(field(&trailers, "grpc-status"), Some("4"), "{trailers:?}");
     assert!(started.elapsed() < Duration::from_secs(3));
