@@ -385,6 +385,8 @@ struct Setup {
     connect_timeout: Duration,
     /// The plugin's SETTINGS.
     plugin_settings: Vec<(u16, u32)>,
+    /// The gateway's keepalive PINGs to the plugin (`Splice::keepalive`).
+    keepalive: Option<Keepalive>,
 }
 
 impl Default for Setup {
@@ -394,6 +396,7 @@ impl Default for Setup {
             limits: Limits::default(),
             connect_timeout: Duration::from_secs(5),
             plugin_settings: Vec::new(),
+            keepalive: None,
         }
     }
 }
@@ -434,7 +437,8 @@ impl Spliced {
             client_end,
             plugin_end,
             stop,
-        );
+        )
+        .keepalive(setup.keepalive);
         tokio::spawn(splice.run());
         let mut client = Client {
             wire: Wire::new(client_io),

@@ -222,3 +222,45 @@ async fn an_unknown_frame_type_is_dropped_not_forwarded() {
     let seen = until(&mut s.plugin, Kind::WindowUpdate).await;
     assert_eq!(seen.len(), 1, "{seen:?}");
 }
+
+fn keepalive() -> Setup {
+    Setup {
+        keepalive: Some(Keepalive {
+            interval: Duration::from_millis(100),
+            timeout: Duration::from_millis(200),
+        }),
+        ..Setup::default()
+    }
+}
+
+/// The gateway's keepalive PINGs go to the plugin every interval; answered, they go on, and
+/// the plugin's calls with them.
+#[tokio::test]
+async fn the_gateways_keepalive_pings_the_plugin_every_interval() {
+    let mut s = Spliced::open_with(keepalive()).await;
+    for _ in 0..2 {
+        let (h, payload) = s.plugin.next_of(Kind::Ping).await.unwrap();
+        assert_eq!(h.flags, 0);
+        s.plugin.send(Kind::Ping, frame::ACK, 0, &payload).await;
+    }
+    s.probe(1).await;
+    s.plugin_replies(1, &[]).await;
+    assert_eq!(field(&s.client.trailers(1).await, "grpc-status"), Some("0"));
+}
+
+/// A keepalive PING the plugin leaves unanswered for its timeout: the upstream is lost, the
+/// call in flight UNAVAILABLE.
+#[tokio::test]
+async fn an_unanswered_keepalive_ping_is_the_upstream_lost() {
+    let mut s = Spliced::open_with(keepalive()).await;
+    s.probe(1).await;
+    let started = Instant::now();
+    s.plugin.next_of(Kind::Ping).await.unwrap();
+    let trailers = s.client.trailers(1).await;
+    assert_eq!(field(&trailers, "grpc-status"), Some("14"), "{trailers:?}");
+    assert!(
+        field(&trailers, "grpc-message").is_some_and(|m| m.contains("keepalive")),
+        "{trailers:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+}

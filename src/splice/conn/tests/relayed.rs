@@ -309,3 +309,39 @@ async fn request_trailers_pass_to_the_plugin() {
     assert_eq!((id, end), (1, true));
     assert_eq!(field(&fields, "x-trailer"), Some("t"));
 }
+
+/// RFC 9113 §8.1: trailers that do not end the stream make the request malformed: reset both
+/// ways (PROTOCOL_ERROR to the client). The block never reached the plugin, whose decoding
+/// context the next request's block, re-encoded, still follows.
+#[tokio::test]
+async fn request_trailers_without_end_stream_reset_the_stream_both_ways() {
+    let mut s = Spliced::open().await;
+    s.client.request(1, "/csi.v1.Identity/Probe", false).await;
+    s.plugin_request().await;
+    let trailers = block(&[("x-trailer", "t")]);
+    s.client
+        .send(Kind::Headers, frame::END_HEADERS, 1, &trailers)
+        .await;
+    let (h, payload) = s.client.next_of(Kind::RstStream).await.unwrap();
+    assert_eq!(h.stream.get(), 1);
+    assert_eq!(code(&h, &payload), reason::PROTOCOL_ERROR);
+    let (h, _) = s.plugin.next_stream_frame().await.unwrap();
+    assert_eq!((h.kind, h.stream.get()), (Kind::RstStream, 1));
+    s.probe(3).await;
+}
+
+/// Trailers holding a pseudo-header are malformed too (RFC 9113 §8.1).
+#[tokio::test]
+async fn request_trailers_with_a_pseudo_header_are_malformed() {
+    let mut s = Spliced::open().await;
+    s.client.request(1, "/csi.v1.Identity/Probe", false).await;
+    s.plugin_request().await;
+    let trailers = block(&[(":path", "/csi.v1.Identity/Probe")]);
+    let end = frame::END_HEADERS | frame::END_STREAM;
+    s.client.send(Kind::Headers, end, 1, &trailers).await;
+    let (h, payload) = s.client.next_of(Kind::RstStream).await.unwrap();
+    assert_eq!(h.stream.get(), 1);
+    assert_eq!(code(&h, &payload), reason::PROTOCOL_ERROR);
+    let (h, _) = s.plugin.next_stream_frame().await.unwrap();
+    assert_eq!((h.kind, h.stream.get()), (Kind::RstStream, 1));
+}
