@@ -264,3 +264,67 @@ async fn an_unanswered_keepalive_ping_is_the_upstream_lost() {
     );
     assert!(started.elapsed() < Duration::from_secs(3));
 }
+
+/// A connection error of the client's: the GOAWAY it gets names the last stream the gateway
+/// took (relayed here), and the connection closes.
+#[tokio::test]
+async fn a_client_connection_error_names_the_last_stream_taken() {
+    let mut s = Spliced::open().await;
+    s.probe(1).await;
+    s.probe(3).await;
+    s.client.send(Kind::Data, 0, 0, b"x").await;
+    let (_, payload) = s.client.next_of(Kind::GoAway).await.unwrap();
+    assert_eq!(
+        frame::goaway(&payload).unwrap(),
+        (StreamId::new(3), reason::PROTOCOL_ERROR)
+    );
+    assert!(s.client.closes_within(WAIT).await);
+}
+
+/// Past `max_resets_per_second` (the rapid-reset attack), the connection ends: GOAWAY
+/// ENHANCE_YOUR_CALM; the plugin's connection closes with it.
+#[tokio::test]
+async fn too_many_resets_end_the_connection() {
+    let mut s = Spliced::open_with(Setup {
+        limits: Limits {
+            max_resets_per_second: 2,
+            ..Limits::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    for id in [1, 3, 5, 7] {
+        s.client.request(id, "/csi.v1.Identity/Probe", false).await;
+        s.client
+            .send(Kind::RstStream, 0, id, &reason::CANCEL.to_be_bytes())
+            .await;
+    }
+    let (h, payload) = s.client.next_of(Kind::GoAway).await.unwrap();
+    assert_eq!(code(&h, &payload), reason::ENHANCE_YOUR_CALM);
+    // The plugin's connection ends with the client's, and every stream on it.
+    assert!(s.plugin.closes_within(WAIT).await);
+}
+
+/// A spliced connection without a stream for `idle_timeout` is asked to go away (NO_ERROR),
+/// naming the last stream it had.
+#[tokio::test]
+async fn an_idle_connection_is_asked_to_go_away() {
+    let mut s = Spliced::open_with(Setup {
+        limits: Limits {
+            idle_timeout: Duration::from_millis(200),
+            ..Limits::default()
+        },
+        ..Setup::default()
+    })
+    .await;
+    s.probe(1).await;
+    s.plugin_replies(1, &[]).await;
+    s.client.trailers(1).await;
+    let started = Instant::now();
+    let (_, payload) = s.client.next_of(Kind::GoAway).await.unwrap();
+    assert_eq!(
+        frame::goaway(&payload).unwrap(),
+        (StreamId::new(1), reason::NO_ERROR)
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
