@@ -22,9 +22,7 @@ async fn a_relayed_call_past_its_deadline_is_deadline_exceeded_and_reset_on_the_
     assert_eq!(field(&trailers, "grpc-status"), Some("4"), "{trailers:?}");
     assert!(started.elapsed() >= Duration::from_millis(200));
     assert!(started.elapsed() < SOON);
-    let (h, payload) = s.plugin.next_stream_frame().await.unwrap();
-    assert_eq!((h.kind, h.stream.get()), (Kind::RstStream, 1));
-    assert_eq!(code(&h, &payload), reason::CANCEL);
+    assert_eq!(s.plugin.reset_of(1).await, reason::CANCEL);
 }
 
 /// The plugin's reply that comes after the gateway answered the call in its place is dropped:

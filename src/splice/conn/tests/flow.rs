@@ -58,12 +58,9 @@ async fn data_past_a_streams_window_resets_that_stream_only() {
     s.client.request(1, "/csi.v1.Identity/Probe", false).await;
     s.plugin_request().await;
     s.client.send(Kind::Data, 0, 1, &[0u8; 101]).await;
-    let (h, payload) = s.client.next_of(Kind::RstStream).await.unwrap();
-    assert_eq!(h.stream.get(), 1);
-    assert_eq!(code(&h, &payload), reason::FLOW_CONTROL_ERROR);
+    assert_eq!(s.client.next_reset().await, (1, reason::FLOW_CONTROL_ERROR));
     // Reset on the plugin too, and nothing of the DATA reached it.
-    let (h, _) = s.plugin.next_stream_frame().await.unwrap();
-    assert_eq!((h.kind, h.stream.get()), (Kind::RstStream, 1));
+    s.plugin.reset_of(1).await;
     s.probe(3).await;
     s.plugin_replies(3, &[]).await;
     assert_eq!(field(&s.client.trailers(3).await, "grpc-status"), Some("0"));

@@ -168,6 +168,24 @@ impl Wire {
         }
     }
 
+    async fn reset(&mut self, stream: u32, code: Reason) {
+        self.send(Kind::RstStream, 0, stream, &code.to_be_bytes())
+            .await;
+    }
+
+    /// The next stream frame, which must be an RST_STREAM on `stream`: its code.
+    async fn reset_of(&mut self, stream: u32) -> Reason {
+        let (h, payload) = self.next_stream_frame().await.expect("RST_STREAM");
+        assert_eq!((h.kind, h.stream.get()), (Kind::RstStream, stream));
+        code(&h, &payload)
+    }
+
+    /// The next RST_STREAM, frames of other kinds before it skipped: its stream and code.
+    async fn next_reset(&mut self) -> (u32, Reason) {
+        let (h, payload) = self.next_of(Kind::RstStream).await.expect("RST_STREAM");
+        (h.stream.get(), code(&h, &payload))
+    }
+
     /// Whether the other end closes within `wait`, frames before it skipped.
     async fn closes_within(&mut self, wait: Duration) -> bool {
         let until = tokio::time::Instant::now() + wait;
@@ -413,6 +431,15 @@ impl Spliced {
     /// A connection to a v1 plugin, its SETTINGS exchanged both ways and acknowledged.
     async fn open() -> Spliced {
         Spliced::open_with(Setup::default()).await
+    }
+
+    /// A connection to a v1 plugin, the gateway's limits `limits`.
+    async fn with_limits(limits: Limits) -> Spliced {
+        Spliced::open_with(Setup {
+            limits,
+            ..Setup::default()
+        })
+        .await
     }
 
     async fn open_with(setup: Setup) -> Spliced {

@@ -161,9 +161,7 @@ async fn the_plugins_goaway_is_not_passed_on() {
     let mut goaway = BytesMut::new();
     frame::put_goaway(&mut goaway, StreamId::new(1), reason::ENHANCE_YOUR_CALM);
     s.plugin.send_raw(&goaway).await;
-    let (h, payload) = s.client.next_stream_frame().await.unwrap();
-    assert_eq!((h.kind, h.stream.get()), (Kind::RstStream, 3));
-    assert_eq!(code(&h, &payload), reason::REFUSED_STREAM);
+    assert_eq!(s.client.reset_of(3).await, reason::REFUSED_STREAM);
     let (h, payload) = s.client.next_of(Kind::GoAway).await.unwrap();
     let (last, why) = frame::goaway(&payload).unwrap();
     assert_eq!(why, reason::NO_ERROR, "not the plugin's code");
@@ -285,12 +283,9 @@ async fn a_client_connection_error_names_the_last_stream_taken() {
 /// ENHANCE_YOUR_CALM; the plugin's connection closes with it.
 #[tokio::test]
 async fn too_many_resets_end_the_connection() {
-    let mut s = Spliced::open_with(Setup {
-        limits: Limits {
-            max_resets_per_second: 2,
-            ..Limits::default()
-        },
-        ..Setup::default()
+    let mut s = Spliced::with_limits(Limits {
+        max_resets_per_second: 2,
+        ..Limits::default()
     })
     .await;
     for id in [1, 3, 5, 7] {
@@ -309,12 +304,9 @@ async fn too_many_resets_end_the_connection() {
 /// naming the last stream it had.
 #[tokio::test]
 async fn an_idle_connection_is_asked_to_go_away() {
-    let mut s = Spliced::open_with(Setup {
-        limits: Limits {
-            idle_timeout: Duration::from_millis(200),
-            ..Limits::default()
-        },
-        ..Setup::default()
+    let mut s = Spliced::with_limits(Limits {
+        idle_timeout: Duration::from_millis(200),
+        ..Limits::default()
     })
     .await;
     s.probe(1).await;

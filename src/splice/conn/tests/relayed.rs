@@ -159,24 +159,16 @@ async fn the_clients_reset_of_a_relayed_stream_reaches_the_plugin() {
     s.client.request(1, "/csi.v1.Identity/Probe", false).await;
     let (id, _, _) = s.plugin_request().await;
     assert_eq!(id, 1);
-    s.client
-        .send(Kind::RstStream, 0, 1, &reason::CANCEL.to_be_bytes())
-        .await;
-    let (h, payload) = s.plugin.next_stream_frame().await.unwrap();
-    assert_eq!((h.kind, h.stream.get()), (Kind::RstStream, 1));
-    assert_eq!(code(&h, &payload), reason::CANCEL);
+    s.client.reset(1, reason::CANCEL).await;
+    assert_eq!(s.plugin.reset_of(1).await, reason::CANCEL);
 }
 
 #[tokio::test]
 async fn the_plugins_reset_of_a_relayed_stream_reaches_the_client() {
     let mut s = Spliced::open().await;
     s.probe(3).await;
-    s.plugin
-        .send(Kind::RstStream, 0, 3, &reason::REFUSED_STREAM.to_be_bytes())
-        .await;
-    let (h, payload) = s.client.next_stream_frame().await.unwrap();
-    assert_eq!((h.kind, h.stream.get()), (Kind::RstStream, 3));
-    assert_eq!(code(&h, &payload), reason::REFUSED_STREAM);
+    s.plugin.reset(3, reason::REFUSED_STREAM).await;
+    assert_eq!(s.client.reset_of(3).await, reason::REFUSED_STREAM);
     // The stream is over; the connection serves the next call.
     s.probe(5).await;
     s.plugin_replies(5, &[]).await;
@@ -226,11 +218,8 @@ async fn a_request_short_of_its_content_length_is_reset_both_ways() {
     s.client
         .send(Kind::Data, frame::END_STREAM, 1, &h2raw::message(&[]))
         .await;
-    let (h, payload) = s.client.next_of(Kind::RstStream).await.unwrap();
-    assert_eq!(h.stream.get(), 1);
-    assert_eq!(code(&h, &payload), reason::PROTOCOL_ERROR);
-    let (h, _) = s.plugin.next_stream_frame().await.unwrap();
-    assert_eq!((h.kind, h.stream.get()), (Kind::RstStream, 1));
+    assert_eq!(s.client.next_reset().await, (1, reason::PROTOCOL_ERROR));
+    s.plugin.reset_of(1).await;
 }
 
 /// RFC 9113 §5.1: DATA on a stream the client already ended is a stream error STREAM_CLOSED,
@@ -240,29 +229,22 @@ async fn data_after_the_clients_end_stream_is_stream_closed() {
     let mut s = Spliced::open().await;
     s.probe(1).await;
     s.client.send(Kind::Data, 0, 1, &h2raw::message(&[])).await;
-    let (h, payload) = s.client.next_of(Kind::RstStream).await.unwrap();
-    assert_eq!(h.stream.get(), 1);
-    assert_eq!(code(&h, &payload), reason::STREAM_CLOSED);
+    assert_eq!(s.client.next_reset().await, (1, reason::STREAM_CLOSED));
 }
 
 /// A stream past the gateway's `max_concurrent_streams` is refused by the gateway
 /// (REFUSED_STREAM) and never reaches the plugin, which gets the next one.
 #[tokio::test]
 async fn a_stream_past_max_concurrent_streams_is_refused_and_not_relayed() {
-    let mut s = Spliced::open_with(Setup {
-        limits: Limits {
-            max_concurrent_streams: 1,
-            ..Limits::default()
-        },
-        ..Setup::default()
+    let mut s = Spliced::with_limits(Limits {
+        max_concurrent_streams: 1,
+        ..Limits::default()
     })
     .await;
     s.client.request(1, "/csi.v1.Identity/Probe", false).await;
     s.plugin_request().await;
     s.client.request(3, "/csi.v1.Identity/Probe", false).await;
-    let (h, payload) = s.client.next_of(Kind::RstStream).await.unwrap();
-    assert_eq!(h.stream.get(), 3);
-    assert_eq!(code(&h, &payload), reason::REFUSED_STREAM);
+    assert_eq!(s.client.next_reset().await, (3, reason::REFUSED_STREAM));
     // Stream 1 done, stream 5 is the plugin's next.
     s.client
         .send(Kind::Data, frame::END_STREAM, 1, &h2raw::message(&[]))
@@ -322,11 +304,8 @@ async fn request_trailers_without_end_stream_reset_the_stream_both_ways() {
     s.client
         .send(Kind::Headers, frame::END_HEADERS, 1, &trailers)
         .await;
-    let (h, payload) = s.client.next_of(Kind::RstStream).await.unwrap();
-    assert_eq!(h.stream.get(), 1);
-    assert_eq!(code(&h, &payload), reason::PROTOCOL_ERROR);
-    let (h, _) = s.plugin.next_stream_frame().await.unwrap();
-    assert_eq!((h.kind, h.stream.get()), (Kind::RstStream, 1));
+    assert_eq!(s.client.next_reset().await, (1, reason::PROTOCOL_ERROR));
+    s.plugin.reset_of(1).await;
     s.probe(3).await;
 }
 
@@ -339,9 +318,6 @@ async fn request_trailers_with_a_pseudo_header_are_malformed() {
     let trailers = block(&[(":path", "/csi.v1.Identity/Probe")]);
     let end = frame::END_HEADERS | frame::END_STREAM;
     s.client.send(Kind::Headers, end, 1, &trailers).await;
-    let (h, payload) = s.client.next_of(Kind::RstStream).await.unwrap();
-    assert_eq!(h.stream.get(), 1);
-    assert_eq!(code(&h, &payload), reason::PROTOCOL_ERROR);
-    let (h, _) = s.plugin.next_stream_frame().await.unwrap();
-    assert_eq!((h.kind, h.stream.get()), (Kind::RstStream, 1));
+    assert_eq!(s.client.next_reset().await, (1, reason::PROTOCOL_ERROR));
+    s.plugin.reset_of(1).await;
 }

@@ -90,9 +90,7 @@ async fn the_plugins_reset_of_a_translated_call_reaches_the_client() {
             &reason::INTERNAL_ERROR.to_be_bytes(),
         )
         .await;
-    let (h, payload) = s.client.next_stream_frame().await.unwrap();
-    assert_eq!((h.kind, h.stream.get()), (Kind::RstStream, 1));
-    assert_eq!(code(&h, &payload), reason::INTERNAL_ERROR);
+    assert_eq!(s.client.reset_of(1).await, reason::INTERNAL_ERROR);
 }
 
 /// A relayed and a translated call on one connection: each reply reaches its stream, the
