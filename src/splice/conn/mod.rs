@@ -59,7 +59,7 @@
 //! | `timers.rs` | the one timer: timeouts, keepalive, deadlines |
 //! | `go_away.rs` | GOAWAY per hop, shutdown, the upstream lost |
 //! | `writer.rs` | what goes to the client: frames passed on, and the gateway's own where they may go |
-//! | `tests.rs` | the connection in-process through a scripted I/O |
+//! | `tests/` | the connection in-process through scripted I/O: the client, and the plugin |
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::future::Future;

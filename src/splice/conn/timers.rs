@@ -117,16 +117,13 @@ impl<C: Io, U: Io> Splice<C, U> {
             .zip(self.env.live.as_ref())
             .and_then(|(asked, live)| asked.checked_add(live.connect_timeout))
             .map(|at| (at, Timeout::UpstreamHandshake));
-        // Not inside the upstream's header block, where nothing of the splice's own may go to
-        // the client: a call that expires then is answered once the block ends.
-        let call = match self.blocks.reply_block {
-            None => self
-                .timers
-                .deadlines
-                .first()
-                .map(|&(at, _)| (at, Timeout::Call)),
-            Some(_) => None,
-        };
+        // Inside the upstream's header block too: a plugin that never ends one would hold
+        // every call past its deadline (`calls_expired` gives the upstream up then).
+        let call = self
+            .timers
+            .deadlines
+            .first()
+            .map(|&(at, _)| (at, Timeout::Call));
         // Room another connection makes is not announced: looked for every `BUDGET_RETRY`.
         let budget = self
             .flow
@@ -248,7 +245,8 @@ impl<C: Io, U: Io> Splice<C, U> {
     /// The calls whose deadlines passed (the first one's at least, which the timer fired for):
     /// each gets DEADLINE_EXCEEDED from the gateway in the plugin's place. Before the
     /// upstream's SETTINGS nothing can reach the client but after a server preface of the
-    /// gateway's own: the upstream connection is given up then, as when it closes.
+    /// gateway's own: the upstream connection is given up then, as when it closes; and so it
+    /// is inside a reply header block of the upstream's.
     pub(super) fn calls_expired(&mut self) {
         let now = Instant::now();
         let due = self
@@ -279,6 +277,13 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         if !self.to_client.preface_sent() {
             self.upstream_lost("no HTTP/2 SETTINGS before a call's deadline");
+        }
+        if self.blocks.reply_block.is_some() {
+            // The upstream's header block is still open: nothing else of the upstream's may
+            // come before its end, and nothing of the gateway's reach the client if it went
+            // on midway. Given up as if it had closed (`upstream_lost`), so that the answers
+            // go, or the client's connection closes, now rather than never.
+            self.upstream_lost("a call's deadline passed inside an unfinished reply header block");
         }
     }
 

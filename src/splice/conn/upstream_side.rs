@@ -311,6 +311,11 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         self.go_away.upstream_gone = true;
         self.flow.held = false;
+        if self.blocks.reply_block.as_ref().is_some_and(|b| !b.passes) {
+            // Cut off inside a block kept from the client: its connection is whole.
+            self.blocks.reply_block = None;
+            self.to_client.block_ends();
+        }
         if self.blocks.reply_block.is_some() {
             // Cut off inside a header block: the client's connection cannot carry another
             // frame; closing it fails its calls.
