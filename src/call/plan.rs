@@ -7,10 +7,10 @@
 use std::sync::Arc;
 
 use super::rescue::header_list_too_large;
+use crate::call::router::{Inline, Route};
+use crate::call::services::{self, Handler};
+use crate::call::Shared;
 use crate::dialect::Dialect;
-use crate::front::router::{Inline, Route};
-use crate::front::services::{self, Handler};
-use crate::front::Shared;
 use crate::grpc::Status;
 use crate::tls::Authorization;
 
@@ -106,7 +106,7 @@ pub fn plan(route: &Route, upstream: Dialect, requires_staging: bool, has_messag
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::front::router::Router;
+    use crate::call::router::Router;
 
     fn route(path: &str) -> Route {
         let router = Router::new(&[Dialect::V1, Dialect::V0_3, Dialect::V0_1Oneof]).unwrap();

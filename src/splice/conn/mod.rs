@@ -75,10 +75,10 @@ use tokio::sync::watch;
 
 use crate::call::answer::Identical;
 use crate::call::plan::{self, Admission, Plan};
+use crate::call::router::{Inline, Route};
+use crate::call::services;
+use crate::call::Shared;
 use crate::call::{answer as call, rescue as reply};
-use crate::front::router::{Inline, Route};
-use crate::front::services;
-use crate::front::Shared;
 use crate::grpc::status::status_fields;
 use crate::grpc::{frame as grpc_frame, Code, Status, MAX_MESSAGE_BYTES};
 use crate::metrics::{InFlight, Origin};
@@ -88,10 +88,10 @@ use crate::translate::identical::Verdict;
 use crate::translate::CallError;
 use crate::upstream::Live;
 
-use crate::front::limits::{self, Limits, Rate};
+use crate::call::budget::Rate;
+use crate::splice::limits::{self, Limits};
 
 use super::io::{write, Io, Unattached};
-use super::local_stream::{self, LocalStreams};
 use csi_gateway_wire::flow::Window;
 use csi_gateway_wire::frame::{self, reason, Head, Kind, Reason, StreamId};
 use csi_gateway_wire::headers;
@@ -102,6 +102,7 @@ mod go_away;
 mod local;
 mod ping;
 mod relayed;
+mod service;
 mod service_streams;
 mod settings;
 mod streams;
@@ -117,6 +118,7 @@ use go_away::GoAway;
 pub(super) use local::Held;
 use local::{Local, LocalCalls};
 use ping::Ping;
+use service::ServiceStreams;
 use settings::Settings;
 use streams::{Block, Side, State, Stream};
 use timers::Timers;
@@ -200,7 +202,7 @@ pub struct Splice<C, U> {
     client_unhandled: bool,
     upstream_unhandled: bool,
     /// Streams served by the gateway's own services (`local_stream`).
-    services: LocalStreams,
+    services: ServiceStreams,
     /// Relayed calls that ended, with when they started: counted and logged once this turn's
     /// bytes are written, so that no reply waits on the bookkeeping of the calls before it.
     ended: Vec<(Report, Instant)>,
@@ -233,7 +235,7 @@ pub struct Splice<C, U> {
     authorization: Option<Arc<Authorization>>,
     /// Set once the client finished a request (`served`): a call in flight counts, however
     /// long its plugin takes.
-    served: crate::front::listener::Served,
+    served: crate::splice::listener::Served,
     /// PINGs per hop and the upstream keepalive (`ping`).
     ping: Ping,
     /// What the calls the splice answers itself do with a wire-identical message: passed on
@@ -295,7 +297,7 @@ impl<C: Io, U: Io> Splice<C, U> {
     ) -> Splice<C, U> {
         let limits = shared.limits.clone();
         let client_decoder = client_decoder(&shared, live.as_deref());
-        let services = LocalStreams::new(shared.clone());
+        let services = ServiceStreams::new(shared.clone());
         Splice {
             shared,
             live,
@@ -358,7 +360,7 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     /// Marks `served` once the client finished a request: the listener keeps such a
     /// connection's slot when every slot is taken.
-    pub fn served(mut self, served: crate::front::listener::Served) -> Self {
+    pub fn served(mut self, served: crate::splice::listener::Served) -> Self {
         self.served = served;
         self
     }

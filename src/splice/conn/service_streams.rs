@@ -18,7 +18,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             return false;
         }
         let room = self.to_client.queued() < HIGH_WATER;
-        let mut out = local_stream::Out {
+        let mut out = service::Out {
             frames: self.to_client.replies(),
             encoder: &mut self.upstream_decoder,
             window: &mut self.flow.window,
@@ -30,7 +30,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let progress = self.services.poll(cx, &mut out, &mut ended);
         self.services_granted();
         self.count_services();
-        for local_stream::Finished { id, status } in ended {
+        for service::Finished { id, status } in ended {
             let Some(stream) = self.streams.get_mut(&id) else {
                 continue;
             };
