@@ -237,7 +237,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         ))
     });
     if let Some(listener) = metrics_listener {
-        let endpoint = Arc::new(metrics::http::Endpoint {
+        let endpoint = Arc::new(crate::ops::Endpoint {
             prometheus,
             metrics_path: config.metrics.path.clone(),
             upstream: upstream.clone(),
@@ -246,7 +246,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
             socket: path.clone(),
         });
         tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "metrics and health endpoint");
-        tokio::spawn(metrics::http::serve(listener, endpoint, stop.clone()));
+        tokio::spawn(crate::ops::serve(listener, endpoint, stop.clone()));
     }
     let serving = tokio::spawn(listener::serve(
         listener,

@@ -46,14 +46,15 @@
 //! plugin: connection, dialect detection, version negotiation, reconnects), [`grpc`] (gRPC
 //! framing and status over HTTP/2), [`store`] (durable gateway state, embedded or on etcd),
 //! [`observe`] and [`metrics`] (the log line and metrics every call leaves; secret stripping),
-//! [`tls`] (the remote appliance bridge's mutual TLS on TCP, docs/bridge.md), [`backoff`]
-//! (retry pauses), [`disk`] (file work off the runtime) and [`endpoint`] (endpoint syntax).
+//! [`validate`] (spec validation rules), [`tls`] (the remote appliance bridge's mutual TLS on
+//! TCP, docs/bridge.md), [`backoff`] (retry pauses), [`disk`] (file work off the runtime) and
+//! [`endpoint`] (endpoint syntax).
 //! [`gateway`] assembles the pieces and starts them, top to bottom.
 //!
-//! Around them: [`check`] (identify any CSI endpoint),
-//! [`conformance`] (`check --conformance`: a lifecycle scenario against any endpoint),
-//! [`validate`] (spec validation rules), and [`embedded`] (the reference backend run
-//! in-process).
+//! Around them: [`ops`] (the operations endpoint: `/metrics`, `/healthz`, `/readyz`, `/livez`,
+//! and its client, `csi-gateway health`), [`check`] (identify any CSI endpoint),
+//! [`conformance`] (`check --conformance`: a lifecycle scenario against any endpoint), and
+//! [`embedded`] (the reference backend run in-process).
 //!
 //! Cargo features: `test-hooks` (off unless the test suite builds it), the hidden
 //! `--test-crash-at` flag ([`call::staging`]'s crash hook); `embedded-backend` (on by
@@ -80,6 +81,7 @@ pub mod upstream;
 
 pub mod metrics;
 pub mod observe;
+pub mod ops;
 
 pub mod check;
 pub mod conformance;
