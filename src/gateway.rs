@@ -10,13 +10,15 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::call::protect::Protection;
+use crate::call::router::PackageClash;
+use crate::call::services::{ReflectionError, Services};
+use crate::call::staging;
+use crate::call::{Router, Shared};
 use crate::config::{Config, StoreBackend, UpstreamTarget};
 use crate::endpoint::Endpoint;
-use crate::front::services::{ReflectionError, Services};
-use crate::front::{listener, router::PackageClash, socket, Router, Shared};
 use crate::metrics;
 use crate::observe::Redactor;
-use crate::staging;
+use crate::splice::{listener, socket};
 use crate::store;
 use crate::upstream::{self, Upstream};
 
@@ -216,26 +218,26 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
         store: Some(Arc::new(store::Handles::new(kv.clone()))),
         staging: Some(emulation),
         redactor: Redactor::new(config.log.redact_keys.iter().cloned()),
-        limits: crate::front::limits::fit_open_files(config.listen.limits.clone()),
+        limits: crate::splice::limits::fit_open_files(config.listen.limits.clone()),
         services,
         protection: Protection::new(config.calls.clone()),
         node_paths: config.node_paths.clone(),
         resets: Default::default(),
-        buffered: crate::budget::Budget::new(config.listen.limits.max_buffered_bytes),
+        buffered: crate::call::budget::Budget::new(config.listen.limits.max_buffered_bytes),
     });
     let (shutdown, stop) = watch::channel(false);
     let appliance = appliance.map(|(tcp, acceptor)| {
-        tokio::spawn(crate::tls::appliance::serve(
+        tokio::spawn(crate::splice::appliance::serve(
             tcp,
             acceptor,
             shared.clone(),
             stop.clone(),
             config.listen.grace_period,
-            crate::front::limits::fit_appliance_connections(config.appliance_max_connections),
+            crate::splice::limits::fit_appliance_connections(config.appliance_max_connections),
         ))
     });
     if let Some(listener) = metrics_listener {
-        let endpoint = Arc::new(metrics::http::Endpoint {
+        let endpoint = Arc::new(crate::ops::Endpoint {
             prometheus,
             metrics_path: config.metrics.path.clone(),
             upstream: upstream.clone(),
@@ -244,7 +246,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
             socket: path.clone(),
         });
         tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "metrics and health endpoint");
-        tokio::spawn(metrics::http::serve(listener, endpoint, stop.clone()));
+        tokio::spawn(crate::ops::serve(listener, endpoint, stop.clone()));
     }
     let serving = tokio::spawn(listener::serve(
         listener,

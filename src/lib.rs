@@ -18,18 +18,25 @@
 //! - `csi-gateway-load` (crates/load): the load tool, on top of this library;
 //! - `csi-gateway-test-support` (crates/test-support): what the tests in `tests/` share.
 //!
-//! A call crosses three layers, top down; arrows point down only (`tests/layers.rs` checks it):
-//! - **connection** — [`splice`], the one HTTP/2 front: a client connection's frames copied
-//!   onto an upstream connection of its own, only header blocks decoded, and the streams it
-//!   serves itself; a connection for which none could be had at accept starts as one whose
-//!   upstream went (`Splice::unattached`), its calls answered on the gateway's shared upstream
-//!   connection. The listeners in [`front`] (`listener`, `socket`) and the appliance's in
-//!   [`tls`].
-//! - **call** — [`call`]: what becomes of one call, without a transport — its plan
-//!   ([`call::plan`], one decision for every path), its answer and rescue, protection and
-//!   request checks, and its one pipeline to the plugin ([`call::Pipeline`]: [`target`] paths
-//!   → [`staging`] emulation → translation); [`front`]'s route table by gRPC path (`router`)
-//!   and the gateway's own services.
+//! A call crosses three layers, top down; arrows point down only, and the folders of `src/`
+//! name each other without a cycle (`tests/layers.rs` checks both, and that every file is in
+//! a layer):
+//! - **connection** — [`splice`]: the listeners that accept client connections, on the UNIX
+//!   socket (`splice::listener`, `splice::socket`) and on the appliance listener over mutual
+//!   TLS (`splice::appliance`); and the one HTTP/2 front (`splice::conn`): a client
+//!   connection's frames copied onto an upstream connection of its own, only header blocks
+//!   decoded, with the calls the gateway answers itself (`conn::local`) and the streams of its
+//!   own services (`conn::service`); a connection for which none could be had at accept
+//!   starts as one whose upstream went (`Splice::unattached`), its calls answered on the
+//!   gateway's shared upstream connection. What one connection may make the gateway do is
+//!   `splice::limits`.
+//! - **call** — [`call`]: what becomes of one call, without a transport — its route by gRPC
+//!   path ([`call::router`]), its plan ([`call::plan`], one decision for every path), its
+//!   answer and rescue, protection and request checks, the gateway's own services
+//!   ([`call::services`]: reflection, health), and its one pipeline to the plugin
+//!   ([`call::Pipeline`]: [`call::paths`] (target paths) → [`call::staging`] emulation →
+//!   translation); what every call needs, shared by all connections ([`call::Shared`]), with
+//!   the budgets they all count against ([`call::budget`]).
 //! - **wire** — `csi-gateway-wire`: frames and HPACK; and beside it [`translate`]: each dialect
 //!   to and from the hub model (CSI v1), error and capability tables, wire-identical calls,
 //!   each dialect's secrets.
@@ -38,30 +45,28 @@
 //! before anything binds, and the types of `[listen.limits]` and `[calls]`), [`upstream`] (the
 //! plugin: connection, dialect detection, version negotiation, reconnects), [`grpc`] (gRPC
 //! framing and status over HTTP/2), [`store`] (durable gateway state, embedded or on etcd),
-//! [`observe`] and [`metrics`] (the log line and metrics every call leaves; secret stripping).
-//! [`gateway`] assembles the pieces and starts them, top to bottom; [`tls`] is the remote
-//! appliance bridge (mutual TLS to a TCP upstream, and the appliance listener, docs/bridge.md).
+//! [`observe`] and [`metrics`] (the log line and metrics every call leaves; secret stripping),
+//! [`validate`] (spec validation rules), [`tls`] (the remote appliance bridge's mutual TLS on
+//! TCP, docs/bridge.md), [`backoff`] (retry pauses), [`disk`] (file work off the runtime) and
+//! [`endpoint`] (endpoint syntax).
+//! [`gateway`] assembles the pieces and starts them, top to bottom.
 //!
-//! Around them: [`endpoint`] (endpoint syntax), [`check`] (identify any CSI endpoint),
-//! [`conformance`] (`check --conformance`: a lifecycle scenario against any endpoint),
-//! [`validate`] (spec validation rules), and [`embedded`] (the reference backend run
-//! in-process).
+//! Around them: [`ops`] (the operations endpoint: `/metrics`, `/healthz`, `/readyz`, `/livez`,
+//! and its client, `csi-gateway health`), [`check`] (identify any CSI endpoint),
+//! [`conformance`] (`check --conformance`: a lifecycle scenario against any endpoint), and
+//! [`embedded`] (the reference backend run in-process).
 //!
 //! Cargo features: `test-hooks` (off unless the test suite builds it), the hidden
-//! `--test-crash-at` flag ([`staging`]'s crash hook); `embedded-backend` (on by default), the
-//! reference backend [`embedded`] runs.
+//! `--test-crash-at` flag ([`call::staging`]'s crash hook); `embedded-backend` (on by
+//! default), the reference backend [`embedded`] runs.
 #![forbid(unsafe_code)]
 
 pub mod backoff;
-pub mod budget;
 pub mod config;
 pub mod disk;
 pub mod gateway;
 
 pub mod call;
-pub mod front;
-/// The call layer's steps, by their old names.
-pub use call::{staging, target};
 pub mod grpc;
 pub mod splice;
 
@@ -76,6 +81,7 @@ pub mod upstream;
 
 pub mod metrics;
 pub mod observe;
+pub mod ops;
 
 pub mod check;
 pub mod conformance;

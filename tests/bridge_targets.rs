@@ -1,4 +1,4 @@
-//! Which hop owns the CO's node paths across the bridge (`src/target/`): a v1 orchestrator's
+//! Which hop owns the CO's node paths across the bridge (`src/call/paths/`): a v1 orchestrator's
 //! node gateway creates and removes `target_path` in the CO's filesystem, whatever the plugin
 //! speaks, and the appliance gateway gives its plugin a mirror of the paths under
 //! `appliance.node_paths`, never the CO's own. Processes of the built binaries, mutual TLS on

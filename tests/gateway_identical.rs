@@ -1,4 +1,4 @@
-//! The wire-identical fast path (`src/front/identical.rs`) from outside: a v0.3 call whose
+//! The wire-identical fast path (`crates/translate/src/identical.rs`) from outside: a v0.3 call whose
 //! messages are wire-compatible with v1 reaches a v1 plugin as it is, on the v1 path (and a v1
 //! call a v0.3 plugin the same way), spliced and unattached, and the client reads the same
 //! reply and the same status as the full translation gave it; the call is counted and logged

@@ -1,4 +1,4 @@
-//! The connection limits of `[listen.limits]` (src/front/limits.rs), driven with raw frames
+//! The connection limits of `[listen.limits]` (src/splice/limits.rs), driven with raw frames
 //! (crates/test-support/src/h2raw.rs) against the built gateway's one front in both states a
 //! connection can start in: spliced onto an upstream connection of its own, and unattached (no
 //! connection of its own could be had at accept, so the gateway answers its calls on its shared

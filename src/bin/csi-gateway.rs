@@ -357,7 +357,7 @@ fn health(url: &str, timeout: Duration) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let body = runtime.block_on(csi_gateway::metrics::health_check::check(url, timeout))?;
+    let body = runtime.block_on(csi_gateway::ops::health_check::check(url, timeout))?;
     println!("{body}");
     Ok(ExitCode::SUCCESS)
 }

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::front::router::Route;
-use crate::front::Shared;
+use crate::call::router::Route;
+use crate::call::Shared;
 use crate::grpc::{frame, Code, Status};
 use crate::metrics::Origin;
 use crate::observe::{self, Report};
@@ -20,7 +20,7 @@ use crate::translate::{self, CallError, FrontCall};
 use crate::upstream::{Connection, Live};
 
 use super::rescue::error_reply;
-use super::{checked, protect, target, Pipeline};
+use super::{checked, paths, protect, Pipeline};
 
 /// Answers a call from its request message, for the splice, which reads requests itself: an
 /// unknown method, a call translated for the current upstream, or — when the splice's own
@@ -35,7 +35,7 @@ pub async fn answer(
     report: &mut Report,
 ) -> Result<Vec<u8>, Status> {
     let Some(route) = shared.router.route(&report.path) else {
-        // The gateway's own services are streams the splice serves itself (`local_stream`).
+        // The gateway's own services are streams the splice serves itself (`splice::conn::service`).
         let s = unknown_method(&report.path);
         return error_reply(None, Origin::Client, s, report);
     };
@@ -142,7 +142,7 @@ pub(crate) async fn decoded(
     let upstream = live.detected.dialect;
     let acts = route
         .hub
-        .is_some_and(|m| target::acts_on(side, route.dialect, upstream, m));
+        .is_some_and(|m| paths::acts_on(side, route.dialect, upstream, m));
     // Same dialect, or messages wire-identical to the plugin's: passed on as they came (a
     // field neither revision has included), on the plugin's path.
     let untouched = match route.identical_path(upstream) {
@@ -171,10 +171,10 @@ pub(crate) async fn decoded(
     }
 }
 
-/// Where the call's CO keeps its node paths, seen from here ([`target::Side`]).
-fn side<'a>(shared: &'a Shared, conn: &Connection, report: &Report) -> target::Side<'a> {
+/// Where the call's CO keeps its node paths, seen from here ([`paths::Side`]).
+fn side<'a>(shared: &'a Shared, conn: &Connection, report: &Report) -> paths::Side<'a> {
     let bridged = matches!(conn.endpoint(), crate::endpoint::Endpoint::Tcp(_));
-    target::Side::of(report.bridge_peer, bridged, shared.node_paths.as_deref())
+    paths::Side::of(report.bridge_peer, bridged, shared.node_paths.as_deref())
 }
 
 /// A call whose messages pass untouched, read by the gateway: passed on to `path` within
@@ -229,7 +229,7 @@ async fn with_deadline<T>(
 #[allow(clippy::too_many_arguments)] // one call's parts, passed down as they are
 async fn translated(
     shared: &Shared,
-    side: target::Side<'_>,
+    side: paths::Side<'_>,
     live: &Live,
     conn: &Connection,
     route: Route,

@@ -16,8 +16,8 @@ use crate::translate::errors::general_error;
 use crate::validate::{self, Violation};
 
 use super::rescue::error_reply;
+use crate::call::router::Route;
 use crate::config::calls::Validate;
-use crate::front::router::Route;
 
 pub const FAILURES: &str = "csi_gateway_validation_failures_total";
 

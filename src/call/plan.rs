@@ -9,10 +9,10 @@
 use std::sync::Arc;
 
 use super::rescue::header_list_too_large;
+use crate::call::router::{Inline, Route};
+use crate::call::services::{self, Handler};
+use crate::call::Shared;
 use crate::dialect::Dialect;
-use crate::front::router::{Inline, Route};
-use crate::front::services::{self, Handler};
-use crate::front::Shared;
 use crate::grpc::Status;
 use crate::observe::Report;
 use crate::tls::Authorization;
@@ -219,7 +219,7 @@ pub fn decide(shared: &Shared, head: Head, view: View) -> Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::front::router::Router;
+    use crate::call::router::Router;
 
     fn route(path: &str) -> Route {
         let router = Router::new(&[Dialect::V1, Dialect::V0_3, Dialect::V0_1Oneof]).unwrap();

@@ -16,8 +16,8 @@ use crate::dialect::Dialect;
 use crate::grpc::Status;
 use crate::observe::volume_id::volume_id;
 
+use crate::call::router::Route;
 use crate::config::calls::{MethodPolicy, Policy};
-use crate::front::router::Route;
 
 pub const REJECTIONS: &str = "csi_gateway_protection_rejections_total";
 pub const IN_FLIGHT: &str = "csi_gateway_protection_in_flight";
@@ -186,7 +186,7 @@ mod tests {
             decode: true,
             identical: None,
             inline: [None; 4],
-            inline_request: [crate::front::router::InlineRequest::Translated; 4],
+            inline_request: [crate::call::router::InlineRequest::Translated; 4],
             hub: None,
         }
     }

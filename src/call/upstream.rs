@@ -7,12 +7,12 @@ use crate::dialect::Dialect;
 use crate::hub::{Request as Req, Response as Resp};
 use crate::translate::{self, CallError, HandleStore, RawUpstream, UpstreamSession};
 
+use super::paths::Side;
 use super::staging::{self, Emulation};
-use super::target::Side;
 
 /// What every step of a call to the plugin needs.
 pub struct Pipeline<'a> {
-    /// Which hop the gateway is (`target::Side`): whose node paths it handles.
+    /// Which hop the gateway is (`paths::Side`): whose node paths it handles.
     pub side: Side<'a>,
     /// Staging emulation for pre-staging clients; `None`: the plugin's refusal stands.
     pub emulation: Option<&'a Emulation>,

@@ -2,7 +2,7 @@
 //! configuration: spec validation (`validate`), and protection for fragile plugins per method
 //! (per-volume serialization, a concurrency limit, a default deadline). A method with any of it
 //! switched on is decoded by the gateway (it leaves the spliced fast path, see
-//! `front::router::Route::relays_to`); with everything off, nothing changes.
+//! `call::router::Route::relays_to`); with everything off, nothing changes.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! `[listen.limits]`: what one client connection may make the gateway do, the same on every
 //! path (spliced, translated, answered by the gateway). The front enforces them
-//! (`front::limits`).
+//! (`splice::limits`).
 
 use std::time::Duration;
 

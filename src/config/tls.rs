@@ -52,7 +52,7 @@ pub struct ApplianceFile {
     pub reload_interval: Duration,
     #[serde(default = "default_keepalive_interval", with = "humantime_serde")]
     pub tcp_keepalive: Duration,
-    /// Peer connections served at once, by the UNIX listener's rule (`front::listener`):
+    /// Peer connections served at once, by the UNIX listener's rule (`splice::listener`):
     /// a newcomer replaces the oldest connection that never finished a request, and is
     /// refused only when every one has.
     #[serde(default = "default_appliance_connections")]
@@ -61,7 +61,7 @@ pub struct ApplianceFile {
     #[serde(default)]
     pub peers: Vec<PeerFile>,
     /// Where the plugin gets its peers' node paths (staging and target paths, which are on
-    /// the peer's host): each under this directory (`crate::target::mirror`). Default:
+    /// the peer's host): each under this directory (`crate::call::paths::mirror`). Default:
     /// `node-paths` in `state.dir`.
     pub node_paths: Option<PathBuf>,
 }

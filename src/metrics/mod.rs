@@ -8,9 +8,6 @@
 //! label value is bounded: method names come from the route table
 //! (an unrouted path is `unknown`), dialects and codes from fixed sets.
 
-pub mod health_check;
-pub mod http;
-
 use std::cell::RefCell;
 use std::sync::OnceLock;
 use std::time::Duration;

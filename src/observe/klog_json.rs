@@ -79,7 +79,7 @@ pub fn verbosity(level: Level) -> Option<u8> {
     }
 }
 
-/// `front/call.rs` for `src/front/call.rs`: the file and its directory.
+/// `call/plan.rs` for `src/call/plan.rs`: the file and its directory.
 fn short(file: &str) -> &str {
     let mut cuts = file.rmatch_indices('/').map(|(i, _)| i);
     match (cuts.next(), cuts.next()) {
@@ -139,7 +139,7 @@ mod tests {
 
     #[test]
     fn callers_are_short() {
-        assert_eq!(short("src/front/call.rs"), "front/call.rs");
+        assert_eq!(short("src/call/plan.rs"), "call/plan.rs");
         assert_eq!(short("/x/y/h2-0.4/src/proto.rs"), "src/proto.rs");
         assert_eq!(short("lib.rs"), "lib.rs");
     }

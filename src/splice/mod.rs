@@ -1,4 +1,4 @@
-//! The splice: the one front for every client connection — on the UNIX socket, or a peer of the
+//! The connection layer. The splice: the one front for every client connection — on the UNIX socket, or a peer of the
 //! appliance listener over mutual TLS — to a UNIX-socket upstream, or to a remote appliance over
 //! mutual TLS (`io` says how either side is read and written). The connection gets an upstream
 //! connection of its own when one can be had and its HTTP/2 frames are copied across, looked at but not re-framed: the gateway decodes only header blocks (to
@@ -12,7 +12,7 @@
 //! translated calls, and calls the gateway refuses, are answered by the splice itself on the
 //! same connection (`call::answer`, on the gateway's shared upstream connection); calls to the
 //! gateway's own services (reflection, health) are served as streams both ways
-//! (`local_stream`). A connection accepted while no upstream connection of its own can be had
+//! (`conn::service`). A connection accepted while no upstream connection of its own can be had
 //! (the plugin away) is unattached (`Splice::unattached`, `io::Unattached`): every call it
 //! carries is answered that way, by the same code.
 //!
@@ -20,9 +20,19 @@
 //! writes and two header-block decodes, in one task; a call translated on the connection, the
 //! same plus the translation of its two messages.
 
+//!
+//! Its rooms: the listeners that accept connections and hand each to a splice — the UNIX
+//! socket ([`listener`], [`socket`]) and the appliance listener over mutual TLS
+//! ([`appliance`]); the splice of one connection ([`conn`]) and how either side is read and
+//! written ([`io`]); and what one connection may make the gateway do ([`limits`]). Calls go
+//! down to the call layer (`call`), never the other way.
+
+pub mod appliance;
 pub mod conn;
 pub mod io;
-mod local_stream;
+pub mod limits;
+pub mod listener;
+pub mod socket;
 
 pub use conn::Splice;
 pub use io::{Io, Unattached};

@@ -17,7 +17,7 @@
 //! body, `csi_gateway_store_damaged_values`) until the key is written or deleted again.
 //!
 //! Keys: `handle/<volume id>` (VolumeHandle metadata, [`Handles`]),
-//! `node/<node id>/staging/<volume id>` (staging emulation, [`crate::staging`]) and `health`
+//! `node/<node id>/staging/<volume id>` (staging emulation, [`crate::call::staging`]) and `health`
 //! (the health endpoint's write probe).
 
 pub mod embedded;

@@ -1,5 +1,5 @@
 //! Whether a path is a mount point, from the kernel's `/proc/self/mountinfo`: what the
-//! gateway reads before it removes a target path (`src/target/`), what the reference
+//! gateway reads before it removes a target path (`src/call/paths/`), what the reference
 //! backend reads before it mounts, and what `check --conformance` reads of a node plugin's
 //! mounts. One reading, shared, so they can never disagree on escaped names.
 

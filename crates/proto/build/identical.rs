@@ -1,4 +1,4 @@
-//! Build-time half of the wire-identical fast path (the gateway's `src/front/identical.rs`): for
+//! Build-time half of the wire-identical fast path (the gateway's `crates/translate/src/identical.rs`): for
 //! every RPC that v0.3 and v1 both have, whether its messages are wire-compatible between the
 //! two, decided from the descriptors alone.
 //!
@@ -16,7 +16,7 @@
 //!
 //! Nothing here knows what the translation layer does beyond copying fields (error code tables,
 //! capability filters, required-field checks, …): those exclusions are applied on top, in
-//! the gateway's `src/front/identical.rs`, from the translation tables themselves.
+//! the gateway's `crates/translate/src/identical.rs`, from the translation tables themselves.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;

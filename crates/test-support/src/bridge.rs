@@ -1,7 +1,6 @@
 //! Shared by the `bridge_*` tests: processes of the built binaries with their logs captured,
 //! a development PKI written to a temporary directory, free loopback ports, and a v1 client.
 //! Readiness is always a log line or a socket, never a fixed sleep.
-#![allow(dead_code)] // each test file uses its own subset
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

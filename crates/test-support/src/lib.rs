@@ -13,7 +13,6 @@
 //!
 //! Everything is bounded: start-up, connects, each RPC ([`RPC_TIMEOUT`]) and process exit.
 //! [`DIALECTS`] lists every `--dialect`; see `docs/reference-backend.md` for what each serves.
-#![allow(dead_code)] // each test crate uses a different subset
 #![forbid(unsafe_code)]
 
 pub mod bridge;

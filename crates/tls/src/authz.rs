@@ -81,7 +81,7 @@ impl Authorization {
     }
 
     /// `Ok` when the peer may call the gateway's own service `name` (see
-    /// `front::services::rule_name`), else PERMISSION_DENIED naming the rule's key.
+    /// `call::services::rule_name`), else PERMISSION_DENIED naming the rule's key.
     pub fn check_gateway_service(&self, path: &str, name: &str) -> Result<(), Status> {
         match self.allows(name) {
             true => Ok(()),

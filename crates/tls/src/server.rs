@@ -2,7 +2,7 @@
 //! the configured CA) and admits the peer by the allow-list, yielding the peer's
 //! [`Authorization`] so each call can be checked against the CSI service it belongs to. Every
 //! refusal is logged with its reason. The gateway serves the admitted connections with its
-//! front (its `tls::appliance`); the reference backend with tonic.
+//! front (its `splice::appliance`); the reference backend with tonic.
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! revision) → front value (dropped when the front's revision has none). So a client is never
 //! told it can do something its path can't: e.g. a v1 client of a v0.1 plugin never sees
 //! snapshots, and a v0.1 or draft client never sees STAGE_UNSTAGE_VOLUME: its revision cannot
-//! stage, so when the plugin requires staging the gateway stages for it ([`crate::staging`]).
+//! stage, so when the plugin requires staging the gateway stages for it (the gateway's `call::staging`).
 
 use crate::dialect::Dialect;
 

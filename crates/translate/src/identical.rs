@@ -163,7 +163,7 @@ pub static EXCLUDED: &[Exclusion] = &[
     to(Dialect::V1, Dialect::V0_3, "NodeGetInfo",
         "translate::upstream call_v0_3: NodeGetId fallback for a v0.2 plugin"),
     // Only a v1 client's: the gateway owns no target path of a v0.3 client
-    // (`target::owns_targets`).
+    // (`call::paths::owns_targets`).
     to(Dialect::V1, Dialect::V0_3, "NodePublishVolume", TARGET),
     to(Dialect::V1, Dialect::V0_3, "NodeUnpublishVolume", TARGET),
     // Staging emulation (publish, unpublish, stage) is for clients that predate staging, v0.1

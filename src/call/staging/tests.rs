@@ -93,7 +93,7 @@ fn unpublish(target: &str) -> Req {
 impl Fixture {
     async fn call(&self, front: Dialect, req: Req) -> Result<Resp, CallError> {
         let pipeline = crate::call::Pipeline {
-            side: crate::call::target::Side::Local,
+            side: crate::call::paths::Side::Local,
             emulation: Some(&self.emulation),
             front,
             session: &self.session,

@@ -475,7 +475,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             report: Some(decision.report),
             state: State::new(b.end_stream),
             // The splice's own calls keep their deadlines themselves (`call::answer`,
-            // `local_stream`); the upstream's are kept here.
+            // `service`); the upstream's are kept here.
             timeout: request.timeout.filter(|_| on_upstream),
             content_left: request.content_length,
             credit: self.settings.client_stream_window,

@@ -3,7 +3,7 @@
 //! concern; changed by none but the reset budget.
 
 use super::*;
-use crate::front::listener::Served;
+use crate::splice::listener::Served;
 
 pub(super) struct Env {
     pub(super) shared: Arc<Shared>,

@@ -27,7 +27,7 @@ pub(super) struct Flow {
     pub(super) owed_upstream: u64,
     /// Request body bytes of local calls held now, on the gateway's budget.
     pub(super) requests: Hold,
-    /// Request bytes the gateway's own services hold now (`LocalStreams::held`), and the reply
+    /// Request bytes the gateway's own services hold now (`ServiceStreams::held`), and the reply
     /// bytes waiting to go to the client, on the gateway's budget.
     pub(super) services: Hold,
     /// Reply bytes held for the client, on the gateway's budget: the splice's own replies not

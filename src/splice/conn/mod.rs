@@ -73,13 +73,13 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 
-use crate::budget::{Budget, Hold};
 use crate::call::answer::Identical;
+use crate::call::budget::{Budget, Hold, Rate};
 use crate::call::plan;
+use crate::call::router::{Inline, Route};
+use crate::call::services;
+use crate::call::Shared;
 use crate::call::{answer as call, rescue as reply};
-use crate::front::router::{Inline, Route};
-use crate::front::services;
-use crate::front::Shared;
 use crate::grpc::status::status_fields;
 use crate::grpc::{frame as grpc_frame, Code, Status, MAX_MESSAGE_BYTES};
 use crate::metrics::{InFlight, Origin};
@@ -89,10 +89,9 @@ use crate::translate::identical::Verdict;
 use crate::translate::CallError;
 use crate::upstream::Live;
 
-use crate::front::limits::{self, Limits, Rate};
+use crate::splice::limits::{self, Limits};
 
 use super::io::{write, Io, Unattached};
-use super::local_stream::{self, LocalStreams};
 use csi_gateway_wire::flow::{Window, WindowError};
 use csi_gateway_wire::frame::{self, reason, Head, Kind, Reason, StreamId};
 use csi_gateway_wire::headers;
@@ -105,6 +104,7 @@ mod go_away;
 mod local;
 mod ping;
 mod relayed;
+mod service;
 mod service_streams;
 mod settings;
 mod streams;
@@ -122,6 +122,7 @@ use flow::Flow;
 use go_away::GoAway;
 use local::{Local, LocalCalls};
 use ping::Ping;
+use service::ServiceStreams;
 use settings::{upstream_acked, Settings};
 use streams::{Side, State, Stream, Streams};
 use timers::Timers;
@@ -191,8 +192,8 @@ pub struct Splice<C, U> {
     /// Frames read and not handled yet: handling stopped to write a piece (`PIECE`).
     client_unhandled: bool,
     upstream_unhandled: bool,
-    /// Streams served by the gateway's own services (`local_stream`).
-    services: LocalStreams,
+    /// Streams served by the gateway's own services (`service`).
+    services: ServiceStreams,
     /// When the bytes being handled were read.
     now: Instant,
     shutdown: watch::Receiver<bool>,
@@ -253,7 +254,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         shutdown: watch::Receiver<bool>,
     ) -> Splice<C, U> {
         let env = Env::new(shared, live);
-        let services = LocalStreams::new(env.shared.clone());
+        let services = ServiceStreams::new(env.shared.clone());
         Splice {
             client,
             upstream,
@@ -289,7 +290,7 @@ impl<C: Io, U: Io> Splice<C, U> {
 
     /// Marks `served` once the client finished a request: the listener keeps such a
     /// connection's slot when every slot is taken.
-    pub fn served(mut self, served: crate::front::listener::Served) -> Self {
+    pub fn served(mut self, served: crate::splice::listener::Served) -> Self {
         self.env.served = served;
         self
     }

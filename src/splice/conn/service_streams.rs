@@ -1,17 +1,17 @@
-//! Streams served by the gateway's own services (reflection, health; `local_stream`), polled
+//! Streams served by the gateway's own services (reflection, health; `service`), polled
 //! with the connection and counted on its budget.
 
 use super::*;
 
 impl<C: Io, U: Io> Splice<C, U> {
-    /// Moves the gateway-service streams on (`local_stream`), never inside a reply header
+    /// Moves the gateway-service streams on (`service`), never inside a reply header
     /// block the upstream has begun; ends those that ended. `true` if anything moved.
     pub(super) fn poll_services(&mut self, cx: &mut Context<'_>) -> bool {
         if self.blocks.reply_block.is_some() || self.settings.client_unacked() {
             return false;
         }
         let room = self.to_client.queued() < HIGH_WATER;
-        let mut out = local_stream::Out {
+        let mut out = service::Out {
             frames: self.to_client.replies(),
             encoder: &mut self.blocks.upstream_decoder,
             window: &mut self.flow.window,
@@ -23,7 +23,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let progress = self.services.poll(cx, &mut out, &mut ended);
         self.streams.services_granted(&mut self.services);
         self.flow.services.set(self.services.held());
-        for local_stream::Finished { id, status } in ended {
+        for service::Finished { id, status } in ended {
             let Some(stream) = self.streams.map.get_mut(&id) else {
                 continue;
             };

@@ -142,7 +142,7 @@ impl Streams {
         }
     }
     /// Counts the stream window the gateway's services gave the client (`Stream::credit`).
-    pub(super) fn services_granted(&mut self, services: &mut LocalStreams) {
+    pub(super) fn services_granted(&mut self, services: &mut ServiceStreams) {
         for (id, n) in services.drain_granted() {
             if let Some(s) = self.map.get_mut(&id) {
                 // Past 2^31-1 only if the client broke flow control, which `within_window`
@@ -349,7 +349,7 @@ pub(super) enum Side {
     /// Translated on the upstream connection, as the one call it is there (`Translated`).
     Translated(Box<Translated>),
     Local(Local),
-    /// Served by one of the gateway's own services, as a stream (`local_stream`).
+    /// Served by one of the gateway's own services, as a stream (`service`).
     Service,
 }
 

@@ -714,7 +714,7 @@ pub static CODES: &[CodeRow] = &[
     // v1 CO (kubelet) cannot repair NOT_FOUND and retries its unmount forever, and v1 moved the
     // target to the plugin side, which the gateway takes for v0.x plugins: for the v1 client
     // nothing is published at the target. Applied only while the target is not a mount point
-    // (see `crate::target`).
+    // (see the gateway's `call::paths`).
     CodeRow { method: Method::NodeUnpublishVolume, upstream: Side::PreV1, front: Side::Only(Dialect::V1),
         from: NotFound, to: None,
         why: "v1 NodeUnpublishVolume: \"This operation MUST be idempotent.\" — its error table still lists \"Volume does not exist\" as 5 NOT_FOUND, with no OK rule for a deleted volume (csi-test dropped the case, spec issue #433); OK only while the target is not a mount point" },

@@ -13,7 +13,7 @@
 //!   reply (before that reply leaves the gateway), removed after a successful delete. Nothing a
 //!   client sends is stored.
 //! - a pre-staging front (v0.1, draft) cannot stage: while the plugin requires staging, the
-//!   gateway emulates it around this function ([`crate::staging`]); a `NodePublishVolume`
+//!   gateway emulates it around this function (the gateway's `call::staging`); a `NodePublishVolume`
 //!   without a staging path that reaches this function is FAILED_PRECONDITION.
 
 use std::collections::HashMap;
@@ -53,7 +53,7 @@ pub async fn call_upstream(
 }
 
 /// The gateway's refusal of a NodePublishVolume without staging when the plugin requires
-/// staging (the emulation, where it applies, has already taken the call: `crate::staging`).
+/// staging (the emulation, where it applies, has already taken the call: the gateway's `call::staging`).
 fn unstaged_publish(session: &UpstreamSession, request: &Req) -> Option<Status> {
     match request {
         Req::NodePublishVolume(r)
@@ -328,7 +328,7 @@ async fn call_draft(
 /// The path of the one raw call that `method` of a `front` client is to a plugin of
 /// `upstream`, when that is all it is: one request translated on its own, one call, one reply
 /// translated on its own — no handle store, no fallback call, no answer the gateway makes up,
-/// no staging or target paths around it ([`crate::staging`], [`crate::target`]). Known from
+/// no staging or target paths around it (the gateway's `call::staging`, `call::paths`). Known from
 /// the method alone, so that a call's request head can go to the plugin before its message has
 /// arrived (the splice's translated streams); [`single_call`] then confirms it for the request
 /// itself.
@@ -354,8 +354,8 @@ pub fn single_call_path(front: Dialect, upstream: Dialect, method: Method) -> Op
 /// client and an `upstream` plugin on one host (across the bridge, or on the appliance
 /// listener, the routes that name node paths are read by the gateway: `Router::bridging`):
 /// node publish and unpublish where it owns the target path
-/// ([`crate::target::owns_targets`]), emulates staging for a client that predates it
-/// ([`crate::staging`]) or recodes a status by the target's state ([`errors::CODES`]);
+/// (`call::paths::owns_targets`), emulates staging for a client that predates it
+/// (the gateway's `call::staging`) or recodes a status by the target's state ([`errors::CODES`]);
 /// NodeGetInfo to a `csi.v0` plugin, which may answer as v0.2's, asked NodeGetId instead (a
 /// v0.3 client's NodeGetInfo to a v1 plugin is relayed anyway, `identical`, and its
 /// NodeGetId is one NodeGetInfo call; the draft's and v0.1's node id calls stay the
@@ -397,7 +397,7 @@ pub fn single_call(
 }
 
 /// The hub reply to a [`single_call`]: the plugin's reply, or its error, translated as
-/// [`crate::target::call_upstream`] translates it (errors through [`super::errors::recode`]
+/// [`call_upstream`] translates it (errors through [`super::errors::recode`]
 /// for the `front` revision).
 pub fn single_reply(
     session: &UpstreamSession,

@@ -23,10 +23,10 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
 use super::*;
+use crate::call::router::Router;
+use crate::call::services::Services;
 use crate::dialect::Dialect;
 use crate::endpoint::Endpoint;
-use crate::front::router::Router;
-use crate::front::services::Services;
 use crate::upstream::{self, Upstream};
 use csi_gateway_test_support::h2raw;
 
@@ -58,7 +58,7 @@ fn shared_with(upstream: Arc<Upstream>, limits: Limits) -> Arc<Shared> {
         services: Services::new(&dialects, upstream, Duration::from_secs(1)).unwrap(),
         node_paths: None,
         resets: Default::default(),
-        buffered: crate::budget::Budget::new(8 << 20),
+        buffered: crate::call::budget::Budget::new(8 << 20),
     })
 }
 

@@ -1,5 +1,9 @@
 //! What one client connection may make the gateway do, the same on every path (spliced,
-//! translated, unattached): set by `[listen.limits]` in the configuration.
+//! translated, unattached): set by `[listen.limits]` in the configuration (`Limits`), fitted
+//! to the open-files limit at start, and the connection's own bounds — the preface's timeout,
+//! header-list abuse, the wait for room in the gateway's budget and its answers, the refusal
+//! of a connection past `max_connections`. The budgets every connection shares (`Budget`,
+//! `Rate`) are the call layer's (`call::budget`), held in `call::Shared`.
 
 use std::time::Duration;
 
@@ -121,51 +125,4 @@ pub fn no_reply_room() -> crate::grpc::Status {
     crate::grpc::Status::resource_exhausted(format!(
         "the gateway holds all the replies it may (max_buffered_bytes) for clients that have not read them; this call waited {BUDGET_WAIT:?} for room for its reply"
     ))
-}
-
-/// Counts events in one-second windows: `true` once more than `per_second` came in one.
-#[derive(Debug)]
-pub struct Rate {
-    window: std::time::Instant,
-    count: u32,
-}
-
-impl Default for Rate {
-    fn default() -> Rate {
-        Rate {
-            window: std::time::Instant::now(),
-            count: 0,
-        }
-    }
-}
-
-impl Rate {
-    pub fn exceeded(&mut self, now: std::time::Instant, per_second: u32) -> bool {
-        if now.duration_since(self.window) >= Duration::from_secs(1) {
-            self.window = now;
-            self.count = 0;
-        }
-        self.count += 1;
-        self.count > per_second
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Instant;
-
-    #[test]
-    fn rate_counts_per_second() {
-        let start = Instant::now();
-        let mut r = Rate::default();
-        for _ in 0..3 {
-            assert!(!r.exceeded(start, 3));
-        }
-        assert!(r.exceeded(start, 3));
-        assert!(
-            !r.exceeded(start + Duration::from_secs(2), 3),
-            "a new second"
-        );
-    }
 }

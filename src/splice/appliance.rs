@@ -1,6 +1,6 @@
 //! The appliance listener: TCP connections admitted by the TLS crate's [`Acceptor`] (mutual
 //! TLS, the peer allow-list), served with the same front code as the UNIX socket, each carrying
-//! the peer's [`Authorization`](super::Authorization) so every call is checked against the CSI
+//! the peer's [`Authorization`](crate::tls::Authorization) so every call is checked against the CSI
 //! service it belongs to.
 
 use std::net::SocketAddr;
@@ -13,8 +13,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::Acceptor;
-use crate::front::{listener, Shared};
+use super::listener;
+use crate::call::Shared;
+use crate::tls::Acceptor;
 
 /// Serves the appliance listener until `shutdown`, then gives connections `grace` to finish.
 /// At most `max_connections` are served at once, by the UNIX listener's rule
@@ -84,7 +85,7 @@ async fn refused(tcp: tokio::net::TcpStream, addr: SocketAddr, acceptor: Arc<Acc
     let Some((mut stream, _)) = acceptor.handshake(tcp, addr).await else {
         return;
     };
-    let refusal = crate::front::limits::refusal();
+    let refusal = super::limits::refusal();
     if tokio::time::timeout(REFUSAL_WRITE, stream.write_all(&refusal))
         .await
         .is_ok_and(|written| written.is_ok())

@@ -19,7 +19,7 @@ use crate::tls::{Authorization, Keepalive};
 use crate::upstream::Live;
 use tokio_rustls::client::TlsStream;
 
-use super::Shared;
+use crate::call::Shared;
 
 /// Serves until `shutdown` turns true, then drains for at most `grace`.
 pub async fn serve(

@@ -3,7 +3,7 @@
 //! descriptors of exactly the dialects the front serves, and `grpc.health.v1.Health` reflecting
 //! the upstream's Probe. The services are tonic's (`tonic-reflection`) or tonic-generated
 //! (`tonic-health`'s trait, implemented here), served as streams both ways by the splice
-//! (`splice::local_stream`). What a client can make them hold is bounded (`bounded`: the size of a request,
+//! (`splice::conn::service`). What a client can make them hold is bounded (`bounded`: the size of a request,
 //! one reply owed at a time, the length of an error message), and health shares the plugin's
 //! Probe among all its callers (`Upstream::probe`).
 
@@ -168,7 +168,7 @@ where
 }
 
 /// The request of a call to `path` on the splice, whose `body` the splice feeds from the
-/// client's DATA frames (`splice::local_stream`).
+/// client's DATA frames (`splice::conn::service`).
 pub fn request(path: &str, body: Body) -> Result<Request<Body>, Status> {
     let mut request = Request::new(body);
     *request.method_mut() = http::Method::POST;

@@ -1,4 +1,4 @@
-//! Streams the splice answers with one of the gateway's own services (`front::services`:
+//! Streams the splice answers with one of the gateway's own services (`call::services`:
 //! reflection, health, and any later one), served as streams: each request message reaches the
 //! service as its DATA frames arrive, and the service's reply goes out as it is produced —
 //! HEADERS, DATA as each message comes, trailers at the end. So a client can keep one
@@ -42,12 +42,12 @@ use hyper::body::Frame;
 use tokio::sync::{mpsc, oneshot};
 use tonic::body::Body;
 
-use crate::front::limits::{self, BUDGET_WAIT};
-use crate::front::services::{self, Handler};
-use crate::front::Shared;
+use crate::call::services::{self, Handler};
+use crate::call::Shared;
 use crate::grpc::{status, Status, MAX_MESSAGE_BYTES};
+use crate::splice::limits::{self, BUDGET_WAIT};
 
-use crate::budget::Hold;
+use crate::call::budget::Hold;
 
 use csi_gateway_wire::flow::{Window, WindowError};
 use csi_gateway_wire::frame::{self, Kind, StreamId};
@@ -65,7 +65,7 @@ const MAX_UNREAD: usize = 4 * MAX_MESSAGE_BYTES;
 const SERVICE_REPLY: usize = 64 * 1024;
 
 /// The gateway-service streams of one spliced connection.
-pub struct LocalStreams {
+pub struct ServiceStreams {
     shared: Arc<Shared>,
     entries: HashMap<StreamId, Entry>,
     /// Each stream's next step: its service's reply head, or its reply body's next frame.
@@ -94,7 +94,7 @@ struct Entry {
     /// Where the request's messages begin and end: a message's bytes are held (by the service's
     /// decoder, once taken) until it is whole.
     framing: Framing,
-    /// What the stream counts in `LocalStreams::held`: its unread bytes, or its unfinished
+    /// What the stream counts in `ServiceStreams::held`: its unread bytes, or its unfinished
     /// message's, whichever is more (both are the tail of what came); and its reply's frame
     /// waiting for the client's window (`waiting`).
     held: usize,
@@ -120,7 +120,7 @@ struct Entry {
     /// Reply messages the service gave, against the request messages it got
     /// (`Framing::whole`): one more of those is a reply still to come.
     replies: usize,
-    /// The stream is in `LocalStreams::short`.
+    /// The stream is in `ServiceStreams::short`.
     short: bool,
     /// The service's call, not started yet: it is, once there is room for its first reply.
     start: Option<BoxFuture<'static, (StreamId, Step)>>,
@@ -192,9 +192,9 @@ pub struct Finished {
     pub status: Status,
 }
 
-impl LocalStreams {
-    pub fn new(shared: Arc<Shared>) -> LocalStreams {
-        LocalStreams {
+impl ServiceStreams {
+    pub fn new(shared: Arc<Shared>) -> ServiceStreams {
+        ServiceStreams {
             shared,
             entries: HashMap::new(),
             running: FuturesUnordered::new(),

@@ -1,5 +1,5 @@
-//! The operations endpoint: `/metrics` (or `metrics.path`) for Prometheus, `/healthz` for the Kubernetes
-//! livenessprobe (200 `ok` when the upstream answers Probe ready in time, 500 with the reason
+//! The operations endpoint, a listener of its own beside the front: `/metrics` (or
+//! `metrics.path`) for Prometheus, `/healthz` for the Kubernetes livenessprobe (200 `ok` when the upstream answers Probe ready in time, 500 with the reason
 //! otherwise — over the gateway's existing upstream connection, never a new dial per probe, and
 //! the Probe shared with the health service's callers: `Upstream::probe`), and
 //! `/readyz` (200 once the upstream is connected and its dialect known). Both also fail while
@@ -11,6 +11,11 @@
 //! alone: 200 while its front socket is there and accepts a connection, whatever the driver
 //! does — the liveness check of the gateway's own container, where `/healthz` belongs on the
 //! driver's (a hung driver must restart the driver, never the gateway).
+//!
+//! Its client is [`health_check`] (`csi-gateway health`). It names the store and the plugin it
+//! asks about; the metrics it serves are [`crate::metrics`]'s, which name neither.
+
+pub mod health_check;
 
 use std::convert::Infallible;
 use std::sync::Arc;

@@ -20,7 +20,7 @@ pub struct Route {
     /// never relayed undecoded.
     pub decode: bool,
     /// The upstream dialect whose messages for this method are wire-identical to the front's,
-    /// and its path there ([`super::identical`]).
+    /// and its path there ([`crate::translate::identical`]).
     pub identical: Option<(Dialect, &'static str)>,
     /// Per upstream dialect (in [`Dialect::ALL`]'s order), the plugin method on which the
     /// splice translates this call as one call on its own upstream connection
@@ -86,7 +86,7 @@ impl Route {
     }
 
     /// The path an `upstream` plugin serves this call on when its messages are wire-identical
-    /// between the two dialects ([`super::identical`]): the call is then relayed like a
+    /// between the two dialects ([`crate::translate::identical`]): the call is then relayed like a
     /// same-dialect one, its `:path` rewritten. `None` when it must be translated, or is read
     /// by the gateway.
     pub fn identical_path(&self, upstream: Dialect) -> Option<&'static str> {
@@ -234,12 +234,12 @@ impl Router {
     }
 
     /// Marks the calls whose node paths the gateway acts on whatever the plugin's dialect
-    /// ([`crate::target::acts_on`]): a v1 client's publish and unpublish when the plugin is
+    /// ([`crate::call::paths::acts_on`]): a v1 client's publish and unpublish when the plugin is
     /// across the bridge (`bridged_upstream`), and every call naming node paths when there is
     /// an appliance listener, whose peers' paths are mirrored (its local clients' calls are
     /// read too, and passed on as they came).
     pub fn bridging(mut self, bridged_upstream: bool, appliance: bool) -> Router {
-        use crate::target::{acts_on, Side};
+        use crate::call::paths::{acts_on, Side};
         let here = Path::new("/");
         for r in self.routes.values_mut() {
             let Some(m) = r.hub else { continue };

@@ -1,11 +1,6 @@
-//! The front: the UNIX socket orchestrators call, the route table, and each call's path from
-//! request to reply.
-
-pub mod limits;
-pub mod listener;
-pub mod router;
-pub mod services;
-pub mod socket;
+//! What every call needs, shared by all connections (`Shared`): the route table, the plugin,
+//! the store, the gateway's own services, and the budgets all connections count against.
+//! Built once by the assembly (`gateway`); each connection holds it.
 
 use std::sync::Arc;
 
@@ -13,8 +8,12 @@ use crate::observe::Redactor;
 use crate::translate::HandleStore;
 use crate::upstream::Upstream;
 
-pub use limits::Limits;
-pub use router::Router;
+use super::budget::{Budget, Rate};
+use super::protect::Protection;
+use super::router::Router;
+use super::services::Services;
+use super::staging::Emulation;
+use crate::config::limits::Limits;
 
 /// What every call needs, shared by all connections.
 pub struct Shared {
@@ -23,22 +22,22 @@ pub struct Shared {
     /// Durable VolumeHandle metadata for draft upstreams; `None` until a store is configured.
     pub store: Option<Arc<dyn HandleStore>>,
     /// Staging emulation for pre-staging clients (on the same store); `None`: refused.
-    pub staging: Option<Arc<crate::staging::Emulation>>,
+    pub staging: Option<Arc<Emulation>>,
     /// Strips secrets from logged bodies.
     pub redactor: Redactor,
     /// What one client connection may make the gateway do.
     pub limits: Limits,
     /// Protection for fragile plugins, per method; also holds the `[calls]` policy.
-    pub protection: crate::call::protect::Protection,
+    pub protection: Protection,
     /// The gateway's own services: reflection and health.
-    pub services: services::Services,
+    pub services: Services,
     /// `appliance.node_paths`: where the appliance listener's peers' node paths are mirrored
-    /// for the plugin ([`crate::target::mirror`]); `None` without an appliance listener.
+    /// for the plugin ([`super::paths::mirror`]); `None` without an appliance listener.
     pub node_paths: Option<std::path::PathBuf>,
     /// Streams reset by clients, all connections together: `max_resets_per_second` bounds
     /// the gateway's, not one connection's (a client opens several).
-    pub resets: std::sync::Mutex<limits::Rate>,
+    pub resets: std::sync::Mutex<Rate>,
     /// Request bytes held for calls the gateway reads itself and its services, and reply bytes
     /// held for clients, all connections together (`max_buffered_bytes`).
-    pub buffered: Arc<crate::budget::Budget>,
+    pub buffered: Arc<Budget>,
 }

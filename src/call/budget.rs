@@ -1,13 +1,18 @@
-//! The gateway's buffer budget (`max_buffered_bytes`) as a ledger: every byte held against it
-//! is held by a [`Hold`], which gives what it holds back when dropped, however its holder ends
-//! (a connection closed, a task aborted, a call cancelled). Nothing else moves the shared
-//! count, so nothing can leak from it or give back twice (as pingora's `inflight::Guard`).
+//! The gateway's budgets, one for all connections together, held in [`super::Shared`]: the
+//! request and reply bytes it holds (`Budget`, against `max_buffered_bytes`) and the streams
+//! clients reset (`Rate`, against `max_resets_per_second`); the limits of one connection are
+//! its own (`splice::limits`).
 //!
-//! What is held: the request bytes of calls the gateway reads itself and of its services'
-//! streams, and the reply bytes it holds for clients, all connections together.
+//! The buffer budget is a ledger: every byte held against it is held by a [`Hold`], which
+//! gives what it holds back when dropped, however its holder ends (a connection closed, a
+//! task aborted, a call cancelled). Nothing else moves the shared count, so nothing can leak
+//! from it or give back twice (as pingora's `inflight::Guard`). What is held: the request
+//! bytes of calls the gateway reads itself and of its services' streams, and the reply bytes
+//! it holds for clients, all connections together.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The bytes held by every connection together, against `max_buffered_bytes`.
 #[derive(Debug)]
@@ -120,9 +125,51 @@ impl Drop for Hold {
     }
 }
 
+/// Counts events in one-second windows: `true` once more than `per_second` came in one.
+#[derive(Debug)]
+pub struct Rate {
+    window: std::time::Instant,
+    count: u32,
+}
+
+impl Default for Rate {
+    fn default() -> Rate {
+        Rate {
+            window: std::time::Instant::now(),
+            count: 0,
+        }
+    }
+}
+
+impl Rate {
+    pub fn exceeded(&mut self, now: std::time::Instant, per_second: u32) -> bool {
+        if now.duration_since(self.window) >= Duration::from_secs(1) {
+            self.window = now;
+            self.count = 0;
+        }
+        self.count += 1;
+        self.count > per_second
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn rate_counts_per_second() {
+        let start = Instant::now();
+        let mut r = Rate::default();
+        for _ in 0..3 {
+            assert!(!r.exceeded(start, 3));
+        }
+        assert!(r.exceeded(start, 3));
+        assert!(
+            !r.exceeded(start + Duration::from_secs(2), 3),
+            "a new second"
+        );
+    }
 
     #[test]
     fn budget_has_room_until_its_limit() {
