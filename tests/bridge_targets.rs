@@ -12,48 +12,6 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use bridge_support::*;
-use csi_gateway::dialect::Dialect;
-use csi_gateway::tls::gencerts::Leaf;
-use support::front::Front;
-
-/// A node gateway (UNIX socket) → mTLS → appliance gateway → `backend`, in `d`; the appliance
-/// mirrors node paths under `d/mirror`.
-struct Bridge {
-    node: Proc,
-    appliance: Proc,
-    front: Front,
-    mirror: PathBuf,
-}
-
-async fn bridge(d: &Path, backend: &support::Backend) -> Bridge {
-    let pki = Pki::new(d, "bridge");
-    let (scert, skey) = pki.issue("server", &Leaf::server(&["localhost"]));
-    let (ccert, ckey) = pki.issue("client", &Leaf::client(&["node-1.test"], &[]));
-    let port = free_port();
-    let mirror = d.join("mirror");
-    let extra = format!("node_paths = {mirror:?}");
-    let b_config = front_section(
-        &d.join("b.sock"),
-        &format!("unix://{}", backend.socket.display()),
-    )
-    .replace("dialect = \"v1\"", "dialect = \"auto\"")
-        + &appliance_section(port, &scert, &skey, &pki.ca_path, &extra);
-    let appliance = gateway("appliance", d, &b_config);
-    appliance.wait_log("appliance listening");
-    appliance.wait_log("upstream connected");
-    let a_config = front_section(&d.join("a.sock"), &format!("tcp://127.0.0.1:{port}"))
-        .replace("dialect = \"v1\"", "dialect = \"auto\"")
-        + &upstream_tls_section(&ccert, &ckey, &pki.ca_path, "");
-    let node = gateway("node", d, &a_config);
-    node.wait_log("upstream connected");
-    let front = Front::new(Dialect::V1, support::connect(&d.join("a.sock")).await);
-    Bridge {
-        node,
-        appliance,
-        front,
-        mirror,
-    }
-}
 
 /// `path` (absolute) as the appliance's plugin got it: under `mirror`.
 fn mirrored(mirror: &Path, path: &Path) -> PathBuf {
@@ -86,7 +44,7 @@ async fn a_v1_publish_through_the_bridge_to_a_draft_plugin_makes_the_target_wher
     // publish that succeeds proves the appliance made the mirror's target for it.
     let backend =
         support::Backend::start(backend_options("v0.1-oneof").arg("--co-creates-target")).await;
-    let b = bridge(d, &backend).await;
+    let b = mirror_bridge(d, &backend).await;
     let none = HashMap::new();
 
     // kubelet makes the pod's directory, never the target (v1: the plugin's).
@@ -124,20 +82,36 @@ async fn a_v1_publish_through_the_bridge_to_a_draft_plugin_makes_the_target_wher
     b.front.controller_unpublish(&v, &node).await.unwrap();
     b.front.delete(&v, &none).await.unwrap();
 
-    // A path that climbs (`..`) could leave the mirror: the appliance refuses it as the
-    // client's to fix, and the node gateway removes the target it made for the call.
+    // A path that climbs (`..`) could leave the mirror: the plugin gets it as one opaque name
+    // under the mirror's `.unmapped` (src/call/target/mirror.rs), never outside the mirror, and
+    // the unpublish naming the same path undoes it.
     let v = b.front.create("vol-climb", 1 << 20, &none).await.unwrap();
     let publish = b.front.controller_publish(&v, &node).await.unwrap();
     let climbing = pod.join("../mount");
-    let e = b
-        .front
+    b.front
         .node_publish(&v, &publish, None, &climbing)
         .await
-        .unwrap_err();
-    assert_eq!(e.code, tonic::Code::InvalidArgument, "{e:?}");
-    assert!(e.message.contains("must not contain \"..\""), "{e:?}");
-    assert!(!pod.parent().unwrap().join("mount").exists());
+        .unwrap();
+    let unmapped: Vec<_> = std::fs::read_dir(b.mirror.join(".unmapped"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(
+        matches!(&unmapped[..], [p] if is_symlink(p)),
+        "the plugin published on one opaque name: {unmapped:?}"
+    );
+    assert!(
+        climbing.is_dir(),
+        "the node gateway made the CO's target, on the CO's side"
+    );
+    b.front.node_unpublish(&v, &climbing).await.unwrap();
+    assert!(
+        !climbing.exists(),
+        "the node gateway removed the CO's target"
+    );
     assert_empty(&b.mirror);
+    b.front.controller_unpublish(&v, &node).await.unwrap();
+    b.front.delete(&v, &none).await.unwrap();
     assert!(
         b.appliance.log().contains("\"upstream\":\"v0.1-oneof\""),
         "the appliance translated for the draft plugin"
@@ -150,7 +124,7 @@ async fn a_v1_plugin_across_the_bridge_stages_and_publishes_on_the_mirror() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let backend = support::Backend::start(backend_options("v1")).await;
-    let b = bridge(d, &backend).await;
+    let b = mirror_bridge(d, &backend).await;
     let none = HashMap::new();
 
     let staging = d.join("kubelet/plugins/driver/pv-1/globalmount");

@@ -343,6 +343,9 @@ async fn bad_configuration_exits_64_before_binding() {
             cmd.arg(format!("--listen=unix://{}", sock.display()));
         }
         let out = cmd.args(args).output().unwrap();
+        // `--check-config` says the same, and so does nothing either.
+        let checked = cmd.arg("--check-config").output().unwrap();
+        assert_eq!(checked.status.code(), Some(64), "{args:?} --check-config");
         assert_eq!(
             out.status.code(),
             Some(64),
@@ -363,6 +366,25 @@ async fn bad_configuration_exits_64_before_binding() {
         .output()
         .unwrap();
     assert_eq!(missing.status.code(), Some(64));
+    // A good configuration passes `--check-config`, which binds nothing and returns at once.
+    let good = Command::new(gateway::binary())
+        .arg("run")
+        .arg(format!(
+            "--state-dir={}",
+            dir.path().join("state").display()
+        ))
+        .arg(format!("--listen=unix://{}", sock.display()))
+        .arg("--check-config")
+        .output()
+        .unwrap();
+    assert_eq!(
+        good.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&good.stderr)
+    );
+    assert!(String::from_utf8_lossy(&good.stdout).contains("configuration ok"));
+    assert!(!sock.exists() && !dir.path().join("state").exists());
 }
 
 /// A configuration file with several bad values: every one is reported, each naming its

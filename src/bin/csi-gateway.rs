@@ -171,6 +171,11 @@ struct RunArgs {
     /// Bound of every durable state operation, e.g. 5s.
     #[arg(long, value_parser = humantime::parse_duration)]
     state_timeout: Option<std::time::Duration>,
+    /// Check the configuration (file, flags and CSI_ENDPOINT, as `run` reads them) and exit:
+    /// 0 when the gateway would start with it, 64 when not. Binds and opens nothing: the
+    /// files it names are read only at start.
+    #[arg(long)]
+    check_config: bool,
     #[command(flatten)]
     sidecar: SidecarArgs,
     /// TEST HOOK, hidden: SIGKILL the gateway at this named staging-emulation step. Accepted
@@ -285,6 +290,10 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(EXIT_CONFIG));
         }
     };
+    if args.check_config {
+        println!("csi-gateway: configuration ok");
+        return Ok(ExitCode::SUCCESS);
+    }
     init_logging(
         config.log.format == config::LogFormat::Json,
         &config.log.level,

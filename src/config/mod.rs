@@ -659,11 +659,14 @@ validate = "strict"
     /// The configurations shipped in deploy/ still validate as they are.
     #[test]
     fn the_shipped_deployments_validate() {
-        let kubernetes = include_str!("../../deploy/kubernetes/csi-gateway-config.yaml");
-        // The ConfigMap's two TOML blocks: the indented lines under `node.toml: |` and
+        // The default (node-local) set and shared-etcd/; .ci/check-deploy also runs each
+        // through the built binary with its manifest's arguments.
+        let node_local = include_str!("../../deploy/kubernetes/csi-gateway-config.yaml");
+        let shared = include_str!("../../deploy/kubernetes/shared-etcd/csi-gateway-config.yaml");
+        // A ConfigMap's TOML block: the indented lines under `node.toml: |` or
         // `controller.toml: |`.
-        let block = |key: &str| -> String {
-            kubernetes
+        let block = |configmap: &str, key: &str| -> String {
+            configmap
                 .lines()
                 .skip_while(|l| l.trim() != format!("{key}: |"))
                 .skip(1)
@@ -688,12 +691,29 @@ validate = "strict"
                 "compose/appliance.toml",
                 include_str!("../../deploy/compose/appliance.toml").to_string(),
             ),
-            ("kubernetes node.toml", block("node.toml")),
-            ("kubernetes controller.toml", block("controller.toml")),
+            ("kubernetes node.toml", block(node_local, "node.toml")),
+            (
+                "kubernetes controller.toml",
+                block(node_local, "controller.toml"),
+            ),
+            ("shared-etcd node.toml", block(shared, "node.toml")),
+            (
+                "shared-etcd controller.toml",
+                block(shared, "controller.toml"),
+            ),
         ] {
             assert!(text.contains("[listen]"), "{name}: {text}");
-            if let Err(e) = with(&text) {
-                panic!("{name}: {e}");
+            match with(&text) {
+                Err(e) => panic!("{name}: {e}"),
+                // The default needs no service: its handles inline, its store on the node.
+                Ok(c) if name.starts_with("kubernetes") => {
+                    assert!(c.state.inline_handles, "{name}");
+                    assert_eq!(c.state.backend, StoreBackend::Embedded, "{name}");
+                }
+                Ok(c) if name.starts_with("shared-etcd") => {
+                    assert!(matches!(c.state.backend, StoreBackend::Etcd(_)), "{name}");
+                }
+                Ok(_) => {}
             }
         }
     }

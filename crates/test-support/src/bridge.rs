@@ -322,6 +322,47 @@ pub fn keepalive_bridge(dir: &Path, ca_name: &str, client_dns: &str) -> Keepaliv
     KeepaliveBridge { node, appliance }
 }
 
+/// A node gateway on `<dir>/a.sock` → mutual TLS → an appliance gateway (front socket
+/// `<dir>/b.sock`) → `backend`, both detecting the dialect; the appliance mirrors node paths
+/// under `<dir>/mirror`. Returned once the node gateway is connected, with a v1 client of it.
+pub struct MirrorBridge {
+    pub node: Proc,
+    pub appliance: Proc,
+    pub front: crate::front::Front,
+    pub mirror: PathBuf,
+}
+
+pub async fn mirror_bridge(dir: &Path, backend: &crate::Backend) -> MirrorBridge {
+    let pki = Pki::new(dir, "bridge");
+    let (scert, skey) = pki.issue("server", &Leaf::server(&["localhost"]));
+    let (ccert, ckey) = pki.issue("client", &Leaf::client(&["node-1.test"], &[]));
+    let port = free_port();
+    let mirror = dir.join("mirror");
+    let extra = format!("node_paths = {mirror:?}");
+    let auto = |s: String| s.replace("dialect = \"v1\"", "dialect = \"auto\"");
+    let b_config = auto(front_section(&dir.join("b.sock"), &backend.endpoint()))
+        + &appliance_section(port, &scert, &skey, &pki.ca_path, &extra);
+    let appliance = gateway("appliance", dir, &b_config);
+    appliance.wait_log("appliance listening");
+    appliance.wait_log("upstream connected");
+    let a_config = auto(front_section(
+        &dir.join("a.sock"),
+        &format!("tcp://127.0.0.1:{port}"),
+    )) + &upstream_tls_section(&ccert, &ckey, &pki.ca_path, "");
+    let node = gateway("node", dir, &a_config);
+    node.wait_log("upstream connected");
+    let front = crate::front::Front::new(
+        csi_gateway::dialect::Dialect::V1,
+        crate::connect(&dir.join("a.sock")).await,
+    );
+    MirrorBridge {
+        node,
+        appliance,
+        front,
+        mirror,
+    }
+}
+
 /// `[appliance]` on `port` with the given peer rules (TOML text appended).
 pub fn appliance_section(port: u16, cert: &Path, key: &Path, ca: &Path, extra: &str) -> String {
     format!(

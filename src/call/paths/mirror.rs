@@ -7,44 +7,59 @@
 //! (the staging directory, the target's parent), and after an unstage or unpublish removes what
 //! is left of it, up to the root: only empty directories and empty files that are not mount
 //! points, so nothing the plugin keeps is ever removed.
+//!
+//! A path the mirror cannot map to the same place — relative (`some/path`, which csi-sanity
+//! sends to NodeGetVolumeStats and NodeExpandVolume), climbing (`..`), or already under
+//! [`UNMAPPED`] — is not refused: whether the call is valid is the plugin's to say (NOT_FOUND for
+//! a volume it does not know, as it answers a local CO). The plugin gets it as one opaque name,
+//! `<root>/.unmapped/<SHA-256 of the path, base64url>`: one component, so it cannot leave the
+//! root or be resolved against any process's working directory on the appliance, and a name no
+//! mappable path turns into, so it never meets another call's staging or target path — the same
+//! path in two calls is the same name, so a stage or publish there is undone by its unstage or
+//! unpublish.
 
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
 
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use ring::digest::{digest, SHA256};
+
 use crate::grpc::Status;
 use crate::hub::Request as Req;
 
-/// `request` with every node path it names moved under `root`; INVALID_ARGUMENT for a path
-/// that is relative or climbs (`..`), which could leave the root. An empty path stays empty:
-/// the plugin refuses it as it would have.
-pub fn request(root: &Path, request: Req) -> Result<Req, Status> {
-    let map = |field: &'static str, path: &mut String| -> Result<(), Status> {
+/// The directory under the root of the paths the mirror cannot map (module doc).
+pub const UNMAPPED: &str = ".unmapped";
+
+/// `request` with every node path it names moved under `root` ([`under`]). An empty path
+/// stays empty: the plugin refuses it as it would have.
+pub fn request(root: &Path, request: Req) -> Req {
+    let map = |path: &mut String| {
         if !path.is_empty() {
-            *path = under(root, field, path)?.to_string_lossy().into_owned();
+            *path = under(root, path).to_string_lossy().into_owned();
         }
-        Ok(())
     };
     let mut request = request;
     match &mut request {
-        Req::NodeStageVolume(r) => map("staging_target_path", &mut r.staging_target_path)?,
-        Req::NodeUnstageVolume(r) => map("staging_target_path", &mut r.staging_target_path)?,
+        Req::NodeStageVolume(r) => map(&mut r.staging_target_path),
+        Req::NodeUnstageVolume(r) => map(&mut r.staging_target_path),
         Req::NodePublishVolume(r) => {
-            map("staging_target_path", &mut r.staging_target_path)?;
-            map("target_path", &mut r.target_path)?;
+            map(&mut r.staging_target_path);
+            map(&mut r.target_path);
         }
-        Req::NodeUnpublishVolume(r) => map("target_path", &mut r.target_path)?,
+        Req::NodeUnpublishVolume(r) => map(&mut r.target_path),
         Req::NodeGetVolumeStats(r) => {
-            map("volume_path", &mut r.volume_path)?;
-            map("staging_target_path", &mut r.staging_target_path)?;
+            map(&mut r.volume_path);
+            map(&mut r.staging_target_path);
         }
         Req::NodeExpandVolume(r) => {
-            map("volume_path", &mut r.volume_path)?;
-            map("staging_target_path", &mut r.staging_target_path)?;
+            map(&mut r.volume_path);
+            map(&mut r.staging_target_path);
         }
         _ => {}
     }
-    Ok(request)
+    request
 }
 
 /// Whether `method` names node paths the mirror moves.
@@ -61,27 +76,25 @@ pub fn names_paths(method: crate::hub::Method) -> bool {
     )
 }
 
-/// `path` (absolute, in the peer's filesystem) under `root`.
-fn under(root: &Path, field: &str, path: &str) -> Result<PathBuf, Status> {
+/// `path` (in the peer's filesystem) under `root`: an absolute one at the same place below
+/// `root`, any other as one opaque name in `<root>/.unmapped` (module doc). Never outside
+/// `root`, never relative.
+fn under(root: &Path, path: &str) -> PathBuf {
     let p = Path::new(path);
-    if !p.is_absolute() {
-        return Err(Status::invalid_argument(format!(
-            "{field} {path:?} must be an absolute path"
-        )));
-    }
+    let parts = p.components();
+    let mappable = p.is_absolute()
+        && parts
+            .clone()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+        && parts.clone().nth(1) != Some(Component::Normal(UNMAPPED.as_ref()));
     let mut out = root.to_path_buf();
-    for c in p.components() {
-        match c {
-            Component::RootDir | Component::CurDir => {}
-            Component::Normal(part) => out.push(part),
-            Component::ParentDir | Component::Prefix(_) => {
-                return Err(Status::invalid_argument(format!(
-                    "{field} {path:?} must not contain \"..\""
-                )))
-            }
-        }
+    if mappable {
+        out.extend(parts.filter(|c| matches!(c, Component::Normal(_))));
+    } else {
+        out.push(UNMAPPED);
+        out.push(URL_SAFE_NO_PAD.encode(digest(&SHA256, path.as_bytes())));
     }
-    Ok(out)
+    out
 }
 
 /// Makes `dir` and its missing parents, as the CO makes a staging directory or a target's
@@ -119,6 +132,20 @@ mod tests {
     use super::*;
     use crate::hub::v1;
 
+    fn unpublish(root: &Path, target_path: &str) -> String {
+        let r = request(
+            root,
+            Req::NodeUnpublishVolume(v1::NodeUnpublishVolumeRequest {
+                volume_id: "v".into(),
+                target_path: target_path.into(),
+            }),
+        );
+        let Req::NodeUnpublishVolume(r) = r else {
+            unreachable!()
+        };
+        r.target_path
+    }
+
     #[test]
     fn paths_move_under_the_root_and_may_not_leave_it() {
         let root = Path::new("/srv/node-paths");
@@ -130,8 +157,7 @@ mod tests {
                 target_path: "/var/lib/kubelet/pods/u/volumes/mount".into(),
                 ..Default::default()
             }),
-        )
-        .unwrap();
+        );
         let Req::NodePublishVolume(r) = r else {
             unreachable!()
         };
@@ -143,28 +169,85 @@ mod tests {
             r.target_path,
             "/srv/node-paths/var/lib/kubelet/pods/u/volumes/mount"
         );
-        for bad in ["relative/mount", "/var/lib/../../etc"] {
-            let e = request(
-                root,
-                Req::NodeUnpublishVolume(v1::NodeUnpublishVolumeRequest {
-                    volume_id: "v".into(),
-                    target_path: bad.into(),
-                }),
-            )
-            .unwrap_err();
-            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{bad}");
-            assert!(e.message().contains("target_path"), "{}", e.message());
-        }
+        assert_eq!(unpublish(root, "//a/./b/"), "/srv/node-paths/a/b");
         // An empty path is the plugin's to refuse.
+        assert_eq!(unpublish(root, ""), "");
+    }
+
+    /// (path, whether the mirror maps it to the same place): what it cannot map becomes one
+    /// opaque name under `.unmapped`, the same for the same path, another for another path.
+    #[test]
+    fn a_path_it_cannot_map_is_one_opaque_name_under_the_root() {
+        let root = Path::new("/srv/node-paths");
+        let cases = [
+            ("/var/lib/kubelet/pods/u/mount", true),
+            ("some/path", false),
+            ("./some/path", false),
+            ("some", false),
+            (".", false),
+            ("..", false),
+            ("/var/lib/../../etc", false),
+            ("/a/b/..", false),
+            ("../../../etc/passwd", false),
+            // What an unmappable path turns into, sent back: another name.
+            ("/.unmapped/x", false),
+            ("/a/.unmapped", true),
+        ];
+        let mut names = std::collections::HashSet::new();
+        for (path, mappable) in cases {
+            let out = unpublish(root, path);
+            let out = Path::new(&out);
+            assert!(
+                out.is_absolute() && out.starts_with(root),
+                "{path}: {out:?}"
+            );
+            assert!(
+                out.components()
+                    .all(|c| matches!(c, Component::RootDir | Component::Normal(_))),
+                "{path}: {out:?}"
+            );
+            let opaque = out.parent() == Some(root.join(UNMAPPED).as_path());
+            assert_eq!(opaque, !mappable, "{path}: {out:?}");
+            if opaque {
+                let name = out.file_name().unwrap().to_str().unwrap();
+                assert_eq!(name.len(), 43, "SHA-256, base64url: {name}");
+                assert!(!name.contains(['/', '.']), "{name}");
+            }
+            assert!(
+                names.insert(out.to_path_buf()),
+                "{path}: {out:?} seen before"
+            );
+            // The same path, the same name: an unpublish finds what its publish made.
+            assert_eq!(unpublish(root, path), out.to_string_lossy());
+        }
+        // Every field that names a path, in each call that names one.
         let r = request(
             root,
-            Req::NodeUnstageVolume(v1::NodeUnstageVolumeRequest {
+            Req::NodeGetVolumeStats(v1::NodeGetVolumeStatsRequest {
                 volume_id: "v".into(),
-                staging_target_path: String::new(),
+                volume_path: "some/path".into(),
+                staging_target_path: "rel".into(),
             }),
-        )
-        .unwrap();
-        assert!(matches!(r, Req::NodeUnstageVolume(r) if r.staging_target_path.is_empty()));
+        );
+        let Req::NodeGetVolumeStats(r) = r else {
+            unreachable!()
+        };
+        assert!(r.volume_path.starts_with("/srv/node-paths/.unmapped/"));
+        assert!(r
+            .staging_target_path
+            .starts_with("/srv/node-paths/.unmapped/"));
+        let r = request(
+            root,
+            Req::NodeExpandVolume(v1::NodeExpandVolumeRequest {
+                volume_id: "v".into(),
+                volume_path: "some/path".into(),
+                ..Default::default()
+            }),
+        );
+        let Req::NodeExpandVolume(r) = r else {
+            unreachable!()
+        };
+        assert!(r.volume_path.starts_with("/srv/node-paths/.unmapped/"));
     }
 
     #[test]

@@ -160,7 +160,7 @@ impl Pipeline<'_> {
     /// `root`, with what its CO would have made there made first (the staging directory, the
     /// target's parent) and, once the plugin is done with a path, what is left of it removed.
     pub(super) async fn mirrored(&self, root: &Path, request: Req) -> Result<Resp, CallError> {
-        let request = mirror::request(root, request).map_err(CallError::client)?;
+        let request = mirror::request(root, request);
         // What to make first; what is left to remove once the plugin succeeded, or failed.
         let (made, done_with, failed_clean_up) = match &request {
             Req::NodeStageVolume(r) => {
