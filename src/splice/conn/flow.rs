@@ -250,6 +250,35 @@ impl<C: Io, U: Io> Splice<C, U> {
         self.answering().reply_instead(id, Err(refusal), head_sent);
     }
 
+    /// The upstream's WINDOW_UPDATE on a relayed stream or the connection, passed on: counted
+    /// where the client may send it (past 2^31-1 the upstream's error, which the client
+    /// reports). A connection one waits while the gateway holds all it may: granted later.
+    pub(super) fn upstream_window_update(
+        &mut self,
+        head: Head,
+        whole: &[u8],
+    ) -> Result<(), Broken> {
+        let n = frame::increment(&whole[frame::HEAD_LEN..]).map_err(upstream_malformed)?;
+        let budget = &self.env.shared.buffered;
+        if head.stream.is_connection() && !self.flow.may_grant(budget) {
+            self.flow.give_back(n, budget, &mut self.to_client);
+            return Ok(());
+        }
+        self.to_client.pass(whole);
+        let credit = match head.stream.is_connection() {
+            true => Some(&mut self.flow.client_credit),
+            false => self
+                .streams
+                .map
+                .get_mut(&head.stream)
+                .map(|s| &mut s.credit),
+        };
+        if let Some(credit) = credit {
+            let _ = credit.increase(n);
+        }
+        Ok(())
+    }
+
     /// Window withheld `BUDGET_WAIT`: the connection's largest unfinished local request is
     /// answered RESOURCE_EXHAUSTED now and what it held let go.
     pub(super) fn make_room(&mut self) {

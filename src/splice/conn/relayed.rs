@@ -105,16 +105,28 @@ impl<C: Io, U: Io> Splice<C, U> {
         );
     }
 
-    /// A reply header block, complete (its frames already went on).
-    pub(super) fn on_reply_block(
-        &mut self,
-        stream_id: StreamId,
-        end_stream: bool,
-        block: &[u8],
-    ) -> Result<(), Broken> {
-        let reply = headers::reply(&mut self.blocks.upstream_decoder, block)
-            .map_err(|e| Broken::Upstream(e.to_string()))?;
-        self.reply_seen(stream_id, end_stream, reply);
+    /// A relayed reply's DATA, passed on: within the client's connection window (the upstream
+    /// counts on window the splice's own replies used: held until it fits, `on_upstream_bytes`),
+    /// its first message kept for the log when bodies are, its end without trailers noted.
+    pub(super) fn relay_reply_data(&mut self, head: Head, payload: &[u8]) -> Result<(), Broken> {
+        if self.flow.window.consume(head.len).is_err() {
+            return Err(Broken::Upstream(
+                "DATA past the client's connection window".into(),
+            ));
+        }
+        let Some(stream) = self.streams.map.get_mut(&head.stream) else {
+            return Ok(());
+        };
+        if let Some(report) = stream.report.as_mut() {
+            if report.response.is_none() && observe::bodies_enabled() {
+                let range = frame::content(&head, payload).map_err(upstream_malformed)?;
+                report.response = first_message(&payload[range]);
+            }
+        }
+        if head.has(frame::END_STREAM) {
+            // A reply that ends without trailers has no status.
+            self.reply_ended(head.stream, None);
+        }
         Ok(())
     }
 

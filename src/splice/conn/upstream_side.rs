@@ -56,6 +56,8 @@ impl<C: Io, U: Io> Splice<C, U> {
         Ok(())
     }
 
+    /// One whole frame of the upstream's: checked, then passed on as it came (a relayed
+    /// stream's) or handed to what owns its concern.
     pub(super) fn on_upstream_frame(&mut self, head: Head, whole: &[u8]) -> Result<(), Broken> {
         let payload = &whole[frame::HEAD_LEN..];
         if head.len > self.settings.upstream_frame_limit {
@@ -76,124 +78,22 @@ impl<C: Io, U: Io> Splice<C, U> {
             Kind::Data | Kind::Headers | Kind::Continuation | Kind::RstStream | Kind::WindowUpdate
         );
         let passes = stream_frame && self.streams.passes_on(&head, &self.blocks);
-        if passes && head.kind == Kind::WindowUpdate {
-            let n = frame::increment(payload).map_err(upstream_malformed)?;
-            if head.stream.is_connection() && !self.flow.may_grant(&self.env.shared.buffered) {
-                // No new request bytes while the gateway holds all it may: granted later.
-                self.flow
-                    .give_back(n, &self.env.shared.buffered, &mut self.to_client);
-            } else {
-                self.to_client.pass(whole);
-                // Counted where the client may send it: past 2^31-1 the upstream's error,
-                // which the client reports.
-                let credit = match head.stream.is_connection() {
-                    true => Some(&mut self.flow.client_credit),
-                    false => self
-                        .streams
-                        .map
-                        .get_mut(&head.stream)
-                        .map(|s| &mut s.credit),
-                };
-                if let Some(credit) = credit {
-                    let _ = credit.increase(n);
-                }
-            }
-        } else if passes {
+        if passes && head.kind != Kind::WindowUpdate {
             self.to_client.pass(whole);
         }
         match head.kind {
-            Kind::Data if !passes => self.kept_data(head, payload)?,
-            Kind::Data => {
-                // Held until it fits (`read_upstream`): past the window only if the upstream
-                // sent more than the client allowed it.
-                if self.flow.window.consume(head.len).is_err() {
-                    return Err(Broken::Upstream(
-                        "DATA past the client's connection window".into(),
-                    ));
-                }
-                let end = head.has(frame::END_STREAM);
-                if let Some(stream) = self.streams.map.get_mut(&head.stream) {
-                    if let Some(report) = stream.report.as_mut() {
-                        if report.response.is_none() && observe::bodies_enabled() {
-                            let range =
-                                frame::content(&head, payload).map_err(upstream_malformed)?;
-                            report.response = first_message(&payload[range]);
-                        }
-                    }
-                    if end {
-                        // A reply that ends without trailers has no status.
-                        self.reply_ended(head.stream, None);
-                    }
-                }
-            }
-            Kind::Headers => {
-                let range = frame::content(&head, payload).map_err(upstream_malformed)?;
-                let end_stream = head.has(frame::END_STREAM);
-                if head.has(frame::END_HEADERS) && passes {
-                    self.on_reply_block(head.stream, end_stream, &payload[range])?;
-                } else if head.has(frame::END_HEADERS) {
-                    self.kept_reply_block(head.stream, end_stream, &payload[range], whole)?;
-                } else {
-                    self.to_client.block_begins();
-                    self.blocks.reply_block = Some(Block {
-                        stream: head.stream,
-                        end_stream,
-                        bytes: payload[range].to_vec(),
-                        frames: if passes { Vec::new() } else { whole.to_vec() },
-                        passes,
-                    });
-                }
-            }
-            Kind::Continuation => {
-                let Some(block) = self.blocks.reply_block.as_mut() else {
-                    return Err(Broken::Upstream("CONTINUATION without HEADERS".into()));
-                };
-                if block.bytes.len() + payload.len() > MAX_HEADER_BLOCK {
-                    return Err(Broken::Upstream("reply header block too large".into()));
-                }
-                block.bytes.extend_from_slice(payload);
-                if !block.passes {
-                    block.frames.extend_from_slice(whole);
-                }
-                if head.has(frame::END_HEADERS) {
-                    let b = self.blocks.reply_block.take().expect("checked above");
-                    if b.passes {
-                        self.on_reply_block(b.stream, b.end_stream, &b.bytes)?;
-                    } else {
-                        self.kept_reply_block(b.stream, b.end_stream, &b.bytes, &b.frames)?;
-                    }
-                    // What waited for the block's end goes right after it, before anything
-                    // else of the upstream's.
-                    self.to_client.block_ends();
-                }
-            }
+            Kind::Data if passes => self.relay_reply_data(head, payload)?,
+            Kind::Data => self.kept_data(head, payload)?,
+            Kind::Headers | Kind::Continuation => self.on_upstream_headers(head, whole, passes)?,
+            Kind::WindowUpdate if passes => self.upstream_window_update(head, whole)?,
             Kind::Settings if head.has(frame::ACK) => {
                 if let Some(table) = self.settings.unacked_by_upstream.pop_front() {
-                    upstream_acked(
-                        table,
-                        &mut self.blocks.upstream_decoder,
-                        &mut self.to_client,
-                    );
+                    let decoder = &mut self.blocks.upstream_decoder;
+                    upstream_acked(table, decoder, &mut self.to_client);
                 }
             }
             Kind::Settings => self.upstream_settings(payload)?,
             Kind::Ping => self.ping.upstream(&head, payload, &mut self.to_upstream),
-            Kind::RstStream if !passes => {
-                frame::rst_reason(payload).map_err(upstream_malformed)?;
-                // The plugin reset a translated call: so is the client's stream.
-                if let Some(stream) = self.streams.map.get_mut(&head.stream) {
-                    if matches!(stream.side, Side::Translated(_)) {
-                        stream.end_reply();
-                        self.to_client.pass(whole);
-                        self.end_stream(
-                            head.stream,
-                            Code::Unavailable,
-                            Origin::Gateway,
-                            reset_by_upstream(),
-                        );
-                    }
-                }
-            }
             Kind::RstStream => {
                 let code = frame::rst_reason(payload).map_err(upstream_malformed)?;
                 let code = match code {
@@ -201,65 +101,95 @@ impl<C: Io, U: Io> Splice<C, U> {
                     reason::CANCEL => Code::Cancelled,
                     _ => Code::Internal,
                 };
-                self.end_stream(head.stream, code, Origin::Gateway, reset_by_upstream());
+                let translated = self
+                    .streams
+                    .map
+                    .get_mut(&head.stream)
+                    .filter(|s| !passes && matches!(s.side, Side::Translated(_)));
+                if let Some(stream) = translated {
+                    // The plugin reset a translated call: so is the client's stream.
+                    stream.end_reply();
+                    self.to_client.pass(whole);
+                    let why = reset_by_upstream();
+                    self.end_stream(head.stream, Code::Unavailable, Origin::Gateway, why);
+                } else if passes {
+                    self.end_stream(head.stream, code, Origin::Gateway, reset_by_upstream());
+                }
             }
             Kind::GoAway => self.upstream_going_away(payload),
             Kind::PushPromise => {
                 return Err(Broken::Upstream("PUSH_PROMISE, which was disabled".into()))
             }
-            // Forwarded above: flow control runs end to end.
-            Kind::WindowUpdate => {}
-            // PRIORITY is advisory; extension frames are per hop (RFC 9113 §5.5).
-            Kind::Priority | Kind::Unknown(_) => {}
+            // PRIORITY is advisory; extension frames are per hop (RFC 9113 §5.5); a stream's
+            // WINDOW_UPDATE kept here is for a stream the splice opened itself.
+            Kind::WindowUpdate | Kind::Priority | Kind::Unknown(_) => {}
         }
         Ok(())
     }
 
-    /// Upstream DATA the client does not get as it came: a translated call's reply, collected
-    /// for its translation, or a reset stream's. The window it took is owed to the upstream.
-    pub(super) fn kept_data(&mut self, head: Head, payload: &[u8]) -> Result<(), Broken> {
-        let range = frame::content(&head, payload).map_err(upstream_malformed)?;
-        self.flow.owed_upstream += head.len as u64;
-        let end = head.has(frame::END_STREAM);
-        let Some(Stream {
-            side: Side::Translated(t),
-            ..
-        }) = self.streams.map.get_mut(&head.stream)
-        else {
-            return Ok(());
-        };
-        if t.reply.len() + range.len() > MAX_MESSAGE_BYTES + grpc_frame::HEADER {
-            t.reply_too_large = true;
-            let dropped = std::mem::take(&mut t.reply).len();
-            self.flow.replies.release(dropped);
-        } else if !t.reply_too_large {
-            t.reply.extend_from_slice(&payload[range.clone()]);
-            self.flow.replies.add(range.len());
-        }
-        if !end {
-            // The stream's own window, given back past half of it (a reply larger than it).
-            t.reply_unacked += head.len as u32;
-            if t.reply_unacked as usize >= self.settings.client_initial_window.available() / 2 {
-                frame::put_window_update(&mut self.to_upstream, head.stream, t.reply_unacked);
-                t.reply_unacked = 0;
+    /// A HEADERS or CONTINUATION frame of the upstream's: a reply block, handled once whole.
+    /// Nothing else may reach the client between the frames of a block passed on.
+    fn on_upstream_headers(
+        &mut self,
+        head: Head,
+        whole: &[u8],
+        passes: bool,
+    ) -> Result<(), Broken> {
+        let payload = &whole[frame::HEAD_LEN..];
+        if head.kind == Kind::Headers {
+            let range = frame::content(&head, payload).map_err(upstream_malformed)?;
+            let end_stream = head.has(frame::END_STREAM);
+            if head.has(frame::END_HEADERS) {
+                return self.reply_block(head.stream, end_stream, &payload[range], whole, passes);
             }
+            self.to_client.block_begins();
+            self.blocks.reply_block = Some(Block {
+                stream: head.stream,
+                end_stream,
+                bytes: payload[range].to_vec(),
+                frames: if passes { Vec::new() } else { whole.to_vec() },
+                passes,
+            });
             return Ok(());
         }
-        // A reply that ends without trailers has no status.
-        self.translated_ended(head.stream, headers::Reply::default(), &[], false);
+        let Some(block) = self.blocks.reply_block.as_mut() else {
+            return Err(Broken::Upstream("CONTINUATION without HEADERS".into()));
+        };
+        if block.bytes.len() + payload.len() > MAX_HEADER_BLOCK {
+            return Err(Broken::Upstream("reply header block too large".into()));
+        }
+        block.bytes.extend_from_slice(payload);
+        if !block.passes {
+            block.frames.extend_from_slice(whole);
+        }
+        if head.has(frame::END_HEADERS) {
+            let b = self.blocks.reply_block.take().expect("checked above");
+            self.reply_block(b.stream, b.end_stream, &b.bytes, &b.frames, b.passes)?;
+            // What waited for the block's end goes right after it, before anything else of
+            // the upstream's.
+            self.to_client.block_ends();
+        }
         Ok(())
     }
 
-    /// A reply block that does not go on as it came: a translated call's trailers, a block
-    /// re-encoded for the client (`reencode_replies`), or one of a stream the client does not
-    /// get the upstream's reply on (dropped).
-    pub(super) fn kept_reply_block(
+    /// A reply header block, complete. One that went on as it came (`passes`) is read for its
+    /// status; one kept is a translated call's trailers, a block re-encoded for the client
+    /// (`reencode_replies`), or one of a stream the client does not get the upstream's reply
+    /// on (dropped).
+    fn reply_block(
         &mut self,
         id: StreamId,
         end_stream: bool,
         block: &[u8],
         frames: &[u8],
+        passes: bool,
     ) -> Result<(), Broken> {
+        if passes {
+            let reply = headers::reply(&mut self.blocks.upstream_decoder, block)
+                .map_err(|e| Broken::Upstream(e.to_string()))?;
+            self.reply_seen(id, end_stream, reply);
+            return Ok(());
+        }
         let before = self.blocks.upstream_decoder.changes();
         let mut literals = Vec::new();
         let reply = match self.blocks.reencode_replies {
@@ -299,6 +229,41 @@ impl<C: Io, U: Io> Splice<C, U> {
         if changed {
             self.blocks.part_replies();
         }
+        Ok(())
+    }
+
+    /// Upstream DATA the client does not get as it came: a translated call's reply, collected
+    /// for its translation, or a reset stream's. The window it took is owed to the upstream.
+    pub(super) fn kept_data(&mut self, head: Head, payload: &[u8]) -> Result<(), Broken> {
+        let range = frame::content(&head, payload).map_err(upstream_malformed)?;
+        self.flow.owed_upstream += head.len as u64;
+        let end = head.has(frame::END_STREAM);
+        let Some(Stream {
+            side: Side::Translated(t),
+            ..
+        }) = self.streams.map.get_mut(&head.stream)
+        else {
+            return Ok(());
+        };
+        if t.reply.len() + range.len() > MAX_MESSAGE_BYTES + grpc_frame::HEADER {
+            t.reply_too_large = true;
+            let dropped = std::mem::take(&mut t.reply).len();
+            self.flow.replies.release(dropped);
+        } else if !t.reply_too_large {
+            t.reply.extend_from_slice(&payload[range.clone()]);
+            self.flow.replies.add(range.len());
+        }
+        if !end {
+            // The stream's own window, given back past half of it (a reply larger than it).
+            t.reply_unacked += head.len as u32;
+            if t.reply_unacked as usize >= self.settings.client_initial_window.available() / 2 {
+                frame::put_window_update(&mut self.to_upstream, head.stream, t.reply_unacked);
+                t.reply_unacked = 0;
+            }
+            return Ok(());
+        }
+        // A reply that ends without trailers has no status.
+        self.translated_ended(head.stream, headers::Reply::default(), &[], false);
         Ok(())
     }
 
