@@ -6,10 +6,42 @@
 use super::*;
 
 impl<C: Io, U: Io> Splice<C, U> {
+    /// Reads and handles the client's bytes while the upstream and the client keep up with
+    /// what was read before. `Some(progress)`; `None` once the connection ends (the client
+    /// hung up, or broke the protocol).
+    pub(super) fn read_client(&mut self, cx: &mut Context<'_>) -> Option<bool> {
+        let upstream_full = self.to_upstream.len() >= HIGH_WATER && !self.go_away.upstream_gone;
+        if upstream_full {
+            // The client is not read while the plugin takes its time: a frame or header block
+            // the client began waits on the plugin, not on the client.
+            self.timers.restart_client();
+        }
+        if upstream_full || self.to_client.len() >= 2 * HIGH_WATER {
+            return Some(false);
+        }
+        // What was read is handled before more is read.
+        let more = std::mem::take(&mut self.client.unhandled)
+            || match self.client.io.read_into(&mut self.client.read, cx) {
+                Poll::Ready(Some(_)) => {
+                    self.now = Instant::now();
+                    true
+                }
+                Poll::Ready(None) => return None,
+                Poll::Pending => false,
+            };
+        if more {
+            if let Err(e) = self.on_client_bytes() {
+                let _ = self.fail(e);
+                return None;
+            }
+        }
+        Some(more)
+    }
+
     pub(super) fn on_client_bytes(&mut self) -> Result<(), Broken> {
-        if !self.preface {
-            if self.from_client.len() < frame::PREFACE.len() {
-                return match frame::PREFACE.starts_with(&self.from_client) {
+        if !self.client.preface {
+            if self.client.read.len() < frame::PREFACE.len() {
+                return match frame::PREFACE.starts_with(&self.client.read) {
                     true => Ok(()),
                     false => Err(Broken::Client(
                         "not the HTTP/2 preface",
@@ -17,24 +49,24 @@ impl<C: Io, U: Io> Splice<C, U> {
                     )),
                 };
             }
-            if !self.from_client.starts_with(frame::PREFACE) {
+            if !self.client.read.starts_with(frame::PREFACE) {
                 return Err(Broken::Client(
                     "not the HTTP/2 preface",
                     reason::PROTOCOL_ERROR,
                 ));
             }
             self.to_upstream.extend_from_slice(frame::PREFACE);
-            self.from_client.advance(frame::PREFACE.len());
-            self.preface = true;
+            self.client.read.advance(frame::PREFACE.len());
+            self.client.preface = true;
             self.timers.upstream_asked = Some(self.now);
         }
         // The buffer is taken out while its frames are handled in place, then put back.
-        let mut buf = std::mem::take(&mut self.from_client);
+        let mut buf = std::mem::take(&mut self.client.read);
         let before = buf.len();
         let piece = self.to_upstream.len() + PIECE;
         let handled = take_frames(&mut buf, |head, whole| {
             if self.to_upstream.len() >= piece {
-                self.client_unhandled = true;
+                self.client.unhandled = true;
                 return Ok(false);
             }
             self.on_client_frame(head, whole).map(|()| true)
@@ -43,27 +75,27 @@ impl<C: Io, U: Io> Splice<C, U> {
             // Every frame it began is whole: what is left is a new one.
             self.timers.frame_since = None;
         }
-        self.from_client = buf;
+        self.client.read = buf;
         handled?;
         // A frame only partly read, of any kind, is timed from its first byte: a client that
         // trickles a frame (a DATA frame byte by byte, say) is held to header_block_timeout as
         // one that never ends a header block, whatever else it sends.
-        if !self.from_client.is_empty() && !self.client_unhandled {
+        if !self.client.read.is_empty() && !self.client.unhandled {
             self.timers.frame_since = self.timers.frame_since.or(Some(self.now));
         }
-        if self.from_client.len() >= frame::HEAD_LEN {
-            let head = Head::parse(&self.from_client);
+        if self.client.read.len() >= frame::HEAD_LEN {
+            let head = Head::parse(&self.client.read);
             // Refused before it is buffered (RFC 9113 §4.2).
             if head.len > self.settings.client_frame_limit {
                 return Err(Broken::Client("frame too large", reason::FRAME_SIZE_ERROR));
             }
             // A header frame only partly read is a header block begun: a client trickling one
             // byte by byte is held to header_block_timeout as one that never ends its block.
-            let partial = self.from_client.len() < frame::HEAD_LEN + head.len;
+            let partial = self.client.read.len() < frame::HEAD_LEN + head.len;
             if partial && matches!(head.kind, Kind::Headers | Kind::Continuation) {
                 self.timers.block_since = self.timers.block_since.or(Some(self.now));
             }
-            self.from_client.reserve(frame::HEAD_LEN + head.len);
+            self.client.read.reserve(frame::HEAD_LEN + head.len);
         }
         Ok(())
     }

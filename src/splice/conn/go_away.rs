@@ -1,5 +1,5 @@
 //! GOAWAY per hop: the upstream's never reaches the client; the client's names the last
-//! stream the gateway took; shutdown drains the connection.
+//! stream the gateway took; shutdown drains the connection; the upstream lost.
 
 use super::*;
 
@@ -87,7 +87,63 @@ impl<C: Io, U: Io> Splice<C, U> {
         self.services.shut_down();
     }
 
-    // ---- stream bookkeeping ----
+    /// The upstream connection is gone: relayed streams get UNAVAILABLE naming it, the client
+    /// is told to go away, and local calls may still finish. If the upstream's SETTINGS never
+    /// came, the gateway's own open the client's side first (`own_preface`).
+    pub(super) fn upstream_lost(&mut self, why: &str) {
+        if self.go_away.upstream_gone {
+            return;
+        }
+        self.go_away.upstream_gone = true;
+        self.flow.held = false;
+        if self.blocks.reply_block.as_ref().is_some_and(|b| !b.passes) {
+            // Cut off inside a block kept from the client: its connection is whole.
+            self.blocks.reply_block = None;
+            self.to_client.block_ends();
+        }
+        if self.blocks.reply_block.is_some() {
+            // Cut off inside a header block: the client's connection cannot carry another
+            // frame; closing it fails its calls.
+            tracing::warn!(
+                reason = why,
+                "upstream connection lost; closing the client connection"
+            );
+            self.dead = true;
+            let why = format!("upstream {}: {why}", self.env.upstream_name());
+            return self.finish_all(Code::Unavailable, Origin::Gateway, &why);
+        }
+        if !self.to_client.preface_sent() {
+            self.own_preface();
+        }
+        let upstream = self.env.upstream_name();
+        tracing::warn!(upstream = %upstream, reason = why, "upstream connection lost under a spliced client connection");
+        let relayed: Vec<StreamId> = self
+            .streams
+            .map
+            .iter()
+            .filter(|(_, s)| s.side.on_upstream() && !s.reply_done())
+            .map(|(id, _)| *id)
+            .collect();
+        let s = Status::unavailable(format!("upstream {upstream}: {why}"));
+        for id in relayed {
+            if let Some(stream) = self.streams.map.get_mut(&id) {
+                stream.stop_reading();
+                self.answer_instead(id, &s);
+            }
+        }
+        // This connection now answers every call itself, on the gateway's own upstream
+        // connection; a new one would be spliced again. The client's settings waiting for the
+        // upstream's ACK get the gateway's.
+        self.to_upstream.clear();
+        while let Some(table) = self.settings.unacked_by_upstream.pop_front() {
+            upstream_acked(
+                table,
+                &mut self.blocks.upstream_decoder,
+                &mut self.to_client,
+            );
+        }
+        self.go_away.hint(&mut self.to_client);
+    }
 
     /// Reports every stream still open when the connection ends.
     pub(super) fn finish_all(&mut self, code: Code, origin: Origin, why: &str) {

@@ -336,6 +336,47 @@ impl Answering<'_> {
 }
 
 impl<C: Io, U: Io> Splice<C, U> {
+    /// The connection's own work after what was read was handled: the answers of its calls
+    /// and services written within the client's windows, in pieces; calls waiting for room
+    /// admitted; window withheld or owed given; a GOAWAY that waited for a header block sent.
+    /// `true` if anything moved.
+    pub(super) fn own_work(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut progress = false;
+        // The splice's own answers go to the client in pieces too; the rest are taken on the
+        // next turn.
+        let piece = self.to_client.queued() + PIECE;
+        while self.to_client.queued() < piece {
+            let Poll::Ready(Some(done)) = self.local.calls.poll_next_unpin(cx) else {
+                break;
+            };
+            progress = true;
+            self.answering().answered(done);
+            self.send_replies();
+        }
+        self.send_replies();
+        if !self.local.waiting_room.is_empty() {
+            progress |= self.answering().admit_waiting();
+        }
+        let budget = &self.env.shared.buffered;
+        self.flow.grant_withheld(budget, &mut self.to_client);
+        if self.flow.owed_upstream > 0 {
+            let upstream = (!self.go_away.upstream_gone).then_some(&mut self.to_upstream);
+            self.flow.settle_owed(upstream);
+        }
+        if !self.services.is_empty() {
+            progress |= self.poll_services(cx);
+        }
+        if self.go_away.going_away_later && self.blocks.reply_block.is_none() {
+            self.go_away.going_away_later = false;
+            self.go_away();
+        }
+        self.to_client.release();
+        let idle = self.streams.map.is_empty() && self.local.calls.is_empty();
+        self.timers.note_idle(idle);
+        self.local.note_short_of_room(self.services.short_of_room());
+        progress
+    }
+
     /// The connection's parts the calls it answers itself work on.
     pub(super) fn answering(&mut self) -> Answering<'_> {
         Answering {

@@ -39,22 +39,28 @@
 //! speaking HTTP/2) the upstream connection is given up as if it had closed, and the gateway's
 //! own SETTINGS open the client's side, whose calls it then answers itself.
 //!
-//! One struct, `Splice`, and its poll loop here; the rest split by concern, as h2's `proto/`
-//! is, each file an `impl` block of the same struct and, where the concern keeps state of its
-//! own, that state as a struct `Splice` holds (`Settings`, `Ping`, `GoAway`, `Flow`, `Timers`,
-//! `LocalCalls`):
+//! One struct, `Splice`, and its poll loop here; each concern owns its state and the methods
+//! that need nothing else, as h2's `proto/` objects do (`Settings`, `Ping`, `GoAway`, `Flow`,
+//! `Timers`, `Streams`, `Blocks`, `Env`, `LocalCalls`, the writer `ToClient`). What needs
+//! several concerns at once is a method of `Splice` in the concern's file, or works through a
+//! borrow bundle of the parts it needs (`Answering`, as h2's `DynConnection`). A new stream's
+//! kind is decided once (`call::plan::decide`, with the connection's `View`); every byte the
+//! connection holds of the gateway's buffer budget is a `call::budget::Hold`, given back when
+//! dropped.
 //!
 //! | file | concern |
 //! | --- | --- |
-//! | `client_side.rs` | the client's frames checked and handled; request blocks routed (`call::plan`) |
-//! | `upstream_side.rs` | the upstream's frames passed on or kept; reply blocks read for the status |
+//! | `env.rs` | what the connection serves and for whom: the gateway, its plugin, the client's limits and rule, the reset budget |
+//! | `client_side.rs` | the client's frames read, checked and handed to their owners; a new stream's decision and its state |
+//! | `upstream_side.rs` | the upstream's frames read, passed on or kept; reply blocks read whole |
+//! | `blocks.rs` | header blocks: both sides' decoding contexts, blocks midway, `:authority` and `:path` made the upstream's |
 //! | `settings.rs` | SETTINGS per hop, and the gateway's own preface |
 //! | `flow.rs` | the client's windows enforced, window granted or withheld on the buffer budget |
-//! | `streams.rs` | a stream's state (`Stream`, one `State`, its `Side`) and its end |
+//! | `streams.rs` | the streams (`Streams`: the map and what is remembered of ended ones), a stream's state (`Stream`, one `State`, its `Side`) and its end |
 //! | `relayed.rs` | calls relayed as they came: request blocks forwarded, replies read for the status |
 //! | `translated.rs` | calls translated on the connection's own upstream connection |
-//! | `local.rs` | calls the splice answers itself, and their replies |
-//! | `service_streams.rs` | streams of the gateway's own services |
+//! | `local.rs` | calls the splice answers itself (`Answering`), their replies, and the connection's own work each turn |
+//! | `service.rs`, `service_streams.rs` | streams of the gateway's own services, and the connection's side of them |
 //! | `ping.rs` | PING per hop, and the keepalive PINGs to a bridged upstream |
 //! | `timers.rs` | the one timer: timeouts, keepalive, deadlines |
 //! | `go_away.rs` | GOAWAY per hop, shutdown, the upstream lost |
@@ -161,17 +167,16 @@ const BUDGET_RETRY: Duration = Duration::from_millis(50);
 const MAX_FRAME: u32 = 64 * 1024;
 
 pub struct Splice<C, U> {
-    client: C,
-    upstream: U,
+    /// The client's side: its socket and what was read from it (`Peer`).
+    client: Peer<C>,
+    /// The upstream's side (nothing to read once it is gone, `go_away`).
+    upstream: Peer<U>,
     /// What the connection serves and for whom: the gateway, its plugin, the client's limits
     /// and rule (`env`).
     env: Env,
-    from_client: BytesMut,
-    from_upstream: BytesMut,
     /// What goes to the client: frames passed on, and the gateway's own (`writer`).
     to_client: ToClient,
     to_upstream: BytesMut,
-    preface: bool,
     /// SETTINGS per hop (`settings`).
     settings: Settings,
     /// The connection cannot go on (a header block cut off midway).
@@ -189,9 +194,6 @@ pub struct Splice<C, U> {
     go_away: GoAway,
     /// The calls the splice answers itself (`local`).
     local: LocalCalls,
-    /// Frames read and not handled yet: handling stopped to write a piece (`PIECE`).
-    client_unhandled: bool,
-    upstream_unhandled: bool,
     /// Streams served by the gateway's own services (`service`).
     services: ServiceStreams,
     /// When the bytes being handled were read.
@@ -199,6 +201,27 @@ pub struct Splice<C, U> {
     shutdown: watch::Receiver<bool>,
     /// PINGs per hop and the upstream keepalive (`ping`).
     ping: Ping,
+}
+
+/// One side of the connection: its socket, and what was read from it.
+struct Peer<T> {
+    io: T,
+    read: BytesMut,
+    /// Frames read and not handled yet: handling stopped to write a piece (`PIECE`).
+    unhandled: bool,
+    /// The side's connection preface came (the client's: RFC 9113 §3.4).
+    preface: bool,
+}
+
+impl<T> Peer<T> {
+    fn new(io: T) -> Peer<T> {
+        Peer {
+            io,
+            read: BytesMut::with_capacity(64 * 1024),
+            unhandled: false,
+            preface: false,
+        }
+    }
 }
 
 /// Connection window owed to the upstream, kept until this much (see `Flow::owed_upstream`).
@@ -256,18 +279,13 @@ impl<C: Io, U: Io> Splice<C, U> {
         let env = Env::new(shared, live);
         let services = ServiceStreams::new(env.shared.clone());
         Splice {
-            client,
-            upstream,
-            from_client: BytesMut::with_capacity(64 * 1024),
-            from_upstream: BytesMut::with_capacity(64 * 1024),
+            client: Peer::new(client),
+            upstream: Peer::new(upstream),
             to_client: ToClient::new(),
             to_upstream: BytesMut::with_capacity(64 * 1024),
-            preface: false,
             dead: false,
             blocks: Blocks::new(env.client_decoder()),
             streams: Streams::default(),
-            client_unhandled: false,
-            upstream_unhandled: false,
             services,
             now: Instant::now(),
             settings: Settings::default(),
@@ -345,106 +363,21 @@ impl<C: Io, U: Io> Splice<C, U> {
         self.streams.report_ended(&self.env.shared.redactor);
         // What a TLS side still holds (its last records) goes out before the connection is
         // dropped; a UNIX socket holds nothing.
-        let _ = tokio::time::timeout(Duration::from_secs(1), self.client.flush()).await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.client.io.flush()).await;
     }
 
     /// Moves bytes until nothing more can move, then waits; `Ready` once the connection ends.
     fn poll_run(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         loop {
-            let mut progress = false;
-            if self.to_upstream.len() >= HIGH_WATER && !self.go_away.upstream_gone {
-                // The client is not read while the plugin takes its time: a frame or header
-                // block the client began waits on the plugin, not on the client.
-                self.timers.restart_client();
-            }
-            if (self.to_upstream.len() < HIGH_WATER || self.go_away.upstream_gone)
-                && self.to_client.len() < 2 * HIGH_WATER
-            {
-                // What was read is handled before more is read.
-                let more = std::mem::take(&mut self.client_unhandled)
-                    || match self.client.read_into(&mut self.from_client, cx) {
-                        Poll::Ready(Some(_)) => {
-                            self.now = Instant::now();
-                            true
-                        }
-                        Poll::Ready(None) => return Poll::Ready(()), // the client hung up
-                        Poll::Pending => false,
-                    };
-                if more {
-                    progress = true;
-                    if let Err(e) = self.on_client_bytes() {
-                        return self.fail(e);
-                    }
-                }
-            }
+            let Some(mut progress) = self.read_client(cx) else {
+                return Poll::Ready(()); // the client hung up, or broke the protocol
+            };
             // Requests go on before replies are looked at: the upstream has the longer way to go.
             progress |= self.flush_upstream(cx);
-            let reads = self.flow.reads_upstream(&self.env.shared.buffered);
-            self.flow.replies_paused = match reads {
-                true => None,
-                false => self.flow.replies_paused.or(Some(self.now)),
-            };
-            if !self.go_away.upstream_gone
-                && !self.flow.held
-                && self.to_client.queued() < HIGH_WATER
-                && reads
-            {
-                let more = std::mem::take(&mut self.upstream_unhandled)
-                    || match self.upstream.read_into(&mut self.from_upstream, cx) {
-                        Poll::Ready(Some(_)) => true,
-                        Poll::Ready(None) => {
-                            progress = true;
-                            self.upstream_lost("the upstream closed the connection");
-                            false
-                        }
-                        Poll::Pending => false,
-                    };
-                if more {
-                    progress = true;
-                    if let Err(e) = self.on_upstream_bytes() {
-                        self.upstream_lost(&e.to_string());
-                    }
-                }
-            }
-            if self.flow.held && self.flow.window.available() > 0 {
-                if let Err(e) = self.on_upstream_bytes() {
-                    self.upstream_lost(&e.to_string());
-                }
-            }
-            // The splice's own answers go to the client in pieces too; the rest are taken on
-            // the next turn.
-            let piece = self.to_client.queued() + PIECE;
-            while self.to_client.queued() < piece {
-                let Poll::Ready(Some(done)) = self.local.calls.poll_next_unpin(cx) else {
-                    break;
-                };
-                progress = true;
-                self.answering().answered(done);
-                self.send_replies();
-            }
-            self.send_replies();
-            if !self.local.waiting_room.is_empty() {
-                progress |= self.answering().admit_waiting();
-            }
-            self.flow
-                .grant_withheld(&self.env.shared.buffered, &mut self.to_client);
-            if self.flow.owed_upstream > 0 {
-                let upstream = (!self.go_away.upstream_gone).then_some(&mut self.to_upstream);
-                self.flow.settle_owed(upstream);
-            }
-            if !self.services.is_empty() {
-                progress |= self.poll_services(cx);
-            }
-            if self.go_away.going_away_later && self.blocks.reply_block.is_none() {
-                self.go_away.going_away_later = false;
-                self.go_away();
-            }
-            self.to_client.release();
-            let idle = self.streams.map.is_empty() && self.local.calls.is_empty();
-            self.timers.note_idle(idle);
-            self.local.note_short_of_room(self.services.short_of_room());
+            progress |= self.read_upstream(cx);
+            progress |= self.own_work(cx);
             if let Some(out) = self.to_client.writable() {
-                match write(&mut self.client, out, cx, "client") {
+                match write(&mut self.client.io, out, cx, "client") {
                     Ok(moved) => progress |= moved,
                     Err(_) => return Poll::Ready(()),
                 }
@@ -465,7 +398,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.to_upstream.clear();
             return false;
         }
-        match write(&mut self.upstream, &mut self.to_upstream, cx, "upstream") {
+        match write(&mut self.upstream.io, &mut self.to_upstream, cx, "upstream") {
             Ok(moved) => moved,
             Err(_) => {
                 self.upstream_lost("writing to the upstream failed");
@@ -497,7 +430,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                     let settings = self.env.own_settings();
                     let out = self.to_client.closing(last, code, &settings);
                     // Best effort: the connection is over either way.
-                    let _ = write(&mut self.client, out, &mut noop_context(), "client");
+                    let _ = write(&mut self.client.io, out, &mut noop_context(), "client");
                 }
             }
             Broken::Upstream(why) => self.upstream_lost(&why),

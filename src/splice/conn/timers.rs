@@ -134,7 +134,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             .or(self.local.room_retry)
             .map(|at| (at, Timeout::Budget));
         let client = self.timers.client_deadline(
-            self.preface,
+            self.client.preface,
             &self.env.limits,
             self.go_away.going_away.is_some(),
             !self.streams.map.is_empty(),

@@ -1,5 +1,5 @@
 //! The upstream's side: its frames read and passed on, sorted from those of the streams the
-//! splice opened there itself (kept here, re-encoded or answered), and the upstream lost.
+//! splice opened there itself (kept here, re-encoded or answered).
 
 use super::*;
 
@@ -12,9 +12,48 @@ impl<C: Io, U: Io> Splice<C, U> {
         self.streams.remember_reset(id);
     }
 
+    /// Reads and handles the upstream's bytes while the client keeps up with its replies and
+    /// the connection and the gateway have room for them (`Flow::reads_upstream`).
+    pub(super) fn read_upstream(&mut self, cx: &mut Context<'_>) -> bool {
+        let reads = self.flow.reads_upstream(&self.env.shared.buffered);
+        self.flow.replies_paused = match reads {
+            true => None,
+            false => self.flow.replies_paused.or(Some(self.now)),
+        };
+        let mut progress = false;
+        if !self.go_away.upstream_gone
+            && !self.flow.held
+            && self.to_client.queued() < HIGH_WATER
+            && reads
+        {
+            let more = std::mem::take(&mut self.upstream.unhandled)
+                || match self.upstream.io.read_into(&mut self.upstream.read, cx) {
+                    Poll::Ready(Some(_)) => true,
+                    Poll::Ready(None) => {
+                        progress = true;
+                        self.upstream_lost("the upstream closed the connection");
+                        false
+                    }
+                    Poll::Pending => false,
+                };
+            progress |= more;
+            if more {
+                if let Err(e) = self.on_upstream_bytes() {
+                    self.upstream_lost(&e.to_string());
+                }
+            }
+        }
+        if self.flow.held && self.flow.window.available() > 0 {
+            if let Err(e) = self.on_upstream_bytes() {
+                self.upstream_lost(&e.to_string());
+            }
+        }
+        progress
+    }
+
     pub(super) fn on_upstream_bytes(&mut self) -> Result<(), Broken> {
         self.flow.held = false;
-        let mut buf = std::mem::take(&mut self.from_upstream);
+        let mut buf = std::mem::take(&mut self.upstream.read);
         let piece = self.to_client.queued() + PIECE;
         let handled = take_frames(&mut buf, |head, whole| {
             if !self.local.replying.is_empty() {
@@ -22,7 +61,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 self.send_replies();
             }
             if self.to_client.queued() >= piece {
-                self.upstream_unhandled = true;
+                self.upstream.unhandled = true;
                 return Ok(false);
             }
             if head.kind == Kind::Data && head.len > self.flow.window.available() {
@@ -32,13 +71,13 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             self.on_upstream_frame(head, whole).map(|()| true)
         });
-        self.from_upstream = buf;
+        self.upstream.read = buf;
         handled?;
         if self.flow.held {
             return Ok(());
         }
-        if self.from_upstream.len() >= frame::HEAD_LEN {
-            let head = Head::parse(&self.from_upstream);
+        if self.upstream.read.len() >= frame::HEAD_LEN {
+            let head = Head::parse(&self.upstream.read);
             // Refused before it is buffered: a peer that is not HTTP/2 (an HTTP/1 answer, read
             // as a frame head, announces megabytes) is given up on at once, not waited for.
             if !self.to_client.preface_sent()
@@ -51,7 +90,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             if head.len > self.settings.upstream_frame_limit {
                 return Err(Broken::Upstream("frame larger than allowed".into()));
             }
-            self.from_upstream.reserve(frame::HEAD_LEN + head.len);
+            self.upstream.read.reserve(frame::HEAD_LEN + head.len);
         }
         Ok(())
     }
@@ -265,63 +304,5 @@ impl<C: Io, U: Io> Splice<C, U> {
         // A reply that ends without trailers has no status.
         self.translated_ended(head.stream, headers::Reply::default(), &[], false);
         Ok(())
-    }
-
-    /// The upstream connection is gone: relayed streams get UNAVAILABLE naming it, the client
-    /// is told to go away, and local calls may still finish. If the upstream's SETTINGS never
-    /// came, the gateway's own open the client's side first (`own_preface`).
-    pub(super) fn upstream_lost(&mut self, why: &str) {
-        if self.go_away.upstream_gone {
-            return;
-        }
-        self.go_away.upstream_gone = true;
-        self.flow.held = false;
-        if self.blocks.reply_block.as_ref().is_some_and(|b| !b.passes) {
-            // Cut off inside a block kept from the client: its connection is whole.
-            self.blocks.reply_block = None;
-            self.to_client.block_ends();
-        }
-        if self.blocks.reply_block.is_some() {
-            // Cut off inside a header block: the client's connection cannot carry another
-            // frame; closing it fails its calls.
-            tracing::warn!(
-                reason = why,
-                "upstream connection lost; closing the client connection"
-            );
-            self.dead = true;
-            let why = format!("upstream {}: {why}", self.env.upstream_name());
-            return self.finish_all(Code::Unavailable, Origin::Gateway, &why);
-        }
-        if !self.to_client.preface_sent() {
-            self.own_preface();
-        }
-        let upstream = self.env.upstream_name();
-        tracing::warn!(upstream = %upstream, reason = why, "upstream connection lost under a spliced client connection");
-        let relayed: Vec<StreamId> = self
-            .streams
-            .map
-            .iter()
-            .filter(|(_, s)| s.side.on_upstream() && !s.reply_done())
-            .map(|(id, _)| *id)
-            .collect();
-        let s = Status::unavailable(format!("upstream {upstream}: {why}"));
-        for id in relayed {
-            if let Some(stream) = self.streams.map.get_mut(&id) {
-                stream.stop_reading();
-                self.answer_instead(id, &s);
-            }
-        }
-        // This connection now answers every call itself, on the gateway's own upstream
-        // connection; a new one would be spliced again. The client's settings waiting for the
-        // upstream's ACK get the gateway's.
-        self.to_upstream.clear();
-        while let Some(table) = self.settings.unacked_by_upstream.pop_front() {
-            upstream_acked(
-                table,
-                &mut self.blocks.upstream_decoder,
-                &mut self.to_client,
-            );
-        }
-        self.go_away.hint(&mut self.to_client);
     }
 }
