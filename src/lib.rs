@@ -36,7 +36,8 @@
 //!   ([`call::services`]: reflection, health), and its one pipeline to the plugin
 //!   ([`call::Pipeline`]: [`call::paths`] (target paths) → [`call::staging`] emulation →
 //!   translation); what every call needs, shared by all connections ([`call::Shared`]), with
-//!   the budgets they all count against ([`call::budget`]).
+//!   the budgets they all count against ([`call::budget`]: every byte held against
+//!   `max_buffered_bytes` is a `Hold`, which gives itself back when dropped).
 //! - **wire** — `csi-gateway-wire`: frames and HPACK; and beside it [`translate`]: each dialect
 //!   to and from the hub model (CSI v1), error and capability tables, wire-identical calls,
 //!   each dialect's secrets.

@@ -164,4 +164,13 @@ mod tests {
         w.consume(120).unwrap();
         assert_eq!(w.granted_past(Window::new(100)), 0);
     }
+
+    #[test]
+    fn an_initial_size_resized_says_how_far_every_window_moves() {
+        let mut initial = Window::DEFAULT;
+        assert_eq!(initial.resize(65_535 + 100), 100);
+        assert_eq!(initial.get(), 65_635);
+        assert_eq!(initial.resize(0), -65_635);
+        assert_eq!(initial.resize(u32::MAX), MAX_WINDOW, "capped at 2^31-1");
+    }
 }
