@@ -1,7 +1,7 @@
 //! The load tool (`csi-gateway-load`) as a user runs it: its fixed-reply upstream, and a short
 //! run against that upstream directly and through the built gateway, with each generator —
-//! its own HTTP/2 client and h2load (Debian's `nghttp2-client`, which `.ci/run` installs; a
-//! missing h2load fails these tests, naming the package).
+//! its own HTTP/2 client and h2load (Debian's `nghttp2-client`; a missing h2load fails these
+//! tests, naming what installs it: `support::deps`).
 
 use csi_gateway_test_support as support;
 
@@ -100,6 +100,9 @@ async fn run(args: &[String]) -> Output {
 
 /// A run with `generator` that must succeed; its rows, and stdout for messages.
 async fn measured(generator: &str, args: &[String]) -> (Vec<Row>, String) {
+    if generator == "h2load" {
+        support::deps::H2LOAD.path();
+    }
     let mut all = vec![format!("--generator={generator}")];
     all.extend_from_slice(args);
     let out = run(&all).await;
