@@ -91,7 +91,7 @@ pub const GRPCIO: PythonModules = PythonModules {
 /// Debian's own Python.
 pub const FUSEPY: PythonModules = PythonModules {
     python: "/usr/bin/python3",
-    modules: &["fuse"],
+    modules: &["fusepy"],
     install: "apt-get install -y python3-fusepy fuse3",
 };
 
