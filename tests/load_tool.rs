@@ -86,6 +86,9 @@ impl Drop for Served {
 /// `csi-gateway-load run` with short timings (one round, unless `args` set the rounds) and
 /// `args`, bounded in time.
 async fn run(args: &[String]) -> Output {
+    if args.iter().any(|a| a == "--generator=h2load") {
+        support::deps::H2LOAD.path();
+    }
     let mut cmd = tokio::process::Command::new(load_tool());
     cmd.args(["run", "--warmup", "100ms", "--duration", "500ms"]);
     if !args.iter().any(|a| a.starts_with("--rounds")) {
@@ -100,9 +103,6 @@ async fn run(args: &[String]) -> Output {
 
 /// A run with `generator` that must succeed; its rows, and stdout for messages.
 async fn measured(generator: &str, args: &[String]) -> (Vec<Row>, String) {
-    if generator == "h2load" {
-        support::deps::H2LOAD.path();
-    }
     let mut all = vec![format!("--generator={generator}")];
     all.extend_from_slice(args);
     let out = run(&all).await;
