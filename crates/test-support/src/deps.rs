@@ -43,6 +43,13 @@ pub const NGHTTP: Tool = Tool {
     env: None,
     install: "apt-get install -y nghttp2-client",
 };
+/// procps' kill, which stops and continues the tests' processes (SIGSTOP, SIGCONT, SIGHUP):
+/// not in a minimal Debian system.
+pub const KILL: Tool = Tool {
+    program: "kill",
+    env: None,
+    install: "apt-get install -y procps",
+};
 /// A real Prometheus server, which scrapes the gateway in the metrics test.
 pub const PROMETHEUS: Tool = Tool {
     program: "prometheus",
