@@ -20,44 +20,36 @@ pub struct Tool {
 }
 
 /// etcd, which the state tests start on loopback ports.
-pub const ETCD: Tool = Tool {
-    program: "/usr/bin/etcd",
-    env: Some("ETCD_BIN"),
-    install: "apt-get install -y etcd-server",
-};
+pub const ETCD: Tool = Tool::new("/usr/bin/etcd", "apt-get install -y etcd-server").env("ETCD_BIN");
 /// etcdctl, which sets up users and auth on the TLS etcd.
-pub const ETCDCTL: Tool = Tool {
-    program: "etcdctl",
-    env: None,
-    install: "apt-get install -y etcd-client",
-};
+pub const ETCDCTL: Tool = Tool::new("etcdctl", "apt-get install -y etcd-client");
 /// nghttp2's load generator, for the load tool and the interop tests.
-pub const H2LOAD: Tool = Tool {
-    program: "h2load",
-    env: Some("H2LOAD"),
-    install: "apt-get install -y nghttp2-client",
-};
+pub const H2LOAD: Tool = Tool::new("h2load", "apt-get install -y nghttp2-client").env("H2LOAD");
 /// nghttp2's client, for the interop tests.
-pub const NGHTTP: Tool = Tool {
-    program: "nghttp",
-    env: None,
-    install: "apt-get install -y nghttp2-client",
-};
+pub const NGHTTP: Tool = Tool::new("nghttp", "apt-get install -y nghttp2-client");
 /// procps' kill, which stops and continues the tests' processes (SIGSTOP, SIGCONT, SIGHUP):
 /// not in a minimal Debian system.
-pub const KILL: Tool = Tool {
-    program: "kill",
-    env: None,
-    install: "apt-get install -y procps",
-};
+pub const KILL: Tool = Tool::new("kill", "apt-get install -y procps");
 /// A real Prometheus server, which scrapes the gateway in the metrics test.
-pub const PROMETHEUS: Tool = Tool {
-    program: "prometheus",
-    env: None,
-    install: "apt-get install -y prometheus",
-};
+pub const PROMETHEUS: Tool = Tool::new("prometheus", "apt-get install -y prometheus");
 
 impl Tool {
+    const fn new(program: &'static str, install: &'static str) -> Tool {
+        Tool {
+            program,
+            env: None,
+            install,
+        }
+    }
+
+    /// The environment variable that, when set, names the program instead.
+    const fn env(self, var: &'static str) -> Tool {
+        Tool {
+            env: Some(var),
+            ..self
+        }
+    }
+
     /// The program's path (the `env` override, else `program`), or a panic naming what
     /// installs it.
     pub fn path(&self) -> PathBuf {
@@ -67,13 +59,14 @@ impl Tool {
             .map(PathBuf::from)
             .unwrap_or_else(|| self.program.into());
         find(&program).unwrap_or_else(|| {
+            let name = Path::new(self.program).file_name().unwrap_or_default();
             let place = if program.is_absolute() {
                 "at"
             } else {
                 "on the PATH as"
             };
             missing(
-                &format!("{} not found {place} {}", self.program, program.display()),
+                &format!("{} not found {place} {}", name.display(), program.display()),
                 self.install,
             )
         })
