@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # docker-compose.yml end to end on this machine's Docker engine (.ci/run runs it after
-# `cargo test --workspace --locked`): prepares a kubelet directory as the README says (a shared
+# `cargo test --workspace --locked`): prepares a kubelet directory as docs/deployment.md says (a shared
 # mount), builds the images (deploy/docker/build-images), brings the project up and asserts that
 #   - every gateway passes its image's HEALTHCHECK (`csi-gateway health`),
 #   - a v1 call on the bridged node's socket crosses the mTLS bridge to the draft (v0.1-oneof)
 #     plugin of the appliance,
-#   - from the CO container, the README's `check --conformance` lines pass every row on both
+#   - from the CO container, docs/deployment.md's `check --conformance` lines pass every row on both
 #     nodes: on the local node with controller calls through the controller gateway, node
 #     calls through the node gateway, and the driver's mounts checked from the CO's mount
 #     namespace (a mount at the target, a file written through it kept in the volume, no
@@ -32,7 +32,7 @@ export IMAGE_TAG=compose-test
 export COMPOSE_PROJECT_NAME="csi-gateway-test-$$"
 PROMETHEUS_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 export PROMETHEUS_PORT
-# kubelet's directory of this run, in place of the README's /var/lib/csi-gateway-compose/kubelet.
+# kubelet's directory of this run, in place of docs/deployment.md's /var/lib/csi-gateway-compose/kubelet.
 KUBELET_DIR=$(mktemp -d /tmp/csi-gateway-compose-kubelet.XXXXXX)
 export KUBELET_DIR
 
@@ -58,11 +58,11 @@ on_exit teardown
 host_mounts() { findmnt -rn -o TARGET | awk -v d="$KUBELET_DIR" '$0 == d || index($0, d "/") == 1'; }
 
 started=$SECONDS
-step "kubelet's directory a shared mount, by the README's line (twice: it is idempotent)"
-prepare=$(grep -m1 '^mkdir -p "$KUBELET_DIR"' README.md | sed 's/ *# .*//')
-[ -n "$prepare" ] || fail "the README's line preparing \$KUBELET_DIR is gone"
+step "kubelet's directory a shared mount, by docs/deployment.md's line (twice: it is idempotent)"
+prepare=$(grep -m1 '^mkdir -p "$KUBELET_DIR"' docs/deployment.md | sed 's/ *# .*//')
+[ -n "$prepare" ] || fail "docs/deployment.md's line preparing \$KUBELET_DIR is gone"
 for _ in 1 2; do
-  bash -c "$prepare" || fail "the README's line failed: $prepare"
+  bash -c "$prepare" || fail "docs/deployment.md's line failed: $prepare"
 done
 [ "$(findmnt -n -o PROPAGATION --mountpoint "$KUBELET_DIR")" = shared ] ||
   fail "$KUBELET_DIR is not a shared mount: $(findmnt -n -o PROPAGATION --mountpoint "$KUBELET_DIR")"
@@ -102,20 +102,20 @@ appliance_log=$(docker-compose logs --no-color appliance)
 grep -q 'bridge peer connected.*identity=node.csi-gateway.local' <<<"$appliance_log" ||
   fail "the appliance logged no mTLS peer with the node's identity"
 
-step "the README's exec line, as written, without a terminal"
-# The line the README gives operators (its `docker-compose exec -T`), run with no terminal at
+step "docs/deployment.md's exec line, as written, without a terminal"
+# The line docs/deployment.md gives operators (its `docker-compose exec -T`), run with no terminal at
 # all: a new session (setsid, so no controlling terminal) and stdin from /dev/null, as CI and
 # scripts run it. Without -T, docker-compose would fail here ("the input device is not a TTY").
-readme_exec=$(grep -m1 '^docker-compose exec ' README.md | sed 's/ *#.*//')
-grep -q -- ' exec -T ' <<<"$readme_exec" || fail "the README's exec line lacks -T: $readme_exec"
-out=$(setsid bash -c "$readme_exec" </dev/null 2>&1) || fail "the README's exec line failed without a terminal: $out"
-grep -q '^dialect: *v1' <<<"$out" || fail "the README's exec line did not answer as CSI v1: $out"
+readme_exec=$(grep -m1 '^docker-compose exec ' docs/deployment.md | sed 's/ *#.*//')
+grep -q -- ' exec -T ' <<<"$readme_exec" || fail "docs/deployment.md's exec line lacks -T: $readme_exec"
+out=$(setsid bash -c "$readme_exec" </dev/null 2>&1) || fail "docs/deployment.md's exec line failed without a terminal: $out"
+grep -q '^dialect: *v1' <<<"$out" || fail "docs/deployment.md's exec line did not answer as CSI v1: $out"
 
-step "the README's conformance lines, from the CO container"
+step "docs/deployment.md's conformance lines, from the CO container"
 # Each line as written; every row must pass. The local node's line checks the driver's mounts
 # from the CO's mount namespace (--check-mounts): the rows below must be among the passed.
-mapfile -t conformance_lines < <(grep '^docker-compose run .* check --conformance' README.md | sed 's/ *# .*//')
-[ "${#conformance_lines[@]}" -eq 2 ] || fail "the README's two conformance lines are gone: ${conformance_lines[*]}"
+mapfile -t conformance_lines < <(grep '^docker-compose run .* check --conformance' docs/deployment.md | sed 's/ *# .*//')
+[ "${#conformance_lines[@]}" -eq 2 ] || fail "docs/deployment.md's two conformance lines are gone: ${conformance_lines[*]}"
 for line in "${conformance_lines[@]}"; do
   echo "compose test: \$ $line"
   status=0

@@ -34,13 +34,14 @@ impl SlowDisk {
         std::fs::create_dir(&backing).unwrap();
         std::fs::create_dir(&mount).unwrap();
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/slowfs/slowfs.py");
-        let server = Command::new("/usr/bin/python3")
+        support::deps::FUSEPY.check();
+        let server = Command::new(support::deps::FUSEPY.python)
             .arg(script)
             .arg(&backing)
             .arg(&mount)
             .arg(DELAY.as_secs_f64().to_string())
             .spawn()
-            .expect("/usr/bin/python3 runs tests/slowfs/slowfs.py (Debian's python3-fusepy)");
+            .expect("/usr/bin/python3 runs tests/slowfs/slowfs.py");
         let disk = SlowDisk {
             mount,
             server,
@@ -50,7 +51,8 @@ impl SlowDisk {
         while !mounted(&disk.mount) {
             assert!(
                 started.elapsed() < Duration::from_secs(10),
-                "the slow disk was not mounted (is python3-fusepy installed, /dev/fuse there?)"
+                "the slow disk was not mounted (is /dev/fuse there? `{}` installs fusepy and fuse3)",
+                support::deps::FUSEPY.install
             );
             std::thread::sleep(Duration::from_millis(50));
         }

@@ -1,4 +1,4 @@
-//! A real Prometheus server (Debian's `prometheus`, installed by `.ci/run`) scrapes the gateway
+//! A real Prometheus server (Debian's `prometheus`, installed by `.ci/setup`) scrapes the gateway
 //! during a volume lifecycle; the series must then exist in Prometheus with the labels existing
 //! CSI dashboards expect, and with the right counts, as read through its HTTP query API.
 
@@ -39,7 +39,7 @@ fn start_prometheus(target: u16) -> Prometheus {
     )
     .unwrap();
     let port = support::free_port();
-    let child = Command::new("prometheus")
+    let child = Command::new(support::deps::PROMETHEUS.path())
         .arg(format!("--config.file={}", config.display()))
         .arg(format!(
             "--storage.tsdb.path={}",
@@ -49,7 +49,7 @@ fn start_prometheus(target: u16) -> Prometheus {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("the `prometheus` binary (Debian package prometheus; .ci/run installs it)");
+        .expect("running prometheus");
     Prometheus {
         child,
         port,

@@ -1,6 +1,6 @@
 //! Server reflection and health through the built gateway, driven by a client that knows no
 //! CSI proto: Python's gRPC C-core with `grpcio-reflection` and `grpcio-health-checking`
-//! (`tests/interop/grpc_tools.py`; `.ci/run` installs them). It lists the services, builds each
+//! (`tests/interop/grpc_tools.py`; `.ci/setup` installs them). It lists the services, builds each
 //! request from the reflected descriptors and calls GetPluginInfo in every dialect the front
 //! serves, and asks Health about the upstream. Streams held open (a Watch across a plugin
 //! restart, a reflection stream under flow control, cancelled streams, shutdown) are driven
@@ -64,6 +64,7 @@ on_every_path!(
 
 /// Runs the tool; fails (never skips) when python3 or its packages are missing.
 fn tool(gateway: &Gateway, args: &[&str]) -> Value {
+    support::deps::GRPCIO.check();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/interop/grpc_tools.py");
     let target = format!("unix://{}", gateway.socket.display());
     let out = Command::new("timeout")
@@ -73,7 +74,7 @@ fn tool(gateway: &Gateway, args: &[&str]) -> Value {
         .arg(&target)
         .args(args)
         .output()
-        .expect("running python3 (bash .ci/run installs it and the gRPC packages)");
+        .expect("running python3");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),

@@ -426,7 +426,7 @@ async fn a_plugin_dying_under_a_draft_call_is_the_same_draft_error_on_every_path
 /// A plugin that dies under a call, to clients of the other dialects: gRPC UNAVAILABLE naming
 /// the plugin, whether the call was relayed (v1) or translated (v0.3), spliced or unattached;
 /// the translated call counted with the same `outcome` on both paths — `gateway`, the
-/// gateway's failure to carry the call (README, "Metrics") — and logged with that origin.
+/// gateway's failure to carry the call (docs/operations.md, "Metrics") — and logged with that origin.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_dying_under_a_call_is_unavailable_on_every_path() {
     use csi_gateway::dialect::Dialect;

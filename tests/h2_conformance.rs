@@ -410,7 +410,7 @@ async fn goaway_names_the_gateways_last_stream() {
         p.call(next, &request_block(&[], PROBE, &[]), &[]).await;
         path.expect_ok(&mut p, next, "before shutdown").await;
         let last = next;
-        std::process::Command::new("kill")
+        std::process::Command::new(support::deps::KILL.path())
             .args(["-TERM", &path.gw.pid().to_string()])
             .status()
             .unwrap();

@@ -13,7 +13,7 @@
 //!
 //! Every call asserts a real reply: the plugin's name from GetPluginInfo, decoded in the path's
 //! front dialect (and, by C-core, Probe's readiness where the dialect has Probe). Each tool must
-//! be installed (`.ci/run` installs them): a missing one fails.
+//! be installed (`.ci/setup` installs them): a missing one fails.
 
 use csi_gateway_test_support as support;
 use csi_gateway_test_support::bridge as bridge_support;
@@ -145,14 +145,15 @@ async fn grpcio_output<T: serde::de::DeserializeOwned>(
     mut cmd: tokio::process::Command,
     timeout_secs: u64,
 ) -> T {
+    support::deps::GRPCIO.check();
     let out = tokio::time::timeout(Duration::from_secs(timeout_secs), cmd.output())
         .await
         .expect("the grpcio client timed out")
-        .expect("python3 runs (installed by .ci/run)");
+        .expect("python3 runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "the grpcio client failed (is grpcio installed? .ci/run installs it): {}\n{stdout}",
+        "the grpcio client failed (is grpcio at the pinned version? .ci/setup installs it): {}\n{stdout}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
@@ -210,7 +211,7 @@ async fn h2load(socket: &Path, dialect: Dialect, authority: Option<&str>) -> Res
     let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
         .await
         .expect("h2load timed out")
-        .expect("h2load runs (nghttp2-client, installed by .ci/run)");
+        .expect("h2load runs");
     let text = String::from_utf8_lossy(&out.stdout);
     let done = format!("{CALLS} succeeded, 0 failed");
     let ok = format!("{CALLS} 2xx");
@@ -225,8 +226,8 @@ async fn h2load(socket: &Path, dialect: Dialect, authority: Option<&str>) -> Res
     }
 }
 
-fn h2load_binary() -> String {
-    std::env::var("H2LOAD").unwrap_or_else(|_| "h2load".into())
+fn h2load_binary() -> PathBuf {
+    support::deps::H2LOAD.path()
 }
 
 /// One GetPluginInfo by `nghttp`, which speaks TCP only: through a loopback relay to the socket.
@@ -246,7 +247,7 @@ async fn nghttp_name(socket: &Path, dialect: Dialect) -> Result<String, String> 
     let dir = tempfile::tempdir().unwrap();
     let body = dir.path().join("request");
     std::fs::write(&body, frame::encode(&info_request(dialect))).unwrap();
-    let out = tokio::process::Command::new("nghttp")
+    let out = tokio::process::Command::new(support::deps::NGHTTP.path())
         .args(["-H", "content-type: application/grpc", "-H", "te: trailers"])
         .arg("-d")
         .arg(&body)
@@ -255,7 +256,7 @@ async fn nghttp_name(socket: &Path, dialect: Dialect) -> Result<String, String> 
     let out = tokio::time::timeout(Duration::from_secs(60), out)
         .await
         .expect("nghttp timed out")
-        .expect("nghttp runs (nghttp2-client, installed by .ci/run)");
+        .expect("nghttp runs");
     relaying.abort();
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());

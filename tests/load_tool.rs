@@ -1,7 +1,7 @@
 //! The load tool (`csi-gateway-load`) as a user runs it: its fixed-reply upstream, and a short
 //! run against that upstream directly and through the built gateway, with each generator —
-//! its own HTTP/2 client and h2load (Debian's `nghttp2-client`, which `.ci/run` installs; a
-//! missing h2load fails these tests, naming the package).
+//! its own HTTP/2 client and h2load (Debian's `nghttp2-client`; a missing h2load fails these
+//! tests, naming what installs it: `support::deps`).
 
 use csi_gateway_test_support as support;
 
@@ -86,6 +86,9 @@ impl Drop for Served {
 /// `csi-gateway-load run` with short timings (one round, unless `args` set the rounds) and
 /// `args`, bounded in time.
 async fn run(args: &[String]) -> Output {
+    if args.iter().any(|a| a == "--generator=h2load") {
+        support::deps::H2LOAD.path();
+    }
     let mut cmd = tokio::process::Command::new(load_tool());
     cmd.args(["run", "--warmup", "100ms", "--duration", "500ms"]);
     if !args.iter().any(|a| a.starts_with("--rounds")) {

@@ -1,6 +1,6 @@
-//! Compiles the four CSI dialects from `proto-v0/` and `proto-v1/` in pure Rust (protox, no
-//! system `protoc`). Each dialect gets its own output directory because the draft and v0.1.0
-//! both use the package `csi`. Besides the prost/tonic code, each dialect gets:
+//! Compiles the four CSI dialects from the repository's top-level `proto-v0/` and `proto-v1/`
+//! (`../../` from this crate) in pure Rust (protox, no system `protoc`). Each dialect gets its
+//! own output directory because the draft and v0.1.0 both use the package `csi`. Besides the prost/tonic code, each dialect gets:
 //! - `<dialect>.fds`: its encoded `FileDescriptorSet` (for reflection, JSON and redaction);
 //! - `table.rs`: the gRPC method table (path → service, method, types) the router is built on,
 //!   and `reencode`, a decode/encode dispatch by full message name used by the wire tests;
@@ -8,8 +8,8 @@
 //! - `identical.rs` (from v0.3 and v1 together, `build/identical.rs`): which RPCs are
 //!   wire-compatible between the two, for the wire-identical fast path.
 //!
-//! `proto-etcd/` (a subset of etcd's v3 KV API) is compiled the same way into `etcd/`, client
-//! only, for the etcd state store.
+//! This crate's own `proto-etcd/` (a subset of etcd's v3 KV API) is compiled the same way into
+//! `etcd/`, client only, for the etcd state store.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -21,7 +21,7 @@ use heck::{ToSnakeCase, ToUpperCamelCase};
 mod identical;
 use prost_types::{DescriptorProto, FileDescriptorSet};
 
-/// (module name, proto file, include dir)
+/// (module name, proto file, include dir), relative to `PROTO_ROOT`.
 const DIALECTS: &[(&str, &str, &str)] = &[
     ("v0_1_oneof", "proto-v0/csi-v0.1-oneof.proto", "proto-v0"),
     ("v0_1", "proto-v0/csi-v0.1.proto", "proto-v0"),
@@ -29,18 +29,24 @@ const DIALECTS: &[(&str, &str, &str)] = &[
     ("v1", "proto-v1/csi.proto", "proto-v1"),
 ];
 
+/// Where `proto-v0/` and `proto-v1/` are: the repository's top level, two up from this crate.
+const PROTO_ROOT: &str = "../..";
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = PathBuf::from(std::env::var("OUT_DIR")?);
     // Listing any file makes cargo watch only those: the build's own modules too.
     println!("cargo:rerun-if-changed=build");
     let mut sets = std::collections::HashMap::new();
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join(PROTO_ROOT);
     for (module, file, include) in DIALECTS {
-        println!("cargo:rerun-if-changed={file}");
-        let mut compiler = protox::Compiler::new([include])?;
+        let (file, include) = (root.join(file), root.join(include));
+        // The whole directory: a file it imports counts too.
+        println!("cargo:rerun-if-changed={}", include.display());
+        let mut compiler = protox::Compiler::new([&include])?;
         compiler
             .include_imports(true)
             .include_source_info(false)
-            .open_file(file)?;
+            .open_file(&file)?;
         let fds = compiler.file_descriptor_set();
         let dir = out.join(module);
         std::fs::create_dir_all(&dir)?;

@@ -1,6 +1,7 @@
 //! csi-gateway-proto: the code generated from the protocol files, and the few types every
-//! other crate of the workspace names a dialect or an RPC with. `build.rs` compiles
-//! `proto-v0/`, `proto-v1/` and `proto-etcd/` in pure Rust (protox, no system `protoc`).
+//! other crate of the workspace names a dialect or an RPC with. `build.rs` compiles the
+//! repository's top-level `proto-v0/` and `proto-v1/`, and this crate's `proto-etcd/`, in pure
+//! Rust (protox, no system `protoc`).
 //!
 //! - [`dialect`]: the four CSI wire dialects — [`dialect::Dialect`], each one's generated
 //!   prost/tonic types ([`dialect::proto`]), descriptors and gRPC method table.

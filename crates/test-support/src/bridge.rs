@@ -109,7 +109,7 @@ impl Proc {
 
     /// Sends `SIG<name>` (HUP, STOP, CONT) to the process.
     pub fn signal(&self, name: &str) {
-        let ok = Command::new("kill")
+        let ok = Command::new(super::deps::KILL.path())
             .args([&format!("-{name}"), &self.pid().to_string()])
             .status()
             .unwrap()

@@ -1,6 +1,6 @@
 //! Test support: a real etcd (Debian's `etcd-server`, `/usr/bin/etcd`) on free loopback ports
-//! with a temp data directory, killed on drop. A missing etcd fails the test, never skips it:
-//! `.ci/run` installs the package.
+//! with a temp data directory, killed on drop. A missing etcd fails the test, never skips it,
+//! naming what installs it ([`super::deps`]).
 
 use std::fs;
 use std::path::PathBuf;
@@ -21,16 +21,7 @@ pub struct Etcd {
 
 /// The etcd binary: `$ETCD_BIN`, else `/usr/bin/etcd`.
 fn binary() -> PathBuf {
-    let bin = std::env::var_os("ETCD_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "/usr/bin/etcd".into());
-    assert!(
-        bin.exists(),
-        "etcd not found at {}: install the Debian package etcd-server (`apt-get install -y \
-         etcd-server`, as .ci/run does) or set ETCD_BIN",
-        bin.display()
-    );
-    bin
+    super::deps::ETCD.path()
 }
 
 impl Etcd {
@@ -127,7 +118,7 @@ impl Etcd {
     /// Runs `etcdctl` (Debian's etcd-client) against this member, with the client
     /// certificate when it speaks TLS; panics unless it succeeds.
     pub fn etcdctl(&self, args: &[&str]) -> String {
-        let mut command = Command::new("etcdctl");
+        let mut command = Command::new(super::deps::ETCDCTL.path());
         command
             .env("ETCDCTL_API", "3")
             .arg(format!("--endpoints={}", self.endpoint));
@@ -137,9 +128,10 @@ impl Etcd {
                 .arg(format!("--cert={}", c.join("client.pem").display()))
                 .arg(format!("--key={}", c.join("client.key").display()));
         }
-        let out = command.args(args).output().unwrap_or_else(|e| {
-            panic!("etcdctl: {e}: install the Debian package etcd-client (.ci/run does)")
-        });
+        let out = command
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("etcdctl: {e}"));
         assert!(out.status.success(), "etcdctl {args:?}: {out:?}");
         String::from_utf8_lossy(&out.stdout).into_owned()
     }

@@ -3,7 +3,8 @@
 //! `csi-reference-backend` in any dialect on a temp socket and talk to it with the generated
 //! tonic clients. [`gateway`]: the built `csi-gateway` in front of one; [`front`]: a client of
 //! every dialect; [`etcd`]: a real etcd; [`h2raw`]: raw HTTP/2 frames; [`bridge`]: the TLS
-//! bridge's processes and PKI. [`workspace_binary`] finds the binaries they start.
+//! bridge's processes and PKI. [`workspace_binary`] finds the binaries they start; [`deps`],
+//! the programs and Python modules the suite needs from the machine and what installs each.
 //!
 //! ```text
 //! use csi_gateway_test_support as support;
@@ -16,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bridge;
+pub mod deps;
 pub mod etcd;
 pub mod front;
 pub mod gateway;
