@@ -1,7 +1,7 @@
 //! csi-gateway: serves every Container Storage Interface dialect on one socket and translates
 //! each call to a plugin of any dialect through one hub model (CSI v1).
 //!
-//! The workspace (README "Layout"): this package is the gateway, its library and its binary;
+//! The workspace (docs/architecture.md, "Layout"): this package is the gateway, its library and its binary;
 //! beside it, in `crates/`:
 //! - `csi-gateway-wire` (crates/wire): HTTP/2 frames, HPACK and gRPC header values, as pure
 //!   functions over bytes (the wire layer below);

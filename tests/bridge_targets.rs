@@ -83,7 +83,7 @@ async fn a_v1_publish_through_the_bridge_to_a_draft_plugin_makes_the_target_wher
     b.front.delete(&v, &none).await.unwrap();
 
     // A path that climbs (`..`) could leave the mirror: the plugin gets it as one opaque name
-    // under the mirror's `.unmapped` (src/call/target/mirror.rs), never outside the mirror, and
+    // under the mirror's `.unmapped` (src/call/paths/mirror.rs), never outside the mirror, and
     // the unpublish naming the same path undoes it.
     let v = b.front.create("vol-climb", 1 << 20, &none).await.unwrap();
     let publish = b.front.controller_publish(&v, &node).await.unwrap();

@@ -2,7 +2,7 @@
 //! format), so log pipelines keyed on its field names read the gateway as they read the
 //! sidecars: one flat object per line,
 //!
-//! `{"ts":1712345678901.234,"caller":"front/call.rs:120","msg":"rpc","v":0,"method":"…",…}`
+//! `{"ts":1712345678901.234,"caller":"call/answer.rs:120","msg":"rpc","v":0,"method":"…",…}`
 //!
 //! - `ts`: milliseconds since the epoch as a float, as component-base writes it;
 //! - `caller`: the last two parts of the source path and the line (zap's short caller);
