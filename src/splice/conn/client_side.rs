@@ -453,7 +453,10 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
             _ => None,
         };
-        let room_here = self.streams.answered_here() < MAX_LOCAL_CALLS;
+        // Fewer streams than that in all leaves room without counting them (the walk only
+        // where it can decide).
+        let room_here = self.streams.map.len() < MAX_LOCAL_CALLS
+            || self.streams.answered_here() < MAX_LOCAL_CALLS;
         let head = plan::Head {
             path: request.path.take().unwrap_or_default(),
             header_list: request.size,
