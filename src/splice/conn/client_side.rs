@@ -130,7 +130,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         match head.kind {
             Kind::Headers | Kind::Continuation => self.on_client_headers(head, whole)?,
-            Kind::Data => self.on_client_data(head, whole)?,
+            Kind::Data => self.calls().on_client_data(head, whole)?,
             Kind::Settings if head.has(frame::ACK) => self.client_settings_ack(),
             Kind::Settings => self.client_settings(payload)?,
             // An ACK from the client is none of the gateway's business: it sends it no PING.
@@ -138,10 +138,10 @@ impl<C: Io, U: Io> Splice<C, U> {
             Kind::Ping => {}
             Kind::WindowUpdate => {
                 let n = frame::increment(payload).map_err(|_| malformed())?;
-                self.client_window_update(head.stream, n, whole)?;
+                self.calls().client_window_update(head.stream, n, whole)?;
             }
-            Kind::RstStream => self.on_client_reset(head, whole)?,
-            Kind::Priority => self.on_client_priority(head, whole),
+            Kind::RstStream => self.calls().on_client_reset(head, whole)?,
+            Kind::Priority => self.calls().on_client_priority(head, whole),
             Kind::PushPromise => {
                 return Err(Broken::Client(
                     "PUSH_PROMISE from a client",
@@ -189,7 +189,8 @@ impl<C: Io, U: Io> Splice<C, U> {
                 frames: whole,
             })?;
             if frame::depends_on_itself(&head, payload) {
-                self.stream_error(head.stream, reason::PROTOCOL_ERROR, "depends on itself");
+                self.calls()
+                    .stream_error(head.stream, reason::PROTOCOL_ERROR, "depends on itself");
             }
             return Ok(());
         }
@@ -226,6 +227,229 @@ impl<C: Io, U: Io> Splice<C, U> {
         Ok(())
     }
 
+    /// A request header block, complete: decoded, then a new stream's (`on_new_stream`) or
+    /// an open one's trailers (`on_trailers`).
+    pub(super) fn on_request_block(&mut self, b: RequestBlock) -> Result<(), Broken> {
+        // The connection's first request block is kept whole: its `:authority` decides whether
+        // the upstream can have the client's blocks as they came (see `localize`).
+        let keep = self.blocks.reencode || self.streams.last.is_connection();
+        let request = headers::request(&mut self.blocks.client_decoder, b.bytes, keep)
+            .map_err(|_| Broken::Client("undecodable header block", reason::COMPRESSION_ERROR))?;
+        if request.size > limits::HEADER_LIST_ABUSE * self.env.limits.max_header_list_size as usize
+        {
+            return Err(Broken::Client(
+                "header list far over the limit",
+                reason::ENHANCE_YOUR_CALM,
+            ));
+        }
+        if b.id.is_connection() {
+            return Err(Broken::Client(
+                "HEADERS on stream 0",
+                reason::PROTOCOL_ERROR,
+            ));
+        }
+        match self.streams.map.contains_key(&b.id) {
+            true => self.on_trailers(b, request),
+            false => self.on_new_stream(b, request, keep),
+        }
+    }
+
+    /// Trailers from the client, on a stream it opened: they end its half of the stream, and
+    /// must end the stream and hold no pseudo-header (RFC 9113 §8.1), nor come after the
+    /// client ended its half (§5.1: half-closed).
+    fn on_trailers(&mut self, b: RequestBlock, request: headers::Request) -> Result<(), Broken> {
+        let id = b.id;
+        let stream = &self.streams.map[&id];
+        let short = stream.content_left.is_some_and(|n| n > 0);
+        let malformed = match b.end_stream {
+            false => Some("trailers without END_STREAM"),
+            true if short => Some(CONTENT_LENGTH),
+            true => request.malformed_trailers,
+        };
+        let error = match (stream.client_ended(), malformed) {
+            (true, _) => Some((reason::STREAM_CLOSED, "HEADERS after END_STREAM")),
+            (false, Some(why)) => Some((reason::PROTOCOL_ERROR, why)),
+            (false, None) => None,
+        };
+        if let Some((code, why)) = error {
+            // Not passed on: the upstream's decoding context no longer follows.
+            self.blocks.reencode = true;
+            self.calls().stream_error(id, code, why);
+            return Ok(());
+        }
+        let stream = self.streams.map.get_mut(&id).expect("checked above");
+        stream.end_request();
+        self.env.served.mark();
+        if stream.side.relays_request() {
+            self.calls().forward_request_block(&b, request, true);
+            return Ok(());
+        }
+        self.blocks.reencode = true;
+        match stream.side {
+            Side::Local(_) => self.calls().answering().start(id),
+            Side::Translated(_) => self.calls().send_translated(id, &[]),
+            Side::Service => self.services.end_requests(id),
+            Side::Relayed => unreachable!("relays its request"),
+        }
+        Ok(())
+    }
+
+    /// A new stream's request block: refused at once if malformed (RFC 9113 §8.1.1: a stream
+    /// error on every path, what a server behind the splice would answer) or past the
+    /// connection's GOAWAY; else one decision (`call::plan::decide`) and its stream.
+    fn on_new_stream(
+        &mut self,
+        b: RequestBlock,
+        mut request: headers::Request,
+        keep: bool,
+    ) -> Result<(), Broken> {
+        let id = b.id;
+        if id <= self.streams.last || !id.is_client() {
+            return Err(Broken::Client("stream id not new", reason::PROTOCOL_ERROR));
+        }
+        self.streams.last = id;
+        let no_content = b.end_stream && request.content_length.is_some_and(|n| n > 0);
+        let refusal = match (no_content, request.malformed) {
+            (true, _) => Some((reason::PROTOCOL_ERROR, "a content-length and no DATA")),
+            (false, Some(why)) => Some((reason::PROTOCOL_ERROR, why)),
+            _ if self.go_away.going_away.is_some_and(|last| id > last) => {
+                Some((reason::REFUSED_STREAM, "after the connection's GOAWAY"))
+            }
+            _ => None,
+        };
+        // Fewer streams than that in all leaves room without counting them (the walk only
+        // where it can decide).
+        let room_here = self.streams.map.len() < MAX_LOCAL_CALLS
+            || self.streams.answered_here() < MAX_LOCAL_CALLS;
+        let head = plan::Head {
+            path: request.path.take().unwrap_or_default(),
+            header_list: request.size,
+            authorization: self.env.authorization.as_ref(),
+        };
+        let view = plan::View {
+            live: self.env.live.as_deref(),
+            upstream_open: !self.go_away.upstream_gone && !self.go_away.upstream_draining,
+            room_here,
+            has_message: !b.end_stream,
+        };
+        let mut decision = match refusal {
+            None => plan::decide(&self.env.shared, head, view),
+            Some((code, why)) => {
+                tracing::debug!(stream = %id, why, %code, "request refused: stream reset");
+                self.blocks.reencode = true;
+                self.to_client.rst_stream(id, code);
+                return Ok(());
+            }
+        };
+        // The connection's own part: the block made fit for the upstream (its `:authority`
+        // local, its `:path` the plugin's), or, where it cannot be, the call answered here.
+        let path = &decision.report.path;
+        let fits = match &decision.kind {
+            plan::Kind::Relayed { rewrite: None, .. } => self.blocks.localize(&mut request, keep),
+            plan::Kind::Relayed {
+                rewrite: Some(to), ..
+            } => self.blocks.rewrite_path(&mut request, keep, path, to),
+            plan::Kind::Translated(_, inline) => {
+                self.blocks
+                    .rewrite_path(&mut request, keep, path, inline.path)
+            }
+            _ => true,
+        };
+        if !fits {
+            decision.answer_here(room_here);
+        }
+        let full = self.streams.map.len() >= self.env.limits.max_concurrent_streams as usize;
+        if full || matches!(decision.kind, plan::Kind::NoRoom) {
+            self.blocks.reencode = true;
+            self.to_client.rst_stream(id, reason::REFUSED_STREAM);
+            return Ok(());
+        }
+        let on_upstream = decision.on_upstream();
+        let side = self.open_side(&b, decision.kind, &decision.report.path, request.timeout);
+        if b.end_stream {
+            self.env.served.mark();
+        }
+        let stream = Stream {
+            started: self.now,
+            report: Some(decision.report),
+            state: State::new(b.end_stream),
+            // The splice's own calls keep their deadlines themselves (`call::answer`,
+            // `service`); the upstream's are kept here.
+            timeout: request.timeout.filter(|_| on_upstream),
+            content_left: request.content_length,
+            credit: self.settings.client_stream_window,
+            _in_flight: InFlight::start(),
+            side,
+        };
+        if let Some(at) = stream.deadline() {
+            self.streams.deadlines.insert((at, id));
+        }
+        let starts_local = b.end_stream && matches!(stream.side, Side::Local(_));
+        self.streams.map.insert(id, stream);
+        match on_upstream {
+            true => self.calls().forward_request_block(&b, request, false),
+            // The upstream never sees this block: from now on, its decoding context no longer
+            // follows the client's, and forwarded blocks are re-encoded.
+            false => self.blocks.reencode = true,
+        }
+        if starts_local {
+            self.calls().answering().start(id);
+        }
+        Ok(())
+    }
+
+    /// The state a new stream of `kind` starts with (a service's stream opened there).
+    fn open_side(
+        &mut self,
+        b: &RequestBlock,
+        kind: plan::Kind,
+        path: &str,
+        timeout: Option<Duration>,
+    ) -> Side {
+        let window = self.settings.client_initial_window;
+        match kind {
+            plan::Kind::Relayed { .. } => Side::Relayed,
+            plan::Kind::Translated(route, inline) => {
+                self.streams.own = true;
+                let spare = self.streams.spare.pop();
+                Side::Translated(Translated::start(spare, route, timeout, window, inline))
+            }
+            plan::Kind::Service(handler) => {
+                let end = b.end_stream;
+                self.services
+                    .open(b.id, &handler, path, timeout, window, end);
+                Side::Service
+            }
+            plan::Kind::Answered(_, refused) => Side::Local(Local {
+                timeout,
+                window,
+                refused,
+                ..Local::default()
+            }),
+            plan::Kind::NoRoom => unreachable!("refused before"),
+        }
+    }
+}
+
+/// A complete request header block: `frames` are the HEADERS and CONTINUATION frames that
+/// carried it, `bytes` its fragments joined.
+pub(super) struct RequestBlock<'a> {
+    pub(super) id: StreamId,
+    pub(super) end_stream: bool,
+    pub(super) bytes: &'a [u8],
+    pub(super) frames: &'a [u8],
+}
+
+/// Gives the client back the stream window of DATA the splice consumed itself (`consumed`:
+/// the stream and the frame's length, `None` when nothing is owed).
+fn refund(own: &mut BytesMut, credit: &mut Window, consumed: Option<(StreamId, usize)>) {
+    if let Some((id, len)) = consumed {
+        frame::put_window_update(own, id, len as u32);
+        credit.refund(len);
+    }
+}
+
+impl Calls<'_> {
     /// The client reset a stream: passed on for a relayed one; a local call the client gave
     /// up on ends here (its upstream call is dropped with the stream), its reply not sent.
     fn on_client_reset(&mut self, head: Head, whole: &[u8]) -> Result<(), Broken> {
@@ -361,226 +585,5 @@ impl<C: Io, U: Io> Splice<C, U> {
             }
         }
         Ok(())
-    }
-
-    /// A request header block, complete: decoded, then a new stream's (`on_new_stream`) or
-    /// an open one's trailers (`on_trailers`).
-    pub(super) fn on_request_block(&mut self, b: RequestBlock) -> Result<(), Broken> {
-        // The connection's first request block is kept whole: its `:authority` decides whether
-        // the upstream can have the client's blocks as they came (see `localize`).
-        let keep = self.blocks.reencode || self.streams.last.is_connection();
-        let request = headers::request(&mut self.blocks.client_decoder, b.bytes, keep)
-            .map_err(|_| Broken::Client("undecodable header block", reason::COMPRESSION_ERROR))?;
-        if request.size > limits::HEADER_LIST_ABUSE * self.env.limits.max_header_list_size as usize
-        {
-            return Err(Broken::Client(
-                "header list far over the limit",
-                reason::ENHANCE_YOUR_CALM,
-            ));
-        }
-        if b.id.is_connection() {
-            return Err(Broken::Client(
-                "HEADERS on stream 0",
-                reason::PROTOCOL_ERROR,
-            ));
-        }
-        match self.streams.map.contains_key(&b.id) {
-            true => self.on_trailers(b, request),
-            false => self.on_new_stream(b, request, keep),
-        }
-    }
-
-    /// Trailers from the client, on a stream it opened: they end its half of the stream, and
-    /// must end the stream and hold no pseudo-header (RFC 9113 §8.1), nor come after the
-    /// client ended its half (§5.1: half-closed).
-    fn on_trailers(&mut self, b: RequestBlock, request: headers::Request) -> Result<(), Broken> {
-        let id = b.id;
-        let stream = &self.streams.map[&id];
-        let short = stream.content_left.is_some_and(|n| n > 0);
-        let malformed = match b.end_stream {
-            false => Some("trailers without END_STREAM"),
-            true if short => Some(CONTENT_LENGTH),
-            true => request.malformed_trailers,
-        };
-        let error = match (stream.client_ended(), malformed) {
-            (true, _) => Some((reason::STREAM_CLOSED, "HEADERS after END_STREAM")),
-            (false, Some(why)) => Some((reason::PROTOCOL_ERROR, why)),
-            (false, None) => None,
-        };
-        if let Some((code, why)) = error {
-            // Not passed on: the upstream's decoding context no longer follows.
-            self.blocks.reencode = true;
-            self.stream_error(id, code, why);
-            return Ok(());
-        }
-        let stream = self.streams.map.get_mut(&id).expect("checked above");
-        stream.end_request();
-        self.env.served.mark();
-        if stream.side.relays_request() {
-            self.forward_request_block(&b, request, true);
-            return Ok(());
-        }
-        self.blocks.reencode = true;
-        match stream.side {
-            Side::Local(_) => self.answering().start(id),
-            Side::Translated(_) => self.send_translated(id, &[]),
-            Side::Service => self.services.end_requests(id),
-            Side::Relayed => unreachable!("relays its request"),
-        }
-        Ok(())
-    }
-
-    /// A new stream's request block: refused at once if malformed (RFC 9113 §8.1.1: a stream
-    /// error on every path, what a server behind the splice would answer) or past the
-    /// connection's GOAWAY; else one decision (`call::plan::decide`) and its stream.
-    fn on_new_stream(
-        &mut self,
-        b: RequestBlock,
-        mut request: headers::Request,
-        keep: bool,
-    ) -> Result<(), Broken> {
-        let id = b.id;
-        if id <= self.streams.last || !id.is_client() {
-            return Err(Broken::Client("stream id not new", reason::PROTOCOL_ERROR));
-        }
-        self.streams.last = id;
-        let no_content = b.end_stream && request.content_length.is_some_and(|n| n > 0);
-        let refusal = match (no_content, request.malformed) {
-            (true, _) => Some((reason::PROTOCOL_ERROR, "a content-length and no DATA")),
-            (false, Some(why)) => Some((reason::PROTOCOL_ERROR, why)),
-            _ if self.go_away.going_away.is_some_and(|last| id > last) => {
-                Some((reason::REFUSED_STREAM, "after the connection's GOAWAY"))
-            }
-            _ => None,
-        };
-        // Fewer streams than that in all leaves room without counting them (the walk only
-        // where it can decide).
-        let room_here = self.streams.map.len() < MAX_LOCAL_CALLS
-            || self.streams.answered_here() < MAX_LOCAL_CALLS;
-        let head = plan::Head {
-            path: request.path.take().unwrap_or_default(),
-            header_list: request.size,
-            authorization: self.env.authorization.as_ref(),
-        };
-        let view = plan::View {
-            live: self.env.live.as_deref(),
-            upstream_open: !self.go_away.upstream_gone && !self.go_away.upstream_draining,
-            room_here,
-            has_message: !b.end_stream,
-        };
-        let mut decision = match refusal {
-            None => plan::decide(&self.env.shared, head, view),
-            Some((code, why)) => {
-                tracing::debug!(stream = %id, why, %code, "request refused: stream reset");
-                self.blocks.reencode = true;
-                self.to_client.rst_stream(id, code);
-                return Ok(());
-            }
-        };
-        // The connection's own part: the block made fit for the upstream (its `:authority`
-        // local, its `:path` the plugin's), or, where it cannot be, the call answered here.
-        let path = &decision.report.path;
-        let fits = match &decision.kind {
-            plan::Kind::Relayed { rewrite: None, .. } => self.blocks.localize(&mut request, keep),
-            plan::Kind::Relayed {
-                rewrite: Some(to), ..
-            } => self.blocks.rewrite_path(&mut request, keep, path, to),
-            plan::Kind::Translated(_, inline) => {
-                self.blocks
-                    .rewrite_path(&mut request, keep, path, inline.path)
-            }
-            _ => true,
-        };
-        if !fits {
-            decision.answer_here(room_here);
-        }
-        let full = self.streams.map.len() >= self.env.limits.max_concurrent_streams as usize;
-        if full || matches!(decision.kind, plan::Kind::NoRoom) {
-            self.blocks.reencode = true;
-            self.to_client.rst_stream(id, reason::REFUSED_STREAM);
-            return Ok(());
-        }
-        let on_upstream = decision.on_upstream();
-        let side = self.open_side(&b, decision.kind, &decision.report.path, request.timeout);
-        if b.end_stream {
-            self.env.served.mark();
-        }
-        let stream = Stream {
-            started: self.now,
-            report: Some(decision.report),
-            state: State::new(b.end_stream),
-            // The splice's own calls keep their deadlines themselves (`call::answer`,
-            // `service`); the upstream's are kept here.
-            timeout: request.timeout.filter(|_| on_upstream),
-            content_left: request.content_length,
-            credit: self.settings.client_stream_window,
-            _in_flight: InFlight::start(),
-            side,
-        };
-        if let Some(at) = stream.deadline() {
-            self.timers.deadlines.insert((at, id));
-        }
-        let starts_local = b.end_stream && matches!(stream.side, Side::Local(_));
-        self.streams.map.insert(id, stream);
-        match on_upstream {
-            true => self.forward_request_block(&b, request, false),
-            // The upstream never sees this block: from now on, its decoding context no longer
-            // follows the client's, and forwarded blocks are re-encoded.
-            false => self.blocks.reencode = true,
-        }
-        if starts_local {
-            self.answering().start(id);
-        }
-        Ok(())
-    }
-
-    /// The state a new stream of `kind` starts with (a service's stream opened there).
-    fn open_side(
-        &mut self,
-        b: &RequestBlock,
-        kind: plan::Kind,
-        path: &str,
-        timeout: Option<Duration>,
-    ) -> Side {
-        let window = self.settings.client_initial_window;
-        match kind {
-            plan::Kind::Relayed { .. } => Side::Relayed,
-            plan::Kind::Translated(route, inline) => {
-                self.streams.own = true;
-                let spare = self.streams.spare.pop();
-                Side::Translated(Translated::start(spare, route, timeout, window, inline))
-            }
-            plan::Kind::Service(handler) => {
-                let end = b.end_stream;
-                self.services
-                    .open(b.id, &handler, path, timeout, window, end);
-                Side::Service
-            }
-            plan::Kind::Answered(_, refused) => Side::Local(Local {
-                timeout,
-                window,
-                refused,
-                ..Local::default()
-            }),
-            plan::Kind::NoRoom => unreachable!("refused before"),
-        }
-    }
-}
-
-/// A complete request header block: `frames` are the HEADERS and CONTINUATION frames that
-/// carried it, `bytes` its fragments joined.
-pub(super) struct RequestBlock<'a> {
-    pub(super) id: StreamId,
-    pub(super) end_stream: bool,
-    pub(super) bytes: &'a [u8],
-    pub(super) frames: &'a [u8],
-}
-
-/// Gives the client back the stream window of DATA the splice consumed itself (`consumed`:
-/// the stream and the frame's length, `None` when nothing is owed).
-fn refund(own: &mut BytesMut, credit: &mut Window, consumed: Option<(StreamId, usize)>) {
-    if let Some((id, len)) = consumed {
-        frame::put_window_update(own, id, len as u32);
-        credit.refund(len);
     }
 }

@@ -119,7 +119,7 @@ impl Flow {
     }
 }
 
-impl<C: Io, U: Io> Splice<C, U> {
+impl Calls<'_> {
     /// A client DATA frame of `len` bytes, against the windows the client was granted (RFC
     /// 9113 §6.9.1). Past the connection's: a connection error, FLOW_CONTROL_ERROR (the
     /// gateway cannot tell what else the client sent past it). Past only the stream's: a

@@ -63,7 +63,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             .collect();
         for id in refused {
             self.to_client.rst_stream(id, reason::REFUSED_STREAM);
-            self.end_stream(
+            self.calls().end_stream(
                 id,
                 Code::Unavailable,
                 Origin::Gateway,
@@ -128,7 +128,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         for id in relayed {
             if let Some(stream) = self.streams.map.get_mut(&id) {
                 stream.stop_reading();
-                self.answer_instead(id, &s);
+                self.calls().answer_instead(id, &s);
             }
         }
         // This connection now answers every call itself, on the gateway's own upstream
@@ -149,7 +149,8 @@ impl<C: Io, U: Io> Splice<C, U> {
     pub(super) fn finish_all(&mut self, code: Code, origin: Origin, why: &str) {
         let ids: Vec<StreamId> = self.streams.map.keys().copied().collect();
         for id in ids {
-            self.end_stream(id, code, origin, Some(why.to_string()));
+            self.calls()
+                .end_stream(id, code, origin, Some(why.to_string()));
         }
     }
 }

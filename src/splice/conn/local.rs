@@ -350,12 +350,12 @@ impl<C: Io, U: Io> Splice<C, U> {
                 break;
             };
             progress = true;
-            self.answering().answered(done);
-            self.send_replies();
+            self.calls().answering().answered(done);
+            self.calls().send_replies();
         }
-        self.send_replies();
+        self.calls().send_replies();
         if !self.local.waiting_room.is_empty() {
-            progress |= self.answering().admit_waiting();
+            progress |= self.calls().answering().admit_waiting();
         }
         let budget = &self.env.shared.buffered;
         self.flow.grant_withheld(budget, &mut self.to_client);
@@ -376,17 +376,9 @@ impl<C: Io, U: Io> Splice<C, U> {
         self.local.note_short_of_room(self.services.short_of_room());
         progress
     }
+}
 
-    /// The connection's parts the calls it answers itself work on.
-    pub(super) fn answering(&mut self) -> Answering<'_> {
-        Answering {
-            calls: &mut self.local,
-            streams: &mut self.streams,
-            flow: &mut self.flow,
-            env: &self.env,
-        }
-    }
-
+impl Calls<'_> {
     /// Writes as much of the local replies as the client's windows allow, never inside a
     /// reply header block the upstream has begun.
     pub(super) fn send_replies(&mut self) {

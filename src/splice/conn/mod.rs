@@ -34,7 +34,7 @@
 //! The upstream is never waited on past a bound. A call on it with a `grpc-timeout` whose reply
 //! has not ended by then gets DEADLINE_EXCEEDED from the gateway, as a call it answers does,
 //! and its stream is reset there (RST_STREAM CANCEL); the connection's deadlines share one
-//! timer (`Timers::deadlines`). The upstream's SETTINGS must come within `upstream.connect_timeout` of
+//! timer (`Streams::deadlines`). The upstream's SETTINGS must come within `upstream.connect_timeout` of
 //! the client's preface, and its first frame must be SETTINGS: else (a plugin stopped, or not
 //! speaking HTTP/2) the upstream connection is given up as if it had closed, and the gateway's
 //! own SETTINGS open the client's side, whose calls it then answers itself.
@@ -103,6 +103,7 @@ use csi_gateway_wire::frame::{self, reason, Head, Kind, Reason, StreamId};
 use csi_gateway_wire::headers;
 
 mod blocks;
+mod calls;
 mod client_side;
 mod env;
 mod flow;
@@ -122,11 +123,12 @@ mod upstream_side;
 mod writer;
 
 use blocks::{Block, Blocks};
+use calls::Calls;
 use client_side::RequestBlock;
 use env::Env;
 use flow::Flow;
 use go_away::GoAway;
-use local::{Local, LocalCalls};
+use local::{Answering, Local, LocalCalls};
 use ping::Ping;
 use service::ServiceStreams;
 use settings::{upstream_acked, Settings};

@@ -6,7 +6,7 @@
 use super::*;
 use crate::translate::identical::RequestCheck;
 
-impl<C: Io, U: Io> Splice<C, U> {
+impl Calls<'_> {
     /// A DATA frame of a relayed request, or of a translated call's relayed as it came
     /// (`Asked::Relayed`), passed on: renumbered in the upstream's copy where the revisions
     /// number the request's fields differently (`renumber`).

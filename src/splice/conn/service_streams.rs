@@ -34,7 +34,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 // Answered before the client finished: it may stop sending (RFC 9113 §8.1).
                 self.to_client.rst_stream(id, reason::NO_ERROR);
             }
-            self.remove(id);
+            self.calls().remove(id);
         }
         progress
     }

@@ -29,6 +29,9 @@ pub(super) struct Streams {
     /// Relayed calls that ended, with when they started: counted and logged once this turn's
     /// bytes are written, so that no reply waits on the bookkeeping of the calls before it.
     pub(super) ended: Vec<(Report, Instant)>,
+    /// The deadlines (`grpc-timeout`) of the calls on the upstream, soonest first, with their
+    /// streams: the connection's one timer is set to the first (`Timeout::Call`).
+    pub(super) deadlines: BTreeSet<(Instant, StreamId)>,
 }
 
 impl Default for Streams {
@@ -41,6 +44,7 @@ impl Default for Streams {
             closed: VecDeque::new(),
             spare: Vec::new(),
             ended: Vec::new(),
+            deadlines: BTreeSet::new(),
         }
     }
 }
@@ -223,7 +227,7 @@ pub(super) struct Stream {
     pub(super) started: Instant,
     pub(super) report: Option<Report>,
     pub(super) state: State,
-    /// The client's `grpc-timeout`, for a call on the upstream (see `Timers::deadlines`).
+    /// The client's `grpc-timeout`, for a call on the upstream (see `Streams::deadlines`).
     pub(super) timeout: Option<Duration>,
     /// What is left of the request's `content-length`, when it declared one.
     pub(super) content_left: Option<u64>,
@@ -370,7 +374,7 @@ impl Side {
     }
 }
 
-impl<C: Io, U: Io> Splice<C, U> {
+impl Calls<'_> {
     /// Resets a stream the splice opened on the upstream, and remembers it (`reset_upstream`).
     /// A stream error of the client's (RFC 9113 §5.4.2) on a stream the gateway knows: reset
     /// with `code` to the client and on the upstream, and ended.
@@ -419,7 +423,7 @@ impl<C: Io, U: Io> Splice<C, U> {
                 self.streams.remember_closed(id);
             }
             if let Some(at) = stream.deadline() {
-                self.timers.deadlines.remove(&(at, id));
+                self.streams.deadlines.remove(&(at, id));
             }
             if matches!(stream.side, Side::Service) {
                 self.services.remove(id);

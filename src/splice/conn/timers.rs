@@ -3,7 +3,7 @@
 
 use super::*;
 
-/// Since when each timeout counts, and the calls' deadlines (`timers`).
+/// Since when each timeout counts (`timers`); the calls' deadlines are `Streams::deadlines`.
 pub(super) struct Timers {
     /// When the connection was accepted (the preface timeout counts from it).
     pub(super) accepted: Instant,
@@ -18,9 +18,6 @@ pub(super) struct Timers {
     pub(super) block_since: Option<Instant>,
     /// Since when the client's frame at the front of `from_client` has been only partly read.
     pub(super) frame_since: Option<Instant>,
-    /// The deadlines (`grpc-timeout`) of the calls on the upstream, soonest first, with their
-    /// streams: the connection's one timer is set to the first (`Timeout::Call`).
-    pub(super) deadlines: BTreeSet<(Instant, StreamId)>,
     /// When the client's preface went on to the upstream: the upstream's SETTINGS must follow
     /// within `Live::connect_timeout` (`Timeout::UpstreamHandshake`).
     pub(super) upstream_asked: Option<Instant>,
@@ -79,7 +76,6 @@ impl Timers {
             client_heard: now,
             block_since: None,
             frame_since: None,
-            deadlines: BTreeSet::new(),
             upstream_asked: None,
         }
     }
@@ -120,7 +116,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         // Inside the upstream's header block too: a plugin that never ends one would hold
         // every call past its deadline (`calls_expired` gives the upstream up then).
         let call = self
-            .timers
+            .streams
             .deadlines
             .first()
             .map(|&(at, _)| (at, Timeout::Call));
@@ -162,7 +158,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         tracing::debug!(streams = stalled.len(), after = ?self.env.limits.idle_timeout, "requests not finished by a silent client: streams reset, connection asked to go away");
         for id in stalled {
-            self.stream_error(
+            self.calls().stream_error(
                 id,
                 reason::CANCEL,
                 "request not finished within idle_timeout",
@@ -222,20 +218,20 @@ impl<C: Io, U: Io> Splice<C, U> {
                     .withheld_since
                     .is_some_and(|t| t.elapsed() >= limits::BUDGET_WAIT)
                 {
-                    self.make_room();
+                    self.calls().make_room();
                 }
                 if self
                     .flow
                     .replies_paused
                     .is_some_and(|t| t.elapsed() >= limits::BUDGET_WAIT)
                 {
-                    self.make_reply_room();
+                    self.calls().make_reply_room();
                 }
                 if self.local.room_retry.is_some_and(|at| at <= Instant::now()) {
                     // Set again by `poll_run` while anything still waits.
                     self.local.room_retry = None;
-                    self.answering().expire_waiting();
-                    self.answering().admit_waiting();
+                    self.calls().answering().expire_waiting();
+                    self.calls().answering().admit_waiting();
                 }
                 None
             }
@@ -250,16 +246,16 @@ impl<C: Io, U: Io> Splice<C, U> {
     pub(super) fn calls_expired(&mut self) {
         let now = Instant::now();
         let due = self
-            .timers
+            .streams
             .deadlines
             .first()
             .map_or(now, |&(at, _)| at.max(now));
         let mut expired = Vec::new();
-        while let Some(&(at, id)) = self.timers.deadlines.first() {
+        while let Some(&(at, id)) = self.streams.deadlines.first() {
             if at > due {
                 break;
             }
-            self.timers.deadlines.pop_first();
+            self.streams.deadlines.pop_first();
             let waiting = self
                 .streams
                 .map
@@ -273,7 +269,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             return;
         }
         for &id in &expired {
-            self.deadline_exceeded(id);
+            self.calls().deadline_exceeded(id);
         }
         if !self.to_client.preface_sent() {
             self.upstream_lost("no HTTP/2 SETTINGS before a call's deadline");
@@ -286,7 +282,9 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.upstream_lost("a call's deadline passed inside an unfinished reply header block");
         }
     }
+}
 
+impl Calls<'_> {
     /// A call on the upstream whose deadline passed before its reply ended: answered
     /// DEADLINE_EXCEEDED by the gateway, as a call it answers gets it
     /// (`call::answer::with_deadline`), and its stream reset on the upstream (RST_STREAM

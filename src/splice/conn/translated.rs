@@ -156,7 +156,7 @@ pub(super) const SPARE_BUFFER: usize = 16 * 1024;
 /// it is whole.
 pub(super) const MAX_TRANSLATED_REQUEST: u64 = 16 * 1024;
 
-impl<C: Io, U: Io> Splice<C, U> {
+impl Calls<'_> {
     /// A DATA frame on a translated call: the first of a request that passes its check
     /// (`Translated::check_request`) makes the call relayed as it came; one that makes the
     /// request too large to translate here makes it a local call. Returns the check whose

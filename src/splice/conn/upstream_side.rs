@@ -4,14 +4,6 @@
 use super::*;
 
 impl<C: Io, U: Io> Splice<C, U> {
-    /// Resets a stream on the upstream (unless it is gone) and remembers it there.
-    pub(super) fn reset_on_upstream(&mut self, id: StreamId) {
-        if !self.go_away.upstream_gone {
-            frame::put_rst_stream(&mut self.to_upstream, id, reason::CANCEL);
-        }
-        self.streams.remember_reset(id);
-    }
-
     /// Reads and handles the upstream's bytes while the client keeps up with its replies and
     /// the connection and the gateway have room for them (`Flow::reads_upstream`).
     pub(super) fn read_upstream(&mut self, cx: &mut Context<'_>) -> bool {
@@ -58,7 +50,7 @@ impl<C: Io, U: Io> Splice<C, U> {
         let handled = take_frames(&mut buf, |head, whole| {
             if !self.local.replying.is_empty() {
                 // Replies translated from the frames before count towards the piece.
-                self.send_replies();
+                self.calls().send_replies();
             }
             if self.to_client.queued() >= piece {
                 self.upstream.unhandled = true;
@@ -121,10 +113,10 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.to_client.pass(whole);
         }
         match head.kind {
-            Kind::Data if passes => self.relay_reply_data(head, payload)?,
-            Kind::Data => self.kept_data(head, payload)?,
+            Kind::Data if passes => self.calls().relay_reply_data(head, payload)?,
+            Kind::Data => self.calls().kept_data(head, payload)?,
             Kind::Headers | Kind::Continuation => self.on_upstream_headers(head, whole, passes)?,
-            Kind::WindowUpdate if passes => self.upstream_window_update(head, whole)?,
+            Kind::WindowUpdate if passes => self.calls().upstream_window_update(head, whole)?,
             Kind::Settings if head.has(frame::ACK) => {
                 if let Some(table) = self.settings.unacked_by_upstream.pop_front() {
                     let decoder = &mut self.blocks.upstream_decoder;
@@ -150,9 +142,15 @@ impl<C: Io, U: Io> Splice<C, U> {
                     stream.end_reply();
                     self.to_client.pass(whole);
                     let why = reset_by_upstream();
-                    self.end_stream(head.stream, Code::Unavailable, Origin::Gateway, why);
+                    self.calls()
+                        .end_stream(head.stream, Code::Unavailable, Origin::Gateway, why);
                 } else if passes {
-                    self.end_stream(head.stream, code, Origin::Gateway, reset_by_upstream());
+                    self.calls().end_stream(
+                        head.stream,
+                        code,
+                        Origin::Gateway,
+                        reset_by_upstream(),
+                    );
                 }
             }
             Kind::GoAway => self.upstream_going_away(payload),
@@ -179,7 +177,13 @@ impl<C: Io, U: Io> Splice<C, U> {
             let range = frame::content(&head, payload).map_err(upstream_malformed)?;
             let end_stream = head.has(frame::END_STREAM);
             if head.has(frame::END_HEADERS) {
-                return self.reply_block(head.stream, end_stream, &payload[range], whole, passes);
+                return self.calls().reply_block(
+                    head.stream,
+                    end_stream,
+                    &payload[range],
+                    whole,
+                    passes,
+                );
             }
             self.to_client.block_begins();
             self.blocks.reply_block = Some(Block {
@@ -203,12 +207,23 @@ impl<C: Io, U: Io> Splice<C, U> {
         }
         if head.has(frame::END_HEADERS) {
             let b = self.blocks.reply_block.take().expect("checked above");
-            self.reply_block(b.stream, b.end_stream, &b.bytes, &b.frames, b.passes)?;
+            self.calls()
+                .reply_block(b.stream, b.end_stream, &b.bytes, &b.frames, b.passes)?;
             // What waited for the block's end goes right after it, before anything else of
             // the upstream's.
             self.to_client.block_ends();
         }
         Ok(())
+    }
+}
+
+impl Calls<'_> {
+    /// Resets a stream on the upstream (unless it is gone) and remembers it there.
+    pub(super) fn reset_on_upstream(&mut self, id: StreamId) {
+        if !self.upstream_gone {
+            frame::put_rst_stream(&mut self.to_upstream, id, reason::CANCEL);
+        }
+        self.streams.remember_reset(id);
     }
 
     /// A reply header block, complete. One that went on as it came (`passes`) is read for its
