@@ -1,12 +1,13 @@
 //! The connection layer's shape, checked on the source so that it does not drift back into one
 //! object cut into drawers (issue "The connection layer finished the way h2 finishes its own"):
-//! each concern owns its state and methods, `Splice` keeps what needs several of them.
+//! each concern owns its state and methods, a stream's work is on the `Calls` bundle, and
+//! `Splice` keeps the connection's own work.
 //!
 //! - no function of the connection layer (`src/splice/`) is over 120 lines;
 //! - no file of `src/splice/conn/` touches more than 12 of `Splice`'s fields;
 //! - nothing but the budget module moves the shared buffer count (`buffered.take/give`);
 //! - `impl Splice` has at most [`SPLICE_METHODS`] methods: a ratchet, lowered as methods move
-//!   to the concern that owns them (the goal is 40).
+//!   to the concern that owns them (never above 40).
 
 use std::path::{Path, PathBuf};
 

@@ -41,9 +41,11 @@
 //!
 //! One struct, `Splice`, and its poll loop here; each concern owns its state and the methods
 //! that need nothing else, as h2's `proto/` objects do (`Settings`, `Ping`, `GoAway`, `Flow`,
-//! `Timers`, `Streams`, `Blocks`, `Env`, `LocalCalls`, the writer `ToClient`). What needs
-//! several concerns at once is a method of `Splice` in the concern's file, or works through a
-//! borrow bundle of the parts it needs (`Answering`, as h2's `DynConnection`). A new stream's
+//! `Timers`, `Streams`, `Blocks`, `Env`, `LocalCalls`, the writer `ToClient`). `Splice` keeps
+//! the connection's own work (its sockets, SETTINGS, PING, GOAWAY, the timer, a new stream's
+//! decision); a stream's work, whatever its kind, is a method of `Calls`, the borrow bundle of
+//! the parts a stream may touch (as h2's `DynStreams`), and the calls the gateway answers
+//! itself work through a narrower one (`Answering`). A new stream's
 //! kind is decided once (`call::plan::decide`, with the connection's `View`); every byte the
 //! connection holds of the gateway's buffer budget is a `call::budget::Hold`, given back when
 //! dropped.
@@ -51,6 +53,7 @@
 //! | file | concern |
 //! | --- | --- |
 //! | `env.rs` | what the connection serves and for whom: the gateway, its plugin, the client's limits and rule, the reset budget |
+//! | `calls.rs` | `Calls`: what a stream's work may touch, whatever the stream's kind |
 //! | `client_side.rs` | the client's frames read, checked and handed to their owners; a new stream's decision and its state |
 //! | `upstream_side.rs` | the upstream's frames read, passed on or kept; reply blocks read whole |
 //! | `blocks.rs` | header blocks: both sides' decoding contexts, blocks midway, `:authority` and `:path` made the upstream's |
