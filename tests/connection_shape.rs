@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 
 /// The most methods `impl Splice` may have. Lower it when methods move out; never raise it.
-const SPLICE_METHODS: usize = 38;
+const SPLICE_METHODS: usize = 37;
 const LONGEST_FUNCTION: usize = 120;
 const FIELDS_PER_FILE: usize = 12;
 

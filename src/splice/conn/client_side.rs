@@ -442,10 +442,13 @@ pub(super) struct RequestBlock<'a> {
 
 /// Gives the client back the stream window of DATA the splice consumed itself (`consumed`:
 /// the stream and the frame's length, `None` when nothing is owed).
-fn refund(own: &mut BytesMut, credit: &mut Window, consumed: Option<(StreamId, usize)>) {
-    if let Some((id, len)) = consumed {
-        frame::put_window_update(own, id, len as u32);
-        credit.refund(len);
+/// What the splice consumes itself of a stream's DATA gets the stream's credit back at once
+/// (one message is bounded); the connection's once the connection and the gateway may hold
+/// more (`Flow::give_back`).
+pub(super) fn refund(own: &mut BytesMut, credit: &mut Window, head: Head) {
+    if head.len > 0 && !head.has(frame::END_STREAM) {
+        frame::put_window_update(own, head.stream, head.len as u32);
+        credit.refund(head.len);
     }
 }
 
@@ -547,42 +550,13 @@ impl Calls<'_> {
                 .map(|r| &payload[r])
                 .map_err(|_| malformed())
         };
-        // What the splice consumes itself gets the stream's credit back at once (one message
-        // is bounded); the connection's once the connection and the gateway may hold more
-        // (`give_back`).
-        let consumed = (head.len > 0 && !end).then_some((head.stream, head.len));
-        match &mut stream.side {
-            Side::Translated(t) if !t.asked.relayed() => {
-                let content = content()?;
-                t.take(content, head.len, end);
-                refund(own, &mut stream.credit, consumed);
-                if end {
-                    self.send_translated(head.stream, content);
-                }
-            }
+        // Taken by the stream's kind.
+        match &stream.side {
+            Side::Translated(t) if !t.asked.relayed() => self.translated_data(head, content()?),
             // A relayed request, or a translated call's relayed as it came (`Asked::Relayed`).
             Side::Relayed | Side::Translated(_) => self.relay_data(head, whole, renumber)?,
-            Side::Local(local) => {
-                let refused_now = local.take(content()?, &mut self.flow.requests);
-                refund(own, &mut stream.credit, consumed);
-                let budget = &self.env.shared.buffered;
-                self.flow
-                    .give_back(head.len as u32, budget, &mut self.to_client);
-                // A request past the message limit is answered at once, not read to its end
-                // (`send_replies` then resets the stream: NO_ERROR, the client stops sending).
-                if end || refused_now {
-                    self.answering().start(head.stream);
-                }
-            }
-            Side::Service => {
-                self.services
-                    .data(head.stream, content()?, head.len, end, own);
-                self.streams.services_granted(&mut self.services);
-                self.flow.services.set(self.services.held());
-                let budget = &self.env.shared.buffered;
-                self.flow
-                    .give_back(head.len as u32, budget, &mut self.to_client);
-            }
+            Side::Local(_) => self.local_data(head, content()?),
+            Side::Service => self.service_data(head, content()?),
         }
         Ok(())
     }

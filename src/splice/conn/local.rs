@@ -2,6 +2,7 @@
 //! connection): started once their request is whole, their replies written within the
 //! client's windows.
 
+use super::client_side::refund;
 use super::*;
 
 /// The calls the splice answers itself (`local`).
@@ -364,7 +365,7 @@ impl<C: Io, U: Io> Splice<C, U> {
             self.flow.settle_owed(upstream);
         }
         if !self.services.is_empty() {
-            progress |= self.poll_services(cx);
+            progress |= self.calls().poll_services(cx);
         }
         if self.go_away.going_away_later && self.blocks.reply_block.is_none() {
             self.go_away.going_away_later = false;
@@ -379,6 +380,28 @@ impl<C: Io, U: Io> Splice<C, U> {
 }
 
 impl Calls<'_> {
+    /// A DATA frame's `content` of a request the splice answers itself (its kind's DATA): held
+    /// until whole, then the call starts; one past the message limit is answered at once, not
+    /// read to its end (`send_replies` then resets the stream: NO_ERROR, the client stops
+    /// sending).
+    pub(super) fn local_data(&mut self, head: Head, content: &[u8]) {
+        let own = self.to_client.own();
+        let Some(stream) = self.streams.map.get_mut(&head.stream) else {
+            return;
+        };
+        let Side::Local(local) = &mut stream.side else {
+            return;
+        };
+        let refused_now = local.take(content, &mut self.flow.requests);
+        refund(own, &mut stream.credit, head);
+        let budget = &self.env.shared.buffered;
+        self.flow
+            .give_back(head.len as u32, budget, &mut self.to_client);
+        if head.has(frame::END_STREAM) || refused_now {
+            self.answering().start(head.stream);
+        }
+    }
+
     /// Writes as much of the local replies as the client's windows allow, never inside a
     /// reply header block the upstream has begun.
     pub(super) fn send_replies(&mut self) {

@@ -3,7 +3,20 @@
 
 use super::*;
 
-impl<C: Io, U: Io> Splice<C, U> {
+impl Calls<'_> {
+    /// A DATA frame's `content` of a service stream's request (its kind's DATA): handed to the
+    /// service, its window given back as the service takes it.
+    pub(super) fn service_data(&mut self, head: Head, content: &[u8]) {
+        let own = self.to_client.own();
+        let end = head.has(frame::END_STREAM);
+        self.services.data(head.stream, content, head.len, end, own);
+        self.streams.services_granted(self.services);
+        self.flow.services.set(self.services.held());
+        let budget = &self.env.shared.buffered;
+        self.flow
+            .give_back(head.len as u32, budget, &mut self.to_client);
+    }
+
     /// Moves the gateway-service streams on (`service`), never inside a reply header
     /// block the upstream has begun; ends those that ended. `true` if anything moved.
     pub(super) fn poll_services(&mut self, cx: &mut Context<'_>) -> bool {
@@ -34,10 +47,8 @@ impl<C: Io, U: Io> Splice<C, U> {
                 // Answered before the client finished: it may stop sending (RFC 9113 §8.1).
                 self.to_client.rst_stream(id, reason::NO_ERROR);
             }
-            self.calls().remove(id);
+            self.remove(id);
         }
         progress
     }
-
-    // ---- upstream to client ----
 }

@@ -1,6 +1,7 @@
 //! Calls translated on the connection's own upstream connection (`Route::inline_call`): the
 //! request checked or translated once whole, the reply translated once it ends.
 
+use super::client_side::refund;
 use super::*;
 use crate::translate::identical::RequestCheck;
 
@@ -209,6 +210,24 @@ impl Calls<'_> {
             Verdict::Translated => {}
         }
         renumber
+    }
+
+    /// A DATA frame's `content` of a request translated here (its kind's DATA): kept until the
+    /// request is whole, then translated and sent (`send_translated`).
+    pub(super) fn translated_data(&mut self, head: Head, content: &[u8]) {
+        let own = self.to_client.own();
+        let Some(stream) = self.streams.map.get_mut(&head.stream) else {
+            return;
+        };
+        let Side::Translated(t) = &mut stream.side else {
+            return;
+        };
+        let end = head.has(frame::END_STREAM);
+        t.take(content, head.len, end);
+        refund(own, &mut stream.credit, head);
+        if end {
+            self.send_translated(head.stream, content);
+        }
     }
 
     /// Makes a translated call whose request's first DATA frame passed its check
