@@ -509,7 +509,7 @@ impl Calls<'_> {
             self.streams.idle_check(head.stream)?;
             // Data for a stream that has ended: drop it, but give back the window it used.
             if head.len > 0 {
-                self.flow.grant(head.len as u32, &mut self.to_client);
+                self.flow.grant(head.len as u32, self.to_client);
             }
             if self.streams.closed.contains(&head.stream) {
                 self.to_client
@@ -519,7 +519,7 @@ impl Calls<'_> {
         }
         if self.streams.content_length_broken(head, payload)? {
             // Not passed on: its window is the splice's to give back.
-            self.flow.grant(head.len as u32, &mut self.to_client);
+            self.flow.grant(head.len as u32, self.to_client);
             self.stream_error(head.stream, reason::PROTOCOL_ERROR, CONTENT_LENGTH);
             return Ok(());
         }

@@ -138,7 +138,7 @@ impl Calls<'_> {
         if stream.credit.consume(len).is_ok() {
             return Ok(true);
         }
-        self.flow.grant(len as u32, &mut self.to_client);
+        self.flow.grant(len as u32, self.to_client);
         self.stream_error(
             id,
             reason::FLOW_CONTROL_ERROR,
@@ -171,7 +171,7 @@ impl Calls<'_> {
             if forward == n {
                 self.to_upstream.extend_from_slice(whole);
             } else if forward > 0 {
-                frame::put_window_update(&mut self.to_upstream, StreamId::CONNECTION, forward);
+                frame::put_window_update(self.to_upstream, StreamId::CONNECTION, forward);
             }
             return Ok(());
         }
@@ -261,7 +261,7 @@ impl Calls<'_> {
         let n = frame::increment(&whole[frame::HEAD_LEN..]).map_err(upstream_malformed)?;
         let budget = &self.env.shared.buffered;
         if head.stream.is_connection() && !self.flow.may_grant(budget) {
-            self.flow.give_back(n, budget, &mut self.to_client);
+            self.flow.give_back(n, budget, self.to_client);
             return Ok(());
         }
         self.to_client.pass(whole);
@@ -319,6 +319,6 @@ impl Calls<'_> {
         self.flow.requests.release(held);
         self.answering().start(id);
         self.flow
-            .grant_withheld(&self.env.shared.buffered, &mut self.to_client);
+            .grant_withheld(&self.env.shared.buffered, self.to_client);
     }
 }

@@ -395,8 +395,7 @@ impl Calls<'_> {
         let refused_now = local.take(content, &mut self.flow.requests);
         refund(own, &mut stream.credit, head);
         let budget = &self.env.shared.buffered;
-        self.flow
-            .give_back(head.len as u32, budget, &mut self.to_client);
+        self.flow.give_back(head.len as u32, budget, self.to_client);
         if head.has(frame::END_STREAM) || refused_now {
             self.answering().start(head.stream);
         }

@@ -97,7 +97,7 @@ impl Calls<'_> {
         }
         let block = headers::encode(request.fields, self.settings.upstream_expects_update.take());
         frame::put_headers(
-            &mut self.to_upstream,
+            self.to_upstream,
             id,
             &block,
             end_stream,

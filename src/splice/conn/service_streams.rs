@@ -13,8 +13,7 @@ impl Calls<'_> {
         self.streams.services_granted(self.services);
         self.flow.services.set(self.services.held());
         let budget = &self.env.shared.buffered;
-        self.flow
-            .give_back(head.len as u32, budget, &mut self.to_client);
+        self.flow.give_back(head.len as u32, budget, self.to_client);
     }
 
     /// Moves the gateway-service streams on (`service`), never inside a reply header
@@ -34,7 +33,7 @@ impl Calls<'_> {
         };
         let mut ended = Vec::new();
         let progress = self.services.poll(cx, &mut out, &mut ended);
-        self.streams.services_granted(&mut self.services);
+        self.streams.services_granted(self.services);
         self.flow.services.set(self.services.held());
         for service::Finished { id, status } in ended {
             let Some(stream) = self.streams.map.get_mut(&id) else {

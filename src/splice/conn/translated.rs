@@ -248,7 +248,7 @@ impl Calls<'_> {
         };
         let given = t.window.granted_past(self.settings.client_initial_window);
         if given > 0 {
-            frame::put_window_update(&mut self.to_upstream, id, given);
+            frame::put_window_update(self.to_upstream, id, given);
         }
         self.streams.recycle(t);
     }
@@ -315,18 +315,15 @@ impl Calls<'_> {
                 t.body.clear();
                 t.asked = Asked::Hub(request);
                 frame::put_message(
-                    &mut self.to_upstream,
+                    self.to_upstream,
                     id,
                     &message,
                     frame::END_STREAM,
                     self.settings.upstream_max_frame,
                 );
                 if refund > 0 {
-                    self.flow.give_back(
-                        refund as u32,
-                        &self.env.shared.buffered,
-                        &mut self.to_client,
-                    );
+                    self.flow
+                        .give_back(refund as u32, &self.env.shared.buffered, self.to_client);
                 }
             }
             call::Inline::Answer(answer) => {
@@ -368,11 +365,8 @@ impl Calls<'_> {
         let held = local.body.len();
         stream.side = Side::Local(local);
         self.flow.requests.add(held);
-        self.flow.give_back(
-            credit as u32,
-            &self.env.shared.buffered,
-            &mut self.to_client,
-        );
+        self.flow
+            .give_back(credit as u32, &self.env.shared.buffered, self.to_client);
     }
 
     /// Lets go of a translated call's stream on the upstream (reset, unless its reply ended)
@@ -392,11 +386,8 @@ impl Calls<'_> {
             self.reset_on_upstream(id);
         }
         if credit > 0 {
-            self.flow.give_back(
-                credit as u32,
-                &self.env.shared.buffered,
-                &mut self.to_client,
-            );
+            self.flow
+                .give_back(credit as u32, &self.env.shared.buffered, self.to_client);
         }
     }
 

@@ -221,7 +221,7 @@ impl Calls<'_> {
     /// Resets a stream on the upstream (unless it is gone) and remembers it there.
     pub(super) fn reset_on_upstream(&mut self, id: StreamId) {
         if !self.upstream_gone {
-            frame::put_rst_stream(&mut self.to_upstream, id, reason::CANCEL);
+            frame::put_rst_stream(self.to_upstream, id, reason::CANCEL);
         }
         self.streams.remember_reset(id);
     }
@@ -311,7 +311,7 @@ impl Calls<'_> {
             // The stream's own window, given back past half of it (a reply larger than it).
             t.reply_unacked += head.len as u32;
             if t.reply_unacked as usize >= self.settings.client_initial_window.available() / 2 {
-                frame::put_window_update(&mut self.to_upstream, head.stream, t.reply_unacked);
+                frame::put_window_update(self.to_upstream, head.stream, t.reply_unacked);
                 t.reply_unacked = 0;
             }
             return Ok(());
