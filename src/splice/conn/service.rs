@@ -69,7 +69,7 @@ pub struct ServiceStreams {
     shared: Arc<Shared>,
     entries: HashMap<StreamId, Entry>,
     /// Each stream's next step: its service's reply head, or its reply body's next frame.
-    running: FuturesUnordered<BoxFuture<'static, (StreamId, Step)>>,
+    running: FuturesUnordered<StepFuture>,
     /// Streams whose next frame waits for the client's window or buffer, or that must end.
     parked: VecDeque<StreamId>,
     credit: Arc<Credit>,
@@ -96,34 +96,66 @@ struct Entry {
     framing: Framing,
     /// What the stream counts in `ServiceStreams::held`: its unread bytes, or its unfinished
     /// message's, whichever is more (both are the tail of what came); and its reply's frame
-    /// waiting for the client's window (`waiting`).
+    /// waiting for the client's window (`Reply::Parked`).
     held: usize,
     /// What the client still accepts on this stream.
     window: Window,
-    head_sent: bool,
-    /// The reply's next frame and body while the stream is parked.
-    waiting: Option<(Bytes, Guard, Body)>,
-    /// The stream must end with this status (the gateway shuts down, too much unread).
-    ending: Option<Status>,
+    /// Where the reply is.
+    reply: Reply,
     /// Dropped with the entry: the running step ends.
     _cancel: oneshot::Sender<()>,
     /// Request bytes not yet given to the service: it is given them once there is room for
     /// its reply (`room`).
     pending: VecDeque<Bytes>,
-    /// The client's half ended: `requests` is let go once `pending` went.
+    /// The client's half ended: `requests` is let go once `pending` went. Not a `Reply`
+    /// state: the client ends its half whatever the reply is doing, and the reply goes on.
     closing: bool,
     /// Room reserved for the service's next reply (`SERVICE_REPLY`): given back when the
     /// reply comes (it is then counted at its real size) or with the entry.
     room: Option<Hold>,
-    /// The reply body, waiting for room before the service is asked for its next reply.
-    asking: Option<(Guard, Body)>,
     /// Reply messages the service gave, against the request messages it got
     /// (`Framing::whole`): one more of those is a reply still to come.
     replies: usize,
-    /// The stream is in `ServiceStreams::short`.
+    /// The stream is in `ServiceStreams::short`, once. Not a `Reply` state: besides a reply
+    /// `Asking`, request bytes (`pending`) wait there for room, whatever the reply is doing.
     short: bool,
-    /// The service's call, not started yet: it is, once there is room for its first reply.
-    start: Option<BoxFuture<'static, (StreamId, Step)>>,
+}
+
+type StepFuture = BoxFuture<'static, (StreamId, Step)>;
+
+/// Where a stream's reply is: each state holds what only it needs, so that a stream is in
+/// one, and a step in `running` is never also parked or asking.
+enum Reply {
+    /// The service's call, not started yet: it is once there is room for its first reply (a
+    /// stream waiting for room costs its entry, not a running service), or the request ended.
+    NotStarted(StepFuture),
+    /// The call is in `running`: its head has not come.
+    Calling,
+    /// The head went; the body's next frame is read in `running`.
+    Reading,
+    /// The body, waiting for room before the service is asked for its next reply.
+    Asking(Guard, Body),
+    /// The next frame (what of it is left) and the body, waiting for the client's window or
+    /// buffer.
+    Parked(Bytes, Guard, Body),
+    /// The stream ends with this status at its next unpark (the gateway shuts down, too
+    /// much unread, no room): what it waited with is let go now. `head_sent` decides between
+    /// trailers and a trailers-only reply.
+    Ending { status: Status, head_sent: bool },
+}
+
+impl Reply {
+    fn head_sent(&self) -> bool {
+        match self {
+            Reply::NotStarted(_) | Reply::Calling => false,
+            Reply::Reading | Reply::Asking(..) | Reply::Parked(..) => true,
+            Reply::Ending { head_sent, .. } => *head_sent,
+        }
+    }
+
+    fn is_ending(&self) -> bool {
+        matches!(self, Reply::Ending { .. })
+    }
 }
 
 /// What a running stream's future yields.
@@ -242,7 +274,7 @@ impl ServiceStreams {
             deadline: timeout.map(|d| (Box::pin(tokio::time::sleep(d)), d)),
         };
         let reply = services::request(path, Body::new(body)).map(|r| handler(r));
-        let start: BoxFuture<'static, (StreamId, Step)> = Box::pin(async move {
+        let start: StepFuture = Box::pin(async move {
             let step = match reply {
                 Err(s) => Step::End(s),
                 Ok(reply) => match guard.run(reply).await {
@@ -256,14 +288,13 @@ impl ServiceStreams {
             (id, step)
         });
         // With no request to come, the service answers at once (an error); else it starts
-        // with the request's first bytes, once there is room for its reply (`hand_over`):
-        // a stream waiting for room costs its entry, not a running service.
-        let start = match request_done {
+        // with the request's first bytes, once there is room for its reply (`hand_over`).
+        let reply = match request_done {
             true => {
                 self.running.push(start);
-                None
+                Reply::Calling
             }
-            false => Some(start),
+            false => Reply::NotStarted(start),
         };
         self.entries.insert(
             id,
@@ -273,17 +304,13 @@ impl ServiceStreams {
                 framing: Framing::default(),
                 held: 0,
                 window,
-                head_sent: false,
-                waiting: None,
-                ending: None,
+                reply,
                 _cancel: cancel,
                 pending: VecDeque::new(),
                 closing: request_done,
                 room: None,
-                asking: None,
                 replies: 0,
                 short: false,
-                start,
             },
         );
     }
@@ -304,7 +331,7 @@ impl ServiceStreams {
         };
         // Padding is never read by anyone: its stream credit is due now.
         let mut due = frame_len - content.len();
-        if entry.ending.is_some() {
+        if entry.reply.is_ending() {
             due = frame_len;
         } else if !content.is_empty() {
             let open = entry.requests.as_ref().is_some_and(|r| !r.is_closed());
@@ -315,10 +342,9 @@ impl ServiceStreams {
                 entry.framing.feed(content);
                 recount(&mut self.held, entry);
                 if self.unread > MAX_UNREAD {
-                    entry.ending = Some(Status::resource_exhausted(format!(
+                    entry.end(Status::resource_exhausted(format!(
                         "the gateway's services hold {MAX_UNREAD} unread request bytes of this connection already"
                     )));
-                    entry.requests = None;
                     self.parked.push_back(id);
                 }
             } else {
@@ -341,7 +367,7 @@ impl ServiceStreams {
         let Some(entry) = self.entries.get_mut(&id) else {
             return;
         };
-        if entry.ending.is_some() {
+        if entry.reply.is_ending() {
             return;
         }
         let asks = !entry.pending.is_empty();
@@ -352,9 +378,7 @@ impl ServiceStreams {
             }
         }
         if asks || entry.closing {
-            if let Some(start) = entry.start.take() {
-                self.running.push(start);
-            }
+            entry.start(&self.running);
         }
         while let Some(bytes) = entry.pending.pop_front() {
             let len = bytes.len();
@@ -392,7 +416,7 @@ impl ServiceStreams {
                 self.short.pop_front();
                 continue;
             };
-            if entry.ending.is_some() {
+            if entry.reply.is_ending() {
                 entry.short = false;
                 self.short.pop_front();
                 continue;
@@ -400,8 +424,7 @@ impl ServiceStreams {
             if since.elapsed() >= BUDGET_WAIT {
                 tracing::debug!(stream = %id, "service stream ended: no room for its reply");
                 entry.short = false;
-                entry.ending = Some(limits::no_reply_room());
-                entry.requests = None;
+                entry.end(limits::no_reply_room());
                 self.short.pop_front();
                 self.parked.push_back(id);
                 moved = true;
@@ -416,7 +439,7 @@ impl ServiceStreams {
             entry.short = false;
             self.short.pop_front();
             moved = true;
-            if let Some((guard, body)) = entry.asking.take() {
+            if let Some((guard, body)) = entry.take_asking() {
                 self.read_on(id, guard, body);
             }
             self.hand_over(id);
@@ -458,8 +481,7 @@ impl ServiceStreams {
     /// through the whole grace period).
     pub fn shut_down(&mut self) {
         for (id, entry) in &mut self.entries {
-            entry.ending = Some(Status::unavailable("the gateway is shutting down"));
-            entry.requests = None;
+            entry.end(Status::unavailable("the gateway is shutting down"));
             self.parked.push_back(*id);
         }
     }
@@ -482,7 +504,7 @@ impl ServiceStreams {
     pub fn largest_unfinished(&self) -> Option<(usize, StreamId)> {
         self.entries
             .iter()
-            .filter(|(_, e)| e.requests.is_some() && e.ending.is_none() && e.held > 0)
+            .filter(|(_, e)| e.requests.is_some() && !e.reply.is_ending() && e.held > 0)
             .map(|(id, e)| (e.held, *id))
             .max()
     }
@@ -490,8 +512,7 @@ impl ServiceStreams {
     /// Ends stream `id` with `status` at the next poll; what it held is let go then.
     pub fn refuse(&mut self, id: StreamId, status: Status) {
         if let Some(entry) = self.entries.get_mut(&id) {
-            entry.ending = Some(status);
-            entry.requests = None;
+            entry.end(status);
             self.parked.push_back(id);
         }
     }
@@ -539,7 +560,7 @@ impl ServiceStreams {
             entry.unread -= n;
             self.unread -= n;
             recount(&mut self.held, entry);
-            if entry.requests.is_some() && !entry.closing && entry.ending.is_none() {
+            if entry.requests.is_some() && !entry.closing && !entry.reply.is_ending() {
                 frame::put_window_update(frames, id, n as u32);
                 self.granted.push((id, n as u32));
             }
@@ -554,13 +575,17 @@ impl ServiceStreams {
         let Some(entry) = self.entries.get_mut(&id) else {
             return false;
         };
-        if let Some(status) = entry.ending.take() {
-            let head_sent = entry.head_sent;
-            self.finish(id, head_sent, status, out, ended);
-            return true;
-        }
-        let Some((mut data, guard, body)) = entry.waiting.take() else {
-            return false;
+        // `Reading` only while the frame is out of the entry (not counted as waiting).
+        let (mut data, guard, body) = match std::mem::replace(&mut entry.reply, Reply::Reading) {
+            Reply::Ending { status, head_sent } => {
+                self.finish(id, head_sent, status, out, ended);
+                return true;
+            }
+            Reply::Parked(data, guard, body) => (data, guard, body),
+            other => {
+                entry.reply = other;
+                return false;
+            }
         };
         recount(&mut self.held, entry);
         let before = data.len();
@@ -570,20 +595,31 @@ impl ServiceStreams {
             return true;
         }
         let moved = data.len() < before;
-        entry.waiting = Some((data, guard, body));
-        recount(&mut self.held, entry);
-        self.parked.push_back(id);
+        self.park(id, data, guard, body);
         moved
+    }
+
+    /// Parks stream `id` with what is left of its reply's frame, until the client's window
+    /// and buffer take it.
+    fn park(&mut self, id: StreamId, data: Bytes, guard: Guard, body: Body) {
+        if let Some(entry) = self.entries.get_mut(&id) {
+            entry.reply = Reply::Parked(data, guard, body);
+            recount(&mut self.held, entry);
+            self.parked.push_back(id);
+        }
     }
 
     fn step(&mut self, id: StreamId, step: Step, out: &mut Out<'_>, ended: &mut Vec<Finished>) {
         let Some(entry) = self.entries.get_mut(&id) else {
             return; // removed meanwhile: its step was only ending
         };
+        if entry.reply.is_ending() {
+            return; // it ends with its own status at its unpark, already queued
+        }
         match step {
             Step::Cancelled => {}
             Step::End(status) => {
-                let head_sent = entry.head_sent;
+                let head_sent = entry.reply.head_sent();
                 self.finish(id, head_sent, status, out, ended);
             }
             // A reply whose head carries its status is trailers-only (RFC 9113 §8.1, gRPC).
@@ -596,21 +632,18 @@ impl ServiceStreams {
                 out.encoder.own_block(&mut block);
                 headers::reply_head(&mut block);
                 frame::put_headers(out.frames, id, &block, false, out.max_frame);
-                entry.head_sent = true;
                 self.read_on(id, guard, body);
             }
             Step::Data(mut data, guard, body) => {
                 // The room reserved for this reply is exchanged for its real size, counted
-                // while it waits for the client (`waiting`).
+                // while it waits for the client (`park`).
                 entry.replies += 1;
                 entry.room = None;
                 send_data(id, &mut data, &mut entry.window, out);
                 if data.is_empty() && out.room {
                     self.ask_next(id, guard, body);
                 } else {
-                    entry.waiting = Some((data, guard, body));
-                    recount(&mut self.held, entry);
-                    self.parked.push_back(id);
+                    self.park(id, data, guard, body);
                 }
             }
         }
@@ -626,7 +659,7 @@ impl ServiceStreams {
         if entry.framing.whole > entry.replies && entry.room.is_none() {
             entry.room = self.shared.buffered.reserve(SERVICE_REPLY);
             if entry.room.is_none() {
-                entry.asking = Some((guard, body));
+                entry.reply = Reply::Asking(guard, body);
                 return self.wait_for_room(id);
             }
         }
@@ -635,6 +668,9 @@ impl ServiceStreams {
 
     /// Waits for the reply body's next frame.
     fn read_on(&mut self, id: StreamId, mut guard: Guard, mut body: Body) {
+        if let Some(entry) = self.entries.get_mut(&id) {
+            entry.reply = Reply::Reading;
+        }
         self.running.push(Box::pin(async move {
             let step = match guard.run(body.frame()).await {
                 Err(stop) => stopped(stop),
@@ -682,8 +718,38 @@ impl ServiceStreams {
 impl Entry {
     /// Its requests' bytes held, and its reply's next frame waiting for the client.
     fn now_held(&self) -> usize {
-        let waiting = self.waiting.as_ref().map_or(0, |(data, ..)| data.len());
+        let waiting = match &self.reply {
+            Reply::Parked(data, ..) => data.len(),
+            _ => 0,
+        };
         self.unread.max(self.framing.partial) + waiting
+    }
+
+    /// Starts the service's call, if it was not: into `running`.
+    fn start(&mut self, running: &FuturesUnordered<StepFuture>) {
+        match std::mem::replace(&mut self.reply, Reply::Calling) {
+            Reply::NotStarted(call) => running.push(call),
+            other => self.reply = other,
+        }
+    }
+
+    /// The reply body, if it waited for room to ask for the next reply.
+    fn take_asking(&mut self) -> Option<(Guard, Body)> {
+        match std::mem::replace(&mut self.reply, Reply::Reading) {
+            Reply::Asking(guard, body) => Some((guard, body)),
+            other => {
+                self.reply = other;
+                None
+            }
+        }
+    }
+
+    /// The stream ends with `status` at its next unpark (the caller parks it): its service
+    /// is given no more of the request.
+    fn end(&mut self, status: Status) {
+        let head_sent = self.reply.head_sent();
+        self.reply = Reply::Ending { status, head_sent };
+        self.requests = None;
     }
 }
 
