@@ -145,7 +145,7 @@ async fn provisioner_retries_reach_the_plugin_once() {
     assert_eq!((lost, before.0), (None, 8), "without the guardian");
     assert!(got.is_some(), "the provisioner ends with its volume");
     assert_eq!(after, (1, 1), "with the guardian");
-    let joined = format!("csi_gateway_calls_joined_total{{method_name=\"{CREATE}\"}}");
+    let joined = format!("csi_gateway_single_flight_joined_total{{method_name=\"{CREATE}\"}}");
     assert!(value(&scrape(with.metrics), &joined) >= Some(1.0));
 }
 
@@ -265,7 +265,7 @@ async fn a_different_request_is_aborted_and_a_call_left_alone_finishes() {
     assert!(!s.gateway.log_text().contains("hunter2"));
     assert_eq!(at_plugin(&s.backend, CREATE), (1, 1));
     let kept = format!(
-        "csi_gateway_calls_kept_after_caller_left_total{{method_name=\"{CREATE}\",grpc_status_code=\"Ok\"}}"
+        "csi_gateway_single_flight_kept_total{{method_name=\"{CREATE}\",grpc_status_code=\"Ok\"}}"
     );
     assert_eq!(value(&scrape(s.metrics), &kept), Some(1.0));
 }

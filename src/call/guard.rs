@@ -24,10 +24,10 @@ use crate::observe::volume_id::volume_id;
 use crate::observe::Report;
 use crate::validate::idempotency::{Part, KEYS};
 
-pub const IN_FLIGHT: &str = "csi_gateway_calls_in_flight";
-pub const OLDEST: &str = "csi_gateway_calls_oldest_seconds";
-pub const JOINED: &str = "csi_gateway_calls_joined_total";
-pub const KEPT: &str = "csi_gateway_calls_kept_after_caller_left_total";
+use crate::metrics::{
+    SINGLE_FLIGHT_CALLS as IN_FLIGHT, SINGLE_FLIGHT_JOINED as JOINED, SINGLE_FLIGHT_KEPT as KEPT,
+    SINGLE_FLIGHT_OLDEST as OLDEST,
+};
 
 /// Why a request cannot be keyed.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

@@ -23,8 +23,7 @@ use crate::config::calls::{MethodPolicy, Policy};
 
 pub const REJECTIONS: &str = "csi_gateway_protection_rejections_total";
 pub const IN_FLIGHT: &str = "csi_gateway_protection_in_flight";
-pub const QUEUED: &str = "csi_gateway_protection_queued";
-pub const QUEUE_WAIT: &str = "csi_gateway_protection_queue_wait_seconds";
+use crate::metrics::{PROTECTION_QUEUED as QUEUED, PROTECTION_QUEUE_WAIT as QUEUE_WAIT};
 
 /// Why a call was refused (the `reason` label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
