@@ -270,6 +270,45 @@ async fn a_different_request_is_aborted_and_a_call_left_alone_finishes() {
     assert_eq!(value(&scrape(s.metrics), &kept), Some(1.0));
 }
 
+/// A draft (v0.1-oneof) client, translated to the v1 plugin: the different request gets its
+/// dialect's OPERATION_PENDING_FOR_VOLUME, the identical one joins.
+#[tokio::test]
+async fn a_draft_client_gets_operation_pending_for_volume() {
+    let backend = Backend::start(Options::new("v1").arg("--delay=CreateVolume=2s")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gateway.toml");
+    let text = format!(
+        "[listen]\nendpoint = \"unix:///unused\"\n[upstream]\nendpoint = \"unix:///unused-plugin\"\n\
+         [state]\ndir = \"/unused\"\n{SINGLE_FLIGHT}"
+    );
+    std::fs::write(&config, text).unwrap();
+    let flag = format!("--config={}", config.display());
+    let gateway = Gateway::start(&backend.socket, "v0.1-oneof", &[&flag]).await;
+    let f = Front::new(Dialect::V0_1Oneof, gateway.channel().await);
+    let none = HashMap::new();
+    let later = |size: u64| {
+        let f = &f;
+        let none = &none;
+        async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            f.create("pvc-draft", size, none).await
+        }
+    };
+    let (first, same, other) = tokio::join!(
+        f.create("pvc-draft", 1 << 20, &none),
+        later(1 << 20),
+        later(2 << 20)
+    );
+    let (first, same) = (first.unwrap(), same.unwrap());
+    assert_eq!(first.id, same.id, "the retry gets the same volume");
+    let other = other.unwrap_err();
+    assert!(
+        other.is(Code::Aborted, "OPERATION_PENDING_FOR_VOLUME"),
+        "{other:?}"
+    );
+    assert_eq!(at_plugin(&backend, CREATE), (1, 1));
+}
+
 /// 100 CreateVolumes at once, `max_in_flight = 4` with `queue`: never more than 4 at the
 /// plugin, and all 100 succeed.
 #[tokio::test]

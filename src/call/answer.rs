@@ -145,7 +145,7 @@ pub(crate) async fn decoded(
     protected(shared, identical, live, route, message, deadline, report).await
 }
 
-/// A single-flight call's parts, moved into its task.
+/// A single-flight call's parts, for its task.
 struct Flight<'a> {
     shared: &'a Arc<Shared>,
     identical: Identical,
@@ -220,29 +220,22 @@ fn spawn_flight(call: Flight<'_>, slot: Arc<guard::Slot>, report: &Report) {
         keyed,
     } = call;
     let (shared, live) = (shared.clone(), live.clone());
-    let mut own = Report::new(report.path.clone());
-    own.called = report.called;
-    own.bridge_peer = report.bridge_peer;
-    own.upstream_dialect = report.upstream_dialect;
-    own.request = report.request.clone();
-    let policy = shared.protection.policy();
-    let keep = policy.keep_after_cancel(route.method);
-    let keep_answer = policy.keep_answer();
-    let ages = policy.slow_call_log();
+    let mut own = flight_report(report);
     tokio::spawn(async move {
         let began = Instant::now();
-        let volume = keyed.volume.as_str();
+        let policy = shared.protection.policy();
+        let keep = policy.keep_after_cancel(route.method);
         let slow = |age: Duration| {
             tracing::warn!(
                 target: "csi_gateway::calls",
                 method = route.method.method,
-                volume,
+                volume = keyed.volume,
                 age_seconds = age.as_secs(),
                 "call still running at the plugin"
             );
         };
         let call = protected(&shared, identical, &live, route, message, None, &mut own);
-        let outcome = guard::outlive(&slot, keep, ages, slow, call).await;
+        let outcome = guard::outlive(&slot, keep, policy.slow_call_log(), slow, call).await;
         let abandoned = outcome.is_none();
         let reply = outcome.unwrap_or_else(|| {
             let s = Status::deadline_exceeded(format!(
@@ -252,19 +245,39 @@ fn spawn_flight(call: Flight<'_>, slot: Arc<guard::Slot>, report: &Report) {
             error_reply(Some(route.called()), Origin::Gateway, s, &mut own)
         });
         let answer = Arc::new(Answer::new(reply, &own));
-        let flights = &shared.protection.flights;
-        if flights.finish(&keyed.key, answer, keep_answer, abandoned) {
+        let keep_answer = if abandoned {
+            Duration::ZERO
+        } else {
+            policy.keep_answer()
+        };
+        if shared
+            .protection
+            .flights
+            .finish(&keyed.key, answer, keep_answer)
+        {
             tracing::info!(
                 target: "csi_gateway::calls",
                 method = route.method.method,
-                volume,
+                volume = keyed.volume,
                 code = ?own.code,
                 seconds = began.elapsed().as_secs_f64(),
-                kept_seconds = if abandoned { 0 } else { keep_answer.as_secs() },
+                kept_seconds = keep_answer.as_secs(),
                 "call finished after its callers left"
             );
         }
     });
+}
+
+/// The report a flight's task fills, for its answer: the caller's own is logged by the
+/// connection when the caller is answered, or gone with it.
+fn flight_report(caller: &Report) -> Report {
+    let mut own = Report::new(caller.path.clone());
+    own.called = caller.called;
+    own.bridge_peer = caller.bridge_peer;
+    own.upstream_dialect = caller.upstream_dialect;
+    // For `observe::scrub`: the plugin's error messages lose the request's secrets.
+    own.request = caller.request.clone();
+    own
 }
 
 /// A call admitted by the method's protection (queued, with `queue`), given its default

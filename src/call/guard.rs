@@ -316,8 +316,8 @@ impl Flights {
     }
 
     /// The call on `key` finished: its waiting callers get `answer`; with none left, it is kept
-    /// for `keep` (`kept` true) unless it is `abandoned` (given up at the bound, no answer to keep).
-    pub fn finish(&self, key: &str, answer: Arc<Answer>, keep: Duration, abandoned: bool) -> bool {
+    /// for `keep` for the identical retry. Returns whether its callers had all left.
+    pub fn finish(&self, key: &str, answer: Arc<Answer>, keep: Duration) -> bool {
         let now = Instant::now();
         let mut flights = self.flights.lock().expect("flights");
         let Some(f) = flights.get_mut(key) else {
@@ -334,7 +334,7 @@ impl Flights {
             counter!(KEPT, "method_name" => route.method.path, "grpc_status_code" => code)
                 .increment(1);
         }
-        if left && !abandoned {
+        if left && !keep.is_zero() {
             f.state = State::Kept {
                 answer,
                 until: now + keep,
@@ -492,22 +492,69 @@ mod tests {
             volume_id: "v1".into(),
             staging_target_path: "/s".into(),
             ..Default::default()
-        }
-        .encode_to_vec();
+        };
         let unstage = v1::NodeUnstageVolumeRequest {
             volume_id: "v1".into(),
             staging_target_path: "/s".into(),
-        }
-        .encode_to_vec();
-        let cases: [(&str, &[u8], &str); 3] = [
-            (CREATE, &create("pvc-1", 1, &[]), "volume-name\0pvc-1"),
-            (STAGE, &stage, "stage\0v1\0/s"),
-            (UNSTAGE, &unstage, "stage\0v1\0/s"),
+        };
+        let attach = v1::ControllerPublishVolumeRequest {
+            volume_id: "v1".into(),
+            node_id: "n1".into(),
+            ..Default::default()
+        };
+        let publish = v1::NodePublishVolumeRequest {
+            volume_id: "v1".into(),
+            target_path: "/t".into(),
+            ..Default::default()
+        };
+        let expand = v1::ControllerExpandVolumeRequest {
+            volume_id: "v1".into(),
+            ..Default::default()
+        };
+        let delete_snapshot = v1::DeleteSnapshotRequest {
+            snapshot_id: "s1".into(),
+            ..Default::default()
+        };
+        let cases: [(&str, Vec<u8>, &str, &str); 7] = [
+            (
+                CREATE,
+                create("pvc-1", 1, &[]),
+                "volume-name\0pvc-1",
+                "pvc-1",
+            ),
+            (STAGE, stage.encode_to_vec(), "stage\0v1\0/s", "v1"),
+            // Unstaging contends with staging the same volume on the same path.
+            (UNSTAGE, unstage.encode_to_vec(), "stage\0v1\0/s", "v1"),
+            (
+                "/csi.v1.Controller/ControllerPublishVolume",
+                attach.encode_to_vec(),
+                "attach\0v1\0n1",
+                "v1",
+            ),
+            (
+                "/csi.v1.Node/NodePublishVolume",
+                publish.encode_to_vec(),
+                "publish\0v1\0/t",
+                "v1",
+            ),
+            // Expanding contends with deleting the volume.
+            (
+                "/csi.v1.Controller/ControllerExpandVolume",
+                expand.encode_to_vec(),
+                "volume\0v1",
+                "v1",
+            ),
+            (
+                "/csi.v1.Controller/DeleteSnapshot",
+                delete_snapshot.encode_to_vec(),
+                "snapshot\0s1",
+                "s1",
+            ),
         ];
-        for (path, message, key) in cases {
-            assert_eq!(keyed(path, message).key, key, "{path}");
+        for (path, message, key, volume) in cases {
+            let k = keyed(path, &message);
+            assert_eq!((k.key.as_str(), k.volume.as_str()), (key, volume), "{path}");
         }
-        assert_eq!(keyed(STAGE, &stage).volume, "v1");
         // No name: not keyed, the plugin answers it as without single flight.
         assert_eq!(Keyed::of(route(CREATE), &create("", 1, &[])), Ok(None));
         let probe = route("/csi.v1.Identity/Probe");
@@ -565,7 +612,7 @@ mod tests {
         );
         assert_eq!(flights.running()[0].joined_retries, 1);
         drop(waiter);
-        let left = flights.finish(&first.key, answer(Code::Ok), Duration::from_secs(5), false);
+        let left = flights.finish(&first.key, answer(Code::Ok), Duration::from_secs(5));
         assert!(!left, "the retry still waits");
         assert!(joined.borrow_and_update().is_some());
         assert!(flights.running().is_empty());
@@ -605,7 +652,7 @@ mod tests {
             secs(10),
             (secs(60), secs(60)),
             |_| {},
-            long(secs(30)),
+            long(secs(12)),
         );
         assert_eq!(kept.await, Some("done"));
     }
@@ -619,7 +666,7 @@ mod tests {
             panic!()
         };
         drop(waiter);
-        assert!(flights.finish(&first.key, answer(Code::Ok), Duration::from_secs(5), false));
+        assert!(flights.finish(&first.key, answer(Code::Ok), Duration::from_secs(5)));
         assert!(matches!(flights.enter(r, &first), Entry::Kept(a) if a.code() == Code::Ok));
         let other = keyed(CREATE, &create("pvc-1", 2, &[]));
         assert!(matches!(flights.enter(r, &other), Entry::Lead { .. }));
@@ -629,7 +676,7 @@ mod tests {
             panic!()
         };
         drop(waiter);
-        flights.finish(&third.key, answer(Code::Ok), Duration::ZERO, false);
+        flights.finish(&third.key, answer(Code::Ok), Duration::ZERO);
         assert!(matches!(flights.enter(r, &third), Entry::Lead { .. }));
     }
 }

@@ -343,6 +343,33 @@ mod tests {
             PolicyError::ZeroLimit(_)
         ));
         assert!(toml::from_str::<PolicyFile>("[methods.Probe]\nserialise = true").is_err());
+        assert_eq!(
+            bad("[methods.ListVolumes]\nsingle_flight = true"),
+            PolicyError::NoIdempotencyKey("ListVolumes".into())
+        );
+        assert_eq!(
+            bad("[methods.CreateVolume]\nqueue = true"),
+            PolicyError::QueueWithoutLimit("CreateVolume".into())
+        );
+        for rate in ["qps = 0.0", "qps = -1.0", "qps = 1.0\nburst = 0"] {
+            assert_eq!(
+                bad(&format!("[methods.CreateVolume]\n{rate}")),
+                PolicyError::BadRate("CreateVolume".into())
+            );
+        }
+        let fine = parse(
+            "keep_after_cancel = \"1m\"\n[methods.NodeStageVolume]\nsingle_flight = true\nqps = 2.5\nqueue = true\nkeep_after_cancel = \"5m\"\n",
+        )
+        .check()
+        .unwrap();
+        let stage = Dialect::V1.method("/csi.v1.Node/NodeStageVolume").unwrap();
+        assert!(fine.decodes(stage) && fine.single_flight(stage));
+        assert_eq!(fine.keep_after_cancel(stage), Duration::from_secs(300));
+        let create = Dialect::V1
+            .method("/csi.v1.Controller/CreateVolume")
+            .unwrap();
+        assert_eq!(fine.keep_after_cancel(create), Duration::from_secs(60));
+        assert_eq!(fine.keep_answer(), KEEP_ANSWER);
     }
 
     #[test]
