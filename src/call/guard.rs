@@ -3,7 +3,8 @@
 //! the same method with the same request after canonical decoding (map entries in any order,
 //! unknown fields as sent), compared by a SHA-256 digest so that no request, secrets included,
 //! is held in plain form. Which calls contend follows the spec's idempotency rules, per method
-//! (`validate::idempotency`); a different request on the key of a running call is ABORTED, naming it.
+//! (`validate::idempotency`); a different request on the key of a running call is ABORTED,
+//! naming it.
 //!
 //! A call whose callers all left may finish later; its answer is then kept a short while for
 //! the identical retry only ([`Flights::finish`]). The running of the call (its own task, how
