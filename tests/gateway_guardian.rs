@@ -2,7 +2,8 @@
 //! per RPC (`--delay`, which logs `rpc begin` with how many calls of the RPC run at once, so
 //! the calls reaching the plugin are counted there): single flight (a retry of a running call
 //! joins it; a different request on its key is ABORTED), calls that outlive their caller,
-//! `GET /calls`, and the queues of `max_in_flight` and `qps`.
+//! `GET /calls`, the queues of `max_in_flight` and `qps`, and a gateway SIGKILLed and started
+//! again while a kept call runs (the store's handles survive, the retries end with one volume).
 
 use csi_gateway_test_support as support;
 
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use csi_gateway::dialect::proto::{v0_3, v1};
 use csi_gateway::dialect::Dialect;
-use support::front::{cap_v03, cap_v1, Front};
+use support::front::{cap_v03, cap_v1, Front, Volume};
 use support::gateway::Gateway;
 use support::{scrape, value, Backend, Options};
 use tonic::transport::Channel;
@@ -411,4 +412,114 @@ async fn single_flight_on_a_read_is_refused_at_start() {
         "{err}"
     );
     assert!(err.contains("calls.methods.Probe.queue"), "{err}");
+}
+
+/// A gateway restart while a kept call runs loses no state the store guarantees. The store
+/// (embedded, the default) holds the VolumeHandle metadata of the volumes a draft plugin
+/// created, written before the reply that reveals them (src/store/mod.rs): a DeleteVolume by
+/// id alone reaches the draft plugin only with it. A CreateVolume whose caller left at its
+/// 1 s deadline is kept running at the 2 s plugin when the gateway is SIGKILLed and started
+/// again on the same socket and store; the client's retries end with the volume, the plugin
+/// holds one volume of that name, and the volume created before the restart still resolves.
+#[tokio::test]
+async fn a_restart_while_a_kept_call_runs_loses_no_stored_state() {
+    let backend = Backend::start(Options::new("v0.1-oneof").arg("--delay=CreateVolume=2s")).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(&config, SINGLE_FLIGHT).unwrap();
+    let metrics = support::free_port();
+    let flags = [
+        format!("--config={}", config.display()),
+        format!("--metrics-listen=127.0.0.1:{metrics}"),
+    ];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let mut gateway = Gateway::start(&backend.socket, "v0.1", &flags).await;
+    // The draft plugin's path for it.
+    const DRAFT_CREATE: &str = "/csi.Controller/CreateVolume";
+    let none = HashMap::new();
+    // Stored before the restart: a volume of the draft plugin, its handle in the store.
+    let before = Front::new(Dialect::V1, gateway.channel().await)
+        .create("pvc-before", 1 << 20, &none)
+        .await
+        .unwrap();
+
+    // The provisioner's first attempt leaves at its deadline; the call is kept at the plugin.
+    let client = v1::controller_client::ControllerClient::new(gateway.channel().await);
+    let left = client
+        .clone()
+        .create_volume(create_v1("pvc-restart", 1 << 20, Duration::from_secs(1)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(left.code(), Code::DeadlineExceeded | Code::Cancelled),
+        "{left:?}"
+    );
+    let listed = ureq::get(&format!("http://127.0.0.1:{metrics}/calls"))
+        .call()
+        .unwrap()
+        .into_body()
+        .read_to_string()
+        .unwrap();
+    assert!(listed.contains("\"volume\":\"pvc-restart\""), "{listed}");
+    assert_eq!(
+        at_plugin(&backend, DRAFT_CREATE).0,
+        2,
+        "pvc-before, then the kept call"
+    );
+
+    // Its retries go on, on the same channel (which dials again after a failure), while the
+    // gateway is killed and started again on the same socket and state directory.
+    let retries = tokio::spawn(async move {
+        let attempt = |deadline| {
+            let mut c = client.clone();
+            async move {
+                c.create_volume(create_v1("pvc-restart", 1 << 20, deadline))
+                    .await
+            }
+        };
+        retried(12, Duration::from_secs(1), attempt).await
+    });
+    gateway.kill_and_restart().await;
+    let (outcome, attempts) = retries.await.unwrap();
+    let volume = outcome
+        .expect("the retries end with the volume")
+        .into_inner()
+        .volume
+        .unwrap()
+        .volume_id;
+    eprintln!("after the restart: the volume after {attempts} retries");
+    // One more CreateVolume reached the plugin after the restart, its retries joined to it.
+    assert_eq!(at_plugin(&backend, DRAFT_CREATE).0, 3);
+
+    // The plugin holds that volume once, beside the one created before the restart: listed
+    // on its own socket (a ListVolumes through the gateway would store the handles it lists
+    // again, and the check below would prove nothing).
+    let at_the_plugin = Front::new(Dialect::V0_1Oneof, backend.channel().await);
+    let (mut ids, mut token) = (Vec::new(), String::new());
+    loop {
+        let (page, next) = at_the_plugin.list_volumes(&token).await.unwrap();
+        ids.extend(page);
+        if next.is_empty() {
+            break;
+        }
+        token = next;
+    }
+    ids.sort();
+    let mut expected = vec![before.id.clone(), volume.clone()];
+    expected.sort();
+    assert_eq!(ids, expected);
+
+    // The handles survived: both volumes delete by id alone (the draft plugin needs the
+    // metadata its CreateVolume returned, which only the store has).
+    let f = Front::new(Dialect::V1, gateway.channel().await);
+    for id in [&before.id, &volume] {
+        let id_only = Volume {
+            id: id.clone(),
+            context: HashMap::new(),
+            capacity: 0,
+        };
+        f.delete(&id_only, &none)
+            .await
+            .unwrap_or_else(|e| panic!("DeleteVolume {id} by id alone after the restart: {e:?}"));
+    }
 }
