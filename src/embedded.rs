@@ -56,6 +56,7 @@ pub async fn start(dialect: Dialect, socket: &Path, data_dir: &Path) -> Result<E
         tls: None,
         echo_errors: Vec::new(),
         http2_adaptive_window: false,
+        delays: Vec::new(),
     };
     for dir in [socket.parent(), Some(data_dir)].into_iter().flatten() {
         std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;

@@ -244,6 +244,7 @@ pub async fn start(config: &Config) -> Result<Running, StartError> {
             probe_timeout: config.metrics.probe_timeout,
             store: kv.clone(),
             socket: path.clone(),
+            calls: shared.clone(),
         });
         tracing::info!(listen = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(), "metrics and health endpoint");
         tokio::spawn(crate::ops::serve(listener, endpoint, stop.clone()));

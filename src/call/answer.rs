@@ -19,6 +19,7 @@ use crate::observe::{self, Report};
 use crate::translate::{self, CallError, FrontCall};
 use crate::upstream::{Connection, Live};
 
+use super::guard::{self, Answer, Entry};
 use super::rescue::error_reply;
 use super::{checked, paths, protect, Pipeline};
 
@@ -28,7 +29,7 @@ use super::{checked, paths, protect, Pipeline};
 /// relayed on the gateway's shared one.
 /// Returns the reply message, or the status to send as the whole reply.
 pub async fn answer(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     identical: Identical,
     message: Result<Bytes, Status>,
     deadline: Option<Duration>,
@@ -54,10 +55,7 @@ pub async fn answer(
         };
         return error_reply(Some(route.called()), Origin::Gateway, s, report);
     }
-    decoded(
-        shared, identical, &live, &live.conn, route, message, deadline, report,
-    )
-    .await
+    decoded(shared, identical, &live, route, message, deadline, report).await
 }
 
 /// What the gateway does with a call of another dialect whose messages are wire-identical to
@@ -110,14 +108,13 @@ pub(crate) fn streaming_refused(route: Route, live: &Live) -> Status {
     ))
 }
 
-/// A call the gateway reads: admitted by the method's protection, given its default deadline when the client set none, then passed on as it is (its messages
-/// pass untouched) or translated. Returns the reply message, or the status to send as the reply.
-#[allow(clippy::too_many_arguments)]
+/// A call the gateway reads: a single-flight one joins the identical call running at the
+/// plugin or runs as its own task ([`single_flight`]); any other is [`protected`].
+/// Returns the reply message, or the status to send as the reply.
 pub(crate) async fn decoded(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     identical: Identical,
-    live: &Live,
-    conn: &Connection,
+    live: &Arc<Live>,
     route: Route,
     message: Result<Bytes, Status>,
     deadline: Option<Duration>,
@@ -128,8 +125,177 @@ pub(crate) async fn decoded(
         Err(s) => return error_reply(Some(route.called()), Origin::Client, s, report),
     };
     report.request = Some(message.clone());
+    if shared.protection.policy().single_flight(route.method) {
+        match guard::Keyed::of(route, &message) {
+            Ok(Some(keyed)) => {
+                let call = Flight {
+                    shared,
+                    identical,
+                    live,
+                    route,
+                    message,
+                    keyed,
+                };
+                return single_flight(call, deadline, report).await;
+            }
+            Ok(None) => {}
+            Err(e) => return error_reply(Some(route.called()), Origin::Client, e.into(), report),
+        }
+    }
+    protected(shared, identical, live, route, message, deadline, report).await
+}
+
+/// A single-flight call's parts, for its task.
+struct Flight<'a> {
+    shared: &'a Arc<Shared>,
+    identical: Identical,
+    live: &'a Arc<Live>,
+    route: Route,
+    message: Bytes,
+    keyed: guard::Keyed,
+}
+
+/// A call of a single-flight method (`call::guard`): the answer of the identical call running
+/// at the plugin, or of one that finished after its callers left; ABORTED while a different
+/// request runs on its key; else made as a task of its own ([`spawn_flight`]). The caller waits
+/// for the answer within its deadline; the call goes on without it.
+async fn single_flight(
+    call: Flight<'_>,
+    deadline: Option<Duration>,
+    report: &mut Report,
+) -> Result<Vec<u8>, Status> {
+    let route = call.route;
+    let (deadline, _) = call.shared.protection.deadline(route, deadline);
+    let waiter = match call.shared.protection.flights.enter(route, &call.keyed) {
+        Entry::Lead { slot, waiter } => {
+            spawn_flight(call, slot, report);
+            waiter
+        }
+        Entry::Join(waiter) => waiter,
+        Entry::Kept(answer) => return answer.give(report),
+        Entry::Busy(s) => {
+            protect::count(route, protect::Reason::VolumeBusy);
+            return error_reply(Some(route.called()), Origin::Gateway, s, report);
+        }
+    };
+    match wait(waiter, deadline).await {
+        Ok(answer) => answer.give(report),
+        Err(s) => error_reply(Some(route.called()), Origin::Gateway, s, report),
+    }
+}
+
+/// The flight's answer, within the caller's deadline.
+async fn wait(
+    mut waiter: guard::Waiter,
+    deadline: Option<Duration>,
+) -> Result<Arc<Answer>, Status> {
+    let answered = async {
+        match waiter.wait_for(Option::is_some).await {
+            Ok(a) => a
+                .clone()
+                .ok_or_else(|| Status::internal("a flight answered nothing")),
+            Err(_) => Err(Status::internal("the call's task ended without an answer")),
+        }
+    };
+    let Some(d) = deadline else {
+        return answered.await;
+    };
+    tokio::time::timeout(d, answered).await.unwrap_or_else(|_| {
+        Err(Status::deadline_exceeded(format!(
+            "deadline of {d:?} exceeded; the call goes on at the plugin, and the same request again gets its answer"
+        )))
+    })
+}
+
+/// Runs a flight's call as a task of its own, so that its callers leaving does not stop it at
+/// the plugin: it runs on while a caller waits, then `keep_after_cancel` more; it is logged as
+/// it passes `slow_call_log_after`, then every `slow_call_log_every`.
+fn spawn_flight(call: Flight<'_>, slot: Arc<guard::Slot>, report: &Report) {
+    let Flight {
+        shared,
+        identical,
+        live,
+        route,
+        message,
+        keyed,
+    } = call;
+    let (shared, live) = (shared.clone(), live.clone());
+    let mut own = flight_report(report);
+    tokio::spawn(async move {
+        let began = Instant::now();
+        let policy = shared.protection.policy();
+        let keep = policy.keep_after_cancel(route.method);
+        let slow = |age: Duration| {
+            tracing::warn!(
+                target: "csi_gateway::calls",
+                method = route.method.method,
+                volume = keyed.volume,
+                age_seconds = age.as_secs(),
+                "call still running at the plugin"
+            );
+        };
+        let call = protected(&shared, identical, &live, route, message, None, &mut own);
+        let outcome = guard::outlive(&slot, keep, policy.slow_call_log(), slow, call).await;
+        let abandoned = outcome.is_none();
+        let reply = outcome.unwrap_or_else(|| {
+            let s = Status::deadline_exceeded(format!(
+                "{}: no caller waited for {keep:?} (calls.keep_after_cancel): cancelled at the plugin",
+                route.method.path
+            ));
+            error_reply(Some(route.called()), Origin::Gateway, s, &mut own)
+        });
+        let answer = Arc::new(Answer::new(reply, &own));
+        let keep_answer = if abandoned {
+            Duration::ZERO
+        } else {
+            policy.keep_answer()
+        };
+        if shared
+            .protection
+            .flights
+            .finish(&keyed.key, answer, keep_answer)
+        {
+            tracing::info!(
+                target: "csi_gateway::calls",
+                method = route.method.method,
+                volume = keyed.volume,
+                code = ?own.code,
+                seconds = began.elapsed().as_secs_f64(),
+                kept_seconds = keep_answer.as_secs(),
+                "call finished after its callers left"
+            );
+        }
+    });
+}
+
+/// The report a flight's task fills, for its answer: the caller's own is logged by the
+/// connection when the caller is answered, or gone with it.
+fn flight_report(caller: &Report) -> Report {
+    let mut own = Report::new(caller.path.clone());
+    own.called = caller.called;
+    own.bridge_peer = caller.bridge_peer;
+    own.upstream_dialect = caller.upstream_dialect;
+    // For `observe::scrub`: the plugin's error messages lose the request's secrets.
+    own.request = caller.request.clone();
+    own
+}
+
+/// A call admitted by the method's protection (queued, with `queue`), given its default
+/// deadline when the client set none, then passed on as it is (its messages pass untouched)
+/// or translated. Returns the reply message, or the status to send as the reply.
+async fn protected(
+    shared: &Shared,
+    identical: Identical,
+    live: &Live,
+    route: Route,
+    message: Bytes,
+    deadline: Option<Duration>,
+    report: &mut Report,
+) -> Result<Vec<u8>, Status> {
+    let conn = &live.conn;
     let protection = &shared.protection;
-    let _permit = match protection.admit(route, &message) {
+    let (deadline, by_default) = protection.deadline(route, deadline);
+    let _permit = match protection.admit(route, &message, deadline).await {
         Ok(permit) => permit,
         Err(s) => return error_reply(Some(route.called()), Origin::Gateway, s, report),
     };
@@ -137,7 +303,6 @@ pub(crate) async fn decoded(
     if let Err(refusal) = checked::request(validate, route, &message) {
         return refusal.answer(report);
     }
-    let (deadline, by_default) = protection.deadline(route, deadline);
     let side = side(shared, conn, report);
     let upstream = live.detected.dialect;
     let acts = route

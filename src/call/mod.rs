@@ -11,6 +11,7 @@
 pub mod answer;
 pub mod budget;
 pub mod checked;
+pub mod guard;
 pub mod paths;
 pub mod plan;
 pub mod protect;

@@ -2,15 +2,17 @@
 //! flight per volume among the serialized methods (gocsi's "serial volume access"), at most
 //! `max_in_flight` calls of a method, and a default deadline for calls whose client set none.
 //! A call is admitted or refused before it reaches the plugin; an admitted call holds a
-//! [`Permit`] until its reply is in.
+//! [`Permit`] until its reply is in. With `queue = true`, a call over `max_in_flight` or
+//! `qps` (a token bucket of `burst`) waits for its turn until its deadline instead.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use metrics::{counter, gauge};
+use metrics::{counter, gauge, histogram};
 use prost_reflect::{DynamicMessage, Value};
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 use crate::dialect::Dialect;
 use crate::grpc::Status;
@@ -21,6 +23,7 @@ use crate::config::calls::{MethodPolicy, Policy};
 
 pub const REJECTIONS: &str = "csi_gateway_protection_rejections_total";
 pub const IN_FLIGHT: &str = "csi_gateway_protection_in_flight";
+use crate::metrics::{PROTECTION_QUEUED as QUEUED, PROTECTION_QUEUE_WAIT as QUEUE_WAIT};
 
 /// Why a call was refused (the `reason` label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +32,8 @@ pub enum Reason {
     VolumeBusy,
     /// `max_in_flight` reached.
     MaxInFlight,
+    /// `qps` reached.
+    Qps,
     /// The default deadline ran out.
     Deadline,
 }
@@ -38,6 +43,7 @@ impl Reason {
         match self {
             Reason::VolumeBusy => "volume_busy",
             Reason::MaxInFlight => "max_in_flight",
+            Reason::Qps => "qps",
             Reason::Deadline => "default_deadline",
         }
     }
@@ -55,6 +61,14 @@ pub struct Protection {
     in_flight: HashMap<&'static str, AtomicUsize>,
     /// Volumes with a serialized call in flight.
     volumes: Arc<Mutex<HashSet<String>>>,
+    /// One permit per call `max_in_flight` allows, per method that has one.
+    slots: HashMap<&'static str, Semaphore>,
+    /// Calls waiting in each method's queue.
+    queued: HashMap<&'static str, AtomicUsize>,
+    /// Per method with a `qps`.
+    buckets: HashMap<&'static str, Mutex<Bucket>>,
+    /// The single-flight calls.
+    pub flights: super::guard::Flights,
 }
 
 /// What an admitted call holds until it is answered.
@@ -63,6 +77,7 @@ pub struct Permit<'a> {
     counter: Option<&'a AtomicUsize>,
     volume: Option<String>,
     volumes: Arc<Mutex<HashSet<String>>>,
+    _slot: Option<SemaphorePermit<'a>>,
 }
 
 impl Drop for Permit<'_> {
@@ -79,16 +94,33 @@ impl Drop for Permit<'_> {
 
 impl Protection {
     pub fn new(policy: Policy) -> Protection {
-        let in_flight = Dialect::ALL
-            .iter()
-            .flat_map(|d| d.methods())
-            .filter(|m| policy.method(m).is_some())
-            .map(|m| (m.method, AtomicUsize::new(0)))
+        let rules = || {
+            Dialect::ALL
+                .iter()
+                .flat_map(|d| d.methods())
+                .filter_map(|m| policy.method(m).map(|r| (m.method, r)))
+        };
+        let in_flight = rules().map(|(m, _)| (m, AtomicUsize::new(0))).collect();
+        let queued = rules().map(|(m, _)| (m, AtomicUsize::new(0))).collect();
+        let slots = rules()
+            .filter_map(|(m, r)| Some((m, Semaphore::new(r.max_in_flight?))))
+            .collect();
+        let now = Instant::now();
+        let buckets = rules()
+            .filter_map(|(m, r)| {
+                let qps = r.qps?;
+                let burst = r.burst.map_or(qps.ceil().max(1.0), f64::from);
+                Some((m, Mutex::new(Bucket::new(qps, burst, now))))
+            })
             .collect();
         Protection {
-            policy,
             in_flight,
+            queued,
+            slots,
+            buckets,
             volumes: Arc::default(),
+            flights: Default::default(),
+            policy,
         }
     }
 
@@ -111,13 +143,20 @@ impl Protection {
     }
 
     /// Admits the call whose request is `message`, or refuses it: ABORTED while its volume has
-    /// a serialized call in flight, RESOURCE_EXHAUSTED at the method's `max_in_flight`.
-    pub fn admit(&self, route: Route, message: &[u8]) -> Result<Permit<'_>, Status> {
+    /// a serialized call in flight, RESOURCE_EXHAUSTED over the method's `qps` or
+    /// `max_in_flight` — with `queue`, only once its turn would come after `deadline`.
+    pub async fn admit(
+        &self,
+        route: Route,
+        message: &[u8],
+        deadline: Option<Duration>,
+    ) -> Result<Permit<'_>, Status> {
         let mut permit = Permit {
             route,
             counter: None,
             volume: None,
             volumes: self.volumes.clone(),
+            _slot: None,
         };
         let Some(rule) = self.rule(route) else {
             return Ok(permit);
@@ -136,20 +175,146 @@ impl Protection {
                 permit.volume = Some(key);
             }
         }
+        let queue = rule.queue.then_some(deadline);
+        let began = Instant::now();
+        self.rate(route, queue).await?;
+        permit._slot = self.slot(route, queue, began).await?;
+        if rule.queue {
+            histogram!(QUEUE_WAIT, "method_name" => path).record(began.elapsed().as_secs_f64());
+        }
         if let Some(counter) = self.in_flight.get(route.method.method) {
             let now = counter.fetch_add(1, Ordering::AcqRel) + 1;
             permit.counter = Some(counter);
-            if rule.max_in_flight.is_some_and(|max| now > max) {
-                count(route, Reason::MaxInFlight);
-                return Err(Status::resource_exhausted(format!(
-                    "{path}: {} calls already in flight, the limit of calls.methods.{}.max_in_flight; retry later",
-                    now - 1,
-                    route.method.method
-                )));
-            }
             gauge!(IN_FLIGHT, "method_name" => path).set(now as f64);
         }
         Ok(permit)
+    }
+
+    /// A token of the method's `qps` bucket, waited for when `queue` is `Some` (within its
+    /// deadline, if any).
+    async fn rate(&self, route: Route, queue: Option<Option<Duration>>) -> Result<(), Status> {
+        let Some(bucket) = self.buckets.get(route.method.method) else {
+            return Ok(());
+        };
+        let within = queue.unwrap_or(Some(Duration::ZERO));
+        let reserved = bucket
+            .lock()
+            .expect("bucket")
+            .reserve(Instant::now(), within);
+        let Some(wait) = reserved else {
+            count(route, Reason::Qps);
+            return Err(Status::resource_exhausted(format!(
+                "{}: over the limit of calls.methods.{}.qps{}; retry later",
+                route.method.path,
+                route.method.method,
+                if queue.is_some() {
+                    " within the call's deadline"
+                } else {
+                    ""
+                },
+            )));
+        };
+        if !wait.is_zero() {
+            let _queued = Queued::enter(self, route);
+            tokio::time::sleep(wait).await;
+        }
+        Ok(())
+    }
+
+    /// One of the method's `max_in_flight` permits, waited for when `queue` is `Some` until
+    /// `began` plus its deadline.
+    async fn slot(
+        &self,
+        route: Route,
+        queue: Option<Option<Duration>>,
+        began: Instant,
+    ) -> Result<Option<SemaphorePermit<'_>>, Status> {
+        let Some(slots) = self.slots.get(route.method.method) else {
+            return Ok(None);
+        };
+        let acquired = match queue {
+            None => slots.try_acquire().ok(),
+            Some(deadline) => {
+                let _queued = Queued::enter(self, route);
+                let wait = slots.acquire();
+                match deadline {
+                    None => wait.await.ok(),
+                    Some(d) => {
+                        let at = tokio::time::Instant::from_std(began + d);
+                        tokio::time::timeout_at(at, wait)
+                            .await
+                            .ok()
+                            .and_then(Result::ok)
+                    }
+                }
+            }
+        };
+        if acquired.is_none() {
+            count(route, Reason::MaxInFlight);
+            let max = self.rule(route).and_then(|r| r.max_in_flight).unwrap_or(0);
+            return Err(Status::resource_exhausted(format!(
+                "{}: {max} calls already in flight, the limit of calls.methods.{}.max_in_flight{}; retry later",
+                route.method.path,
+                route.method.method,
+                if queue.is_some() { ", for the whole of the call's deadline" } else { "" },
+            )));
+        }
+        Ok(acquired)
+    }
+}
+
+/// A call waiting in a method's queue, counted in [`QUEUED`] while it waits.
+struct Queued<'a>(Route, Option<&'a AtomicUsize>);
+
+impl<'a> Queued<'a> {
+    fn enter(p: &'a Protection, route: Route) -> Queued<'a> {
+        let q = Queued(route, p.queued.get(route.method.method));
+        q.set(q.1.map_or(0, |n| n.fetch_add(1, Ordering::AcqRel) + 1));
+        q
+    }
+
+    fn set(&self, n: usize) {
+        gauge!(QUEUED, "method_name" => self.0.method.path).set(n as f64);
+    }
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.set(self.1.map_or(0, |n| n.fetch_sub(1, Ordering::AcqRel) - 1));
+    }
+}
+
+/// A token bucket: `rate` tokens a second, at most `burst` held.
+#[derive(Debug)]
+struct Bucket {
+    rate: f64,
+    burst: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+impl Bucket {
+    fn new(rate: f64, burst: f64, now: Instant) -> Bucket {
+        Bucket {
+            rate,
+            burst,
+            tokens: burst,
+            last: now,
+        }
+    }
+
+    /// Takes a token at `now`, or reserves the next one due: the wait until it is. `None`,
+    /// taking nothing, when it is due later than `within` (`None`: any time).
+    fn reserve(&mut self, now: Instant, within: Option<Duration>) -> Option<Duration> {
+        let refill = now.saturating_duration_since(self.last).as_secs_f64() * self.rate;
+        self.tokens = (self.tokens + refill).min(self.burst);
+        self.last = self.last.max(now);
+        let wait = Duration::from_secs_f64(((1.0 - self.tokens) / self.rate).max(0.0));
+        if within.is_some_and(|w| wait > w) {
+            return None;
+        }
+        self.tokens -= 1.0;
+        Some(wait)
     }
 }
 
@@ -195,8 +360,8 @@ mod tests {
         Protection::new(toml::from_str(toml).unwrap())
     }
 
-    #[test]
-    fn one_call_per_volume_among_serialized_methods() {
+    #[tokio::test]
+    async fn one_call_per_volume_among_serialized_methods() {
         let p = protection(
             "[methods.NodePublishVolume]\nserialize_per_volume = true\n[methods.NodeUnpublishVolume]\nserialize_per_volume = true\n",
         );
@@ -209,18 +374,18 @@ mod tests {
             }
             .encode_to_vec()
         };
-        let held = p.admit(publish, &on("a")).unwrap();
-        let refused = p.admit(unpublish, &on("a")).err().unwrap();
+        let held = p.admit(publish, &on("a"), None).await.unwrap();
+        let refused = p.admit(unpublish, &on("a"), None).await.err().unwrap();
         assert_eq!(refused.code(), Code::Aborted);
         assert!(refused.message().contains("volume a"), "{refused:?}");
-        let other = p.admit(unpublish, &on("b")).unwrap();
+        let other = p.admit(unpublish, &on("b"), None).await.unwrap();
         drop(held);
-        let _again = p.admit(unpublish, &on("a")).unwrap();
+        let _again = p.admit(unpublish, &on("a"), None).await.unwrap();
         drop(other);
     }
 
-    #[test]
-    fn create_volume_is_serialized_by_name() {
+    #[tokio::test]
+    async fn create_volume_is_serialized_by_name() {
         let p = protection("[methods.CreateVolume]\nserialize_per_volume = true\n");
         let create = route("/csi.v1.Controller/CreateVolume");
         let named = |n: &str| {
@@ -230,20 +395,23 @@ mod tests {
             }
             .encode_to_vec()
         };
-        let _held = p.admit(create, &named("pvc-1")).unwrap();
-        assert!(p.admit(create, &named("pvc-1")).is_err());
-        assert!(p.admit(create, &named("pvc-2")).is_ok());
+        let _held = p.admit(create, &named("pvc-1"), None).await.unwrap();
+        assert!(p.admit(create, &named("pvc-1"), None).await.is_err());
+        assert!(p.admit(create, &named("pvc-2"), None).await.is_ok());
     }
 
-    #[test]
-    fn at_most_max_in_flight_and_the_default_deadline_only_without_the_clients() {
+    #[tokio::test]
+    async fn at_most_max_in_flight_and_the_default_deadline_only_without_the_clients() {
         let p = protection("[methods.Probe]\nmax_in_flight = 2\ndefault_deadline = \"5s\"\n");
         let probe = route("/csi.v1.Identity/Probe");
-        let (a, b) = (p.admit(probe, &[]).unwrap(), p.admit(probe, &[]).unwrap());
-        let refused = p.admit(probe, &[]).err().unwrap();
+        let (a, b) = (
+            p.admit(probe, &[], None).await.unwrap(),
+            p.admit(probe, &[], None).await.unwrap(),
+        );
+        let refused = p.admit(probe, &[], None).await.err().unwrap();
         assert_eq!(refused.code(), Code::ResourceExhausted);
         drop(a);
-        let _c = p.admit(probe, &[]).unwrap();
+        let _c = p.admit(probe, &[], None).await.unwrap();
         drop(b);
         assert_eq!(
             p.deadline(probe, None),
@@ -255,6 +423,40 @@ mod tests {
         );
         let other = route("/csi.v1.Identity/GetPluginInfo");
         assert_eq!(p.deadline(other, None), (None, false));
-        assert!(p.admit(other, &[]).is_ok());
+        assert!(p.admit(other, &[], None).await.is_ok());
+    }
+
+    #[test]
+    fn the_bucket_gives_its_burst_then_its_rate() {
+        let t0 = Instant::now();
+        let mut b = Bucket::new(2.0, 2.0, t0);
+        let none = Some(Duration::ZERO);
+        assert_eq!(b.reserve(t0, none), Some(Duration::ZERO));
+        assert_eq!(b.reserve(t0, none), Some(Duration::ZERO));
+        assert_eq!(b.reserve(t0, none), None, "empty, and no wait allowed");
+        // Queued: the next token is due in half a second, the one after in a second.
+        assert_eq!(b.reserve(t0, None), Some(Duration::from_millis(500)));
+        assert_eq!(b.reserve(t0, Some(Duration::from_millis(900))), None);
+        assert_eq!(b.reserve(t0, None), Some(Duration::from_secs(1)));
+        let later = t0 + Duration::from_secs(10);
+        assert_eq!(b.reserve(later, none), Some(Duration::ZERO));
+    }
+
+    #[tokio::test]
+    async fn a_queue_waits_for_a_slot_until_the_deadline() {
+        let p = protection("[methods.Probe]\nmax_in_flight = 1\nqueue = true\n");
+        let probe = route("/csi.v1.Identity/Probe");
+        let held = p.admit(probe, &[], None).await.unwrap();
+        let second = Duration::from_millis(300);
+        let refused = p.admit(probe, &[], Some(second)).await.err().unwrap();
+        assert_eq!(refused.code(), Code::ResourceExhausted);
+        assert!(refused.message().contains("whole of the call's deadline"));
+        let waiting = p.admit(probe, &[], Some(second));
+        let release = async {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            drop(held);
+        };
+        let (admitted, ()) = tokio::join!(waiting, release);
+        assert!(admitted.is_ok());
     }
 }

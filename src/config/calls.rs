@@ -36,7 +36,29 @@ pub struct Policy<V = Validate> {
     /// By RPC name as the front dialects call it (`CreateVolume`, `NodePublishVolume`, …).
     #[serde(default = "BTreeMap::new")]
     pub methods: BTreeMap<String, MethodPolicy<V>>,
+    /// How long a single-flight call keeps running at the plugin once no caller waits for it
+    /// ([`Policy::keep_after_cancel`]); a method's own wins.
+    #[serde(default, with = "humantime_serde")]
+    pub keep_after_cancel: Option<Duration>,
+    /// How long the answer of a call that finished after its callers left is kept for the
+    /// identical retry ([`Policy::keep_answer`]).
+    #[serde(default, with = "humantime_serde")]
+    pub keep_answer: Option<Duration>,
+    /// A call in flight this long is logged, then again every `slow_call_log_every`.
+    #[serde(default, with = "humantime_serde")]
+    pub slow_call_log_after: Option<Duration>,
+    #[serde(default, with = "humantime_serde")]
+    pub slow_call_log_every: Option<Duration>,
 }
+
+/// `calls.keep_after_cancel` unset.
+pub const KEEP_AFTER_CANCEL: Duration = Duration::from_secs(180);
+/// `calls.keep_answer` unset.
+pub const KEEP_ANSWER: Duration = Duration::from_secs(10);
+/// `calls.slow_call_log_after` unset.
+pub const SLOW_CALL_LOG_AFTER: Duration = Duration::from_secs(30);
+/// `calls.slow_call_log_every` unset.
+pub const SLOW_CALL_LOG_EVERY: Duration = Duration::from_secs(60);
 
 /// `[calls.methods.NAME]`.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -52,6 +74,21 @@ pub struct MethodPolicy<V = Validate> {
     #[serde(default, with = "humantime_serde")]
     pub default_deadline: Option<Duration>,
     pub validate: Option<V>,
+    /// A retry of a call still running at the plugin joins it (same answer); a different
+    /// request on the same idempotency key gets ABORTED. The call runs as its own task and
+    /// outlives its caller for `keep_after_cancel`. Only for methods with a key (`call::guard`).
+    #[serde(default)]
+    pub single_flight: bool,
+    /// This method's `calls.keep_after_cancel`.
+    #[serde(default, with = "humantime_serde")]
+    pub keep_after_cancel: Option<Duration>,
+    /// Over `max_in_flight` or `qps`, a call waits (until its deadline) instead of being refused.
+    #[serde(default)]
+    pub queue: bool,
+    /// Calls of this method started per second (a token bucket of `burst` tokens).
+    pub qps: Option<f64>,
+    /// The token bucket's size; unset: `qps` rounded up (at least 1).
+    pub burst: Option<u32>,
 }
 
 /// `[calls]` as written.
@@ -65,6 +102,12 @@ pub enum PolicyError {
     Streaming(String),
     ZeroLimit(String),
     ZeroDeadline(String),
+    /// `single_flight` on a method the spec gives no idempotency key.
+    NoIdempotencyKey(String),
+    /// `queue` without `max_in_flight` or `qps` to wait for.
+    QueueWithoutLimit(String),
+    /// `qps` not a positive number, or `burst` zero.
+    BadRate(String),
     /// `field` (`calls.validate` or `calls.methods.NAME.validate`) is none of the spellings.
     Validate {
         field: String,
@@ -81,6 +124,9 @@ impl PolicyError {
             }
             PolicyError::ZeroLimit(m) => format!("calls.methods.{m}.max_in_flight"),
             PolicyError::ZeroDeadline(m) => format!("calls.methods.{m}.default_deadline"),
+            PolicyError::NoIdempotencyKey(m) => format!("calls.methods.{m}.single_flight"),
+            PolicyError::QueueWithoutLimit(m) => format!("calls.methods.{m}.queue"),
+            PolicyError::BadRate(m) => format!("calls.methods.{m}.qps"),
             PolicyError::Validate { field, .. } => field.clone(),
         }
     }
@@ -92,6 +138,15 @@ impl PolicyError {
             PolicyError::Streaming(_) => "a streaming RPC cannot be protected or validated".into(),
             PolicyError::ZeroLimit(_) => "must be at least 1".into(),
             PolicyError::ZeroDeadline(_) => "must be longer than zero".into(),
+            PolicyError::NoIdempotencyKey(_) => {
+                "only a mutating RPC (create, delete, publish, unpublish, stage, unstage, expand, snapshot) can be single-flight".into()
+            }
+            PolicyError::QueueWithoutLimit(_) => {
+                "queues only for max_in_flight or qps; set one of them".into()
+            }
+            PolicyError::BadRate(_) => {
+                "qps must be a number above zero and burst at least 1".into()
+            }
             PolicyError::Validate { message, .. } => message.clone(),
         }
     }
@@ -128,11 +183,23 @@ impl PolicyFile {
                     max_in_flight: m.max_in_flight,
                     default_deadline: m.default_deadline,
                     validate,
+                    single_flight: m.single_flight,
+                    keep_after_cancel: m.keep_after_cancel,
+                    queue: m.queue,
+                    qps: m.qps,
+                    burst: m.burst,
                 };
                 (name, m)
             })
             .collect();
-        let policy = Policy { validate, methods };
+        let policy = Policy {
+            validate,
+            methods,
+            keep_after_cancel: self.keep_after_cancel,
+            keep_answer: self.keep_answer,
+            slow_call_log_after: self.slow_call_log_after,
+            slow_call_log_every: self.slow_call_log_every,
+        };
         problems.extend(policy.method_problems());
         if problems.is_empty() {
             Ok(policy)
@@ -165,12 +232,46 @@ impl Policy {
             if m.default_deadline == Some(Duration::ZERO) {
                 problems.push(PolicyError::ZeroDeadline(name.clone()));
             }
+            if m.single_flight && !crate::validate::idempotency::has_key(name) {
+                problems.push(PolicyError::NoIdempotencyKey(name.clone()));
+            }
+            if m.queue && m.max_in_flight.is_none() && m.qps.is_none() {
+                problems.push(PolicyError::QueueWithoutLimit(name.clone()));
+            }
+            if m.qps.is_some_and(|q| !(q.is_finite() && q > 0.0)) || m.burst == Some(0) {
+                problems.push(PolicyError::BadRate(name.clone()));
+            }
         }
         problems
     }
 
     pub fn method(&self, method: &MethodInfo) -> Option<&MethodPolicy> {
         self.methods.get(method.method)
+    }
+
+    /// How long a single-flight call of `method` runs on once no caller waits for it.
+    pub fn keep_after_cancel(&self, method: &MethodInfo) -> Duration {
+        self.method(method)
+            .and_then(|m| m.keep_after_cancel)
+            .or(self.keep_after_cancel)
+            .unwrap_or(KEEP_AFTER_CANCEL)
+    }
+
+    pub fn keep_answer(&self) -> Duration {
+        self.keep_answer.unwrap_or(KEEP_ANSWER)
+    }
+
+    /// When a call in flight is first logged, and how often after.
+    pub fn slow_call_log(&self) -> (Duration, Duration) {
+        (
+            self.slow_call_log_after.unwrap_or(SLOW_CALL_LOG_AFTER),
+            self.slow_call_log_every.unwrap_or(SLOW_CALL_LOG_EVERY),
+        )
+    }
+
+    /// Whether retries of `method` join a running call.
+    pub fn single_flight(&self, method: &MethodInfo) -> bool {
+        self.method(method).is_some_and(|m| m.single_flight)
     }
 
     pub fn validate(&self, method: &MethodInfo) -> Validate {
@@ -186,7 +287,11 @@ impl Policy {
         }
         self.validate(method) != Validate::Off
             || self.method(method).is_some_and(|m| {
-                m.serialize_per_volume || m.max_in_flight.is_some() || m.default_deadline.is_some()
+                m.serialize_per_volume
+                    || m.max_in_flight.is_some()
+                    || m.default_deadline.is_some()
+                    || m.single_flight
+                    || m.qps.is_some()
             })
     }
 }
@@ -238,6 +343,33 @@ mod tests {
             PolicyError::ZeroLimit(_)
         ));
         assert!(toml::from_str::<PolicyFile>("[methods.Probe]\nserialise = true").is_err());
+        assert_eq!(
+            bad("[methods.ListVolumes]\nsingle_flight = true"),
+            PolicyError::NoIdempotencyKey("ListVolumes".into())
+        );
+        assert_eq!(
+            bad("[methods.CreateVolume]\nqueue = true"),
+            PolicyError::QueueWithoutLimit("CreateVolume".into())
+        );
+        for rate in ["qps = 0.0", "qps = -1.0", "qps = 1.0\nburst = 0"] {
+            assert_eq!(
+                bad(&format!("[methods.CreateVolume]\n{rate}")),
+                PolicyError::BadRate("CreateVolume".into())
+            );
+        }
+        let fine = parse(
+            "keep_after_cancel = \"1m\"\n[methods.NodeStageVolume]\nsingle_flight = true\nqps = 2.5\nqueue = true\nkeep_after_cancel = \"5m\"\n",
+        )
+        .check()
+        .unwrap();
+        let stage = Dialect::V1.method("/csi.v1.Node/NodeStageVolume").unwrap();
+        assert!(fine.decodes(stage) && fine.single_flight(stage));
+        assert_eq!(fine.keep_after_cancel(stage), Duration::from_secs(300));
+        let create = Dialect::V1
+            .method("/csi.v1.Controller/CreateVolume")
+            .unwrap();
+        assert_eq!(fine.keep_after_cancel(create), Duration::from_secs(60));
+        assert_eq!(fine.keep_answer(), KEEP_ANSWER);
     }
 
     #[test]

@@ -38,6 +38,14 @@ pub const STORE_DAMAGED: &str = "csi_gateway_store_damaged_values";
 pub const CONNECTIONS: &str = "csi_gateway_connections_total";
 pub const SERVICE_CALLS: &str = "csi_gateway_service_calls_total";
 pub const INFO: &str = "csi_gateway_info";
+/// Single flight (`call::guard`), per method.
+pub const SINGLE_FLIGHT_CALLS: &str = "csi_gateway_single_flight_calls";
+pub const SINGLE_FLIGHT_OLDEST: &str = "csi_gateway_single_flight_oldest_seconds";
+pub const SINGLE_FLIGHT_JOINED: &str = "csi_gateway_single_flight_joined_total";
+pub const SINGLE_FLIGHT_KEPT: &str = "csi_gateway_single_flight_kept_total";
+/// The queues of `max_in_flight` and `qps` (`call::protect`), per method.
+pub const PROTECTION_QUEUED: &str = "csi_gateway_protection_queued";
+pub const PROTECTION_QUEUE_WAIT: &str = "csi_gateway_protection_queue_wait_seconds";
 
 /// The CSI sidecars' buckets (csi-lib-utils `operationsLatencyBuckets`).
 const SIDECAR_BUCKETS: &[f64] = &[
@@ -123,6 +131,32 @@ fn describe() {
     describe_counter!(
         SERVICE_CALLS,
         "Calls of the gateway's own services (gRPC reflection and health), by method and code"
+    );
+    describe_gauge!(
+        SINGLE_FLIGHT_CALLS,
+        "Single-flight calls running at the plugin, by method (calls.methods.NAME.single_flight)"
+    );
+    describe_gauge!(
+        SINGLE_FLIGHT_OLDEST,
+        Unit::Seconds,
+        "Age of the oldest single-flight call running at the plugin, by method (0: none)"
+    );
+    describe_counter!(
+        SINGLE_FLIGHT_JOINED,
+        "Retries joined to the identical call running at the plugin instead of reaching it again"
+    );
+    describe_counter!(
+        SINGLE_FLIGHT_KEPT,
+        "Single-flight calls that finished after all their callers had left, by final code"
+    );
+    describe_gauge!(
+        PROTECTION_QUEUED,
+        "Calls waiting in a method's queue for max_in_flight or qps (calls.methods.NAME.queue)"
+    );
+    describe_histogram!(
+        PROTECTION_QUEUE_WAIT,
+        Unit::Seconds,
+        "Time calls of a queueing method waited for their turn"
     );
     describe_gauge!(
         INFO,

@@ -41,6 +41,8 @@ pub struct Endpoint {
     pub store: Arc<crate::store::Store>,
     /// The front socket, which `/livez` connects to.
     pub socket: std::path::PathBuf,
+    /// The calls in flight, for `/calls` and the single-flight gauges.
+    pub calls: Arc<crate::call::Shared>,
 }
 
 /// Serves until `shutdown` turns true.
@@ -70,7 +72,12 @@ pub async fn serve(
 
 async fn route(endpoint: &Endpoint, req: Request<Incoming>) -> Response<Full<Bytes>> {
     match req.uri().path() {
-        path if path == endpoint.metrics_path => text(StatusCode::OK, endpoint.prometheus.render()),
+        path if path == endpoint.metrics_path => {
+            // The oldest call's age grows while nothing else updates it.
+            endpoint.calls.protection.flights.publish_all();
+            text(StatusCode::OK, endpoint.prometheus.render())
+        }
+        "/calls" => calls(endpoint),
         "/healthz" => match healthy(endpoint).await {
             Ok(()) => text(StatusCode::OK, "ok".into()),
             Err(reason) => text(StatusCode::INTERNAL_SERVER_ERROR, reason),
@@ -87,11 +94,24 @@ async fn route(endpoint: &Endpoint, req: Request<Incoming>) -> Response<Full<Byt
         _ => text(
             StatusCode::NOT_FOUND,
             format!(
-                "not found: try {}, /healthz, /readyz or /livez",
+                "not found: try {}, /healthz, /readyz, /livez or /calls",
                 endpoint.metrics_path
             ),
         ),
     }
+}
+
+/// The single-flight calls running at the plugin, oldest first, as JSON: method, volume, age,
+/// joined retries, client dialect — never a request's other fields, so no secret.
+fn calls(endpoint: &Endpoint) -> Response<Full<Bytes>> {
+    let running = endpoint.calls.protection.flights.running();
+    let body = serde_json::json!({ "calls": running }).to_string();
+    let mut response = text(StatusCode::OK, body);
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 /// The front socket accepts a connection: the file is there and the gateway's accept loop runs.

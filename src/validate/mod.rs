@@ -3,6 +3,7 @@
 //! fields, size limits of ids, names and maps — and that every enum value is one the dialect
 //! defines. Requests are checked as the client sent them, replies as the client receives them.
 
+pub mod idempotency;
 pub mod rules;
 
 use std::collections::HashMap;

@@ -102,6 +102,12 @@ struct Cli {
     #[arg(long, hide = true, value_delimiter = ',')]
     test_echo_errors: Vec<String>,
 
+    /// Test hook: a slow driver. Each named RPC waits this long before it is served
+    /// (comma-separated NAME=DURATION, e.g. CreateVolume=5s,NodeStageVolume=500ms), and logs
+    /// `rpc begin` with `in_flight`, how many calls of it run at once, as it starts.
+    #[arg(long, value_delimiter = ',', value_parser = parse_delay)]
+    delay: Vec<(String, Duration)>,
+
     /// Serve HTTP/2 with tonic's adaptive flow-control window (`http2_adaptive_window`), as
     /// some plugins do: its windows start at HTTP/2's default 64 KiB, and with them h2's budget
     /// for the overhead of small DATA frames (`too_many_data_frames`).
@@ -114,6 +120,12 @@ fn parse_label(s: &str) -> Result<(String, String), String> {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
         _ => Err(format!("{s:?} is not key=value")),
     }
+}
+
+/// `NodeStageVolume=5s`.
+fn parse_delay(s: &str) -> Result<(String, Duration), String> {
+    let (name, delay) = parse_label(s)?;
+    Ok((name, humantime_ms(&delay)?))
 }
 
 /// `250ms` or `2s`.
@@ -157,6 +169,7 @@ fn main() -> ExitCode {
         tls,
         echo_errors: cli.test_echo_errors,
         http2_adaptive_window: cli.http2_adaptive_window,
+        delays: cli.delay,
         endpoint: cli.endpoint,
         dialect: cli.dialect,
         driver_name: cli.driver_name,

@@ -53,6 +53,8 @@ pub struct Options {
     pub echo_errors: Vec<String>,
     /// tonic's `http2_adaptive_window` (windows from 64 KiB, adapting to the link).
     pub http2_adaptive_window: bool,
+    /// TEST HOOK: how long each named RPC waits before it is served ([`super::rpclog`]).
+    pub delays: Vec<(String, std::time::Duration)>,
 }
 
 /// `unix:///abs/path`, `unix:/abs/path` or a bare path → the socket path.
@@ -157,7 +159,7 @@ pub async fn serve(opts: Options, shutdown: impl Future<Output = ()>) -> Result<
     let mut server = tokio::spawn(
         tonic::transport::Server::builder()
             .http2_adaptive_window(Some(opts.http2_adaptive_window))
-            .layer(super::rpclog::RpcLog)
+            .layer(super::rpclog::RpcLog::delayed(&opts.delays))
             .layer(super::echo::Echo {
                 rpcs: Arc::new(opts.echo_errors.clone()),
             })
