@@ -3,7 +3,8 @@
 //! the calls reaching the plugin are counted there): single flight (a retry of a running call
 //! joins it; a different request on its key is ABORTED), calls that outlive their caller,
 //! `GET /calls`, the queues of `max_in_flight` and `qps`, and a gateway SIGKILLed and started
-//! again while a kept call runs (the store's handles survive, the retries end with one volume).
+//! again while a kept call runs (the store's handles survive, the retries end with one volume);
+//! and the same guard on a node gateway that reaches the plugin over the bridge (mutual TLS).
 
 use csi_gateway_test_support as support;
 
@@ -522,4 +523,44 @@ async fn a_restart_while_a_kept_call_runs_loses_no_stored_state() {
             .await
             .unwrap_or_else(|e| panic!("DeleteVolume {id} by id alone after the restart: {e:?}"));
     }
+}
+
+/// Over the bridge: the orchestrator's node gateway guards CreateVolume and reaches the slow
+/// v1 plugin through an appliance gateway over mutual TLS. The provisioner's retries reach the
+/// plugin once, and it ends with its volume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_the_bridge_provisioner_retries_reach_the_plugin_once() {
+    use csi_gateway::tls::gencerts::Leaf;
+    use support::bridge::{
+        appliance_section, free_port, front_section, gateway, upstream_tls_section, Pki,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let pki = Pki::new(d, "guardian");
+    let (scert, skey) = pki.issue("server", &Leaf::server(&["localhost"]));
+    let (ccert, ckey) = pki.issue("client", &Leaf::client(&["node-1.test"], &[]));
+    let backend = Backend::start(Options::new("v1").arg("--delay=CreateVolume=5s")).await;
+    let port = free_port();
+    let appliance_config = front_section(
+        &d.join("appliance.sock"),
+        &format!("unix://{}", backend.socket.display()),
+    ) + &appliance_section(port, &scert, &skey, &pki.ca_path, "");
+    let appliance = gateway("appliance", d, &appliance_config);
+    appliance.wait_log("appliance listening");
+    appliance.wait_log("upstream connected");
+    let node_config = front_section(&d.join("node.sock"), &format!("tcp://127.0.0.1:{port}"))
+        + &upstream_tls_section(&ccert, &ckey, &pki.ca_path, "")
+        + "[calls.methods.CreateVolume]\nsingle_flight = true\n";
+    let node = gateway("node", d, &node_config);
+    node.wait_log("upstream connected");
+
+    let ch = support::connect(&d.join("node.sock")).await;
+    let volume = provision_v1(ch, "pvc-bridged").await;
+    assert!(volume.is_some(), "the provisioner ends with its volume");
+    assert_eq!(
+        at_plugin(&backend, CREATE),
+        (1, 1),
+        "CreateVolume calls at the plugin"
+    );
+    drop((node, appliance));
 }
