@@ -312,7 +312,7 @@ async fn a_draft_client_gets_operation_pending_for_volume() {
 }
 
 /// 100 CreateVolumes at once, `max_in_flight = 4` with `queue`: never more than 4 at the
-/// plugin, and all 100 succeed.
+/// plugin, all 100 succeed, and `GET /calls` lists them meanwhile.
 #[tokio::test]
 async fn a_hundred_creates_queue_behind_max_in_flight() {
     let calls = "[calls.methods.CreateVolume]\nmax_in_flight = 4\nqueue = true\n";
@@ -329,7 +329,19 @@ async fn a_hundred_creates_queue_behind_max_in_flight() {
             .await
         }
     });
-    let outcomes = futures_util::future::join_all(all).await;
+    let all = tokio::spawn(futures_util::future::join_all(all));
+    // Meanwhile `GET /calls` lists them (guarded, not single flight: never joined), queued or
+    // at the plugin, with the age of the oldest in its gauge.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let listed = get_calls(s.metrics);
+    let n = listed.matches("\"method\":\"CreateVolume\"").count();
+    assert!((5..=100).contains(&n), "{n} listed: {listed}");
+    assert!(!listed.contains("\"joined_retries\":1"), "{listed}");
+    let oldest = format!("csi_gateway_protection_oldest_seconds{{method_name=\"{CREATE}\"}}");
+    assert!(value(&scrape(s.metrics), &oldest) > Some(0.0), "{oldest}");
+    let outcomes = all.await.unwrap();
+    assert_eq!(get_calls(s.metrics), "{\"calls\":[]}", "none left");
+    assert_eq!(value(&scrape(s.metrics), &oldest), Some(0.0), "{oldest}");
     let failed: Vec<_> = outcomes.iter().filter_map(|o| o.as_ref().err()).collect();
     assert!(
         failed.is_empty(),
@@ -341,6 +353,16 @@ async fn a_hundred_creates_queue_behind_max_in_flight() {
     eprintln!("100 queued CreateVolumes: {calls} at the plugin, at most {most} at once");
     assert_eq!(calls, 100);
     assert!((1..=4).contains(&most), "{most} at once");
+}
+
+/// `GET /calls` on the metrics endpoint `port`, as it came.
+fn get_calls(port: u16) -> String {
+    ureq::get(&format!("http://127.0.0.1:{port}/calls"))
+        .call()
+        .unwrap()
+        .into_body()
+        .read_to_string()
+        .unwrap()
 }
 
 /// `qps` with `queue` spaces calls out; without `queue`, the calls over it are refused.

@@ -15,6 +15,7 @@ use crate::call::router::Route;
 use crate::call::Shared;
 use crate::grpc::{frame, Code, Status};
 use crate::metrics::Origin;
+use crate::observe::volume_id::volume_id;
 use crate::observe::{self, Report};
 use crate::translate::{self, CallError, FrontCall};
 use crate::upstream::{Connection, Live};
@@ -142,6 +143,15 @@ pub(crate) async fn decoded(
             Err(e) => return error_reply(Some(route.called()), Origin::Client, e.into(), report),
         }
     }
+    // Listed for `GET /calls` when its method is guarded (a call of another method is here only
+    // because its connection has no upstream connection of its own).
+    let _listed = shared.protection.policy().method(route.method).map(|_| {
+        let volume = volume_id(route.dialect, route.method.path, &message);
+        shared
+            .protection
+            .listed
+            .enter(route, volume.unwrap_or_default())
+    });
     protected(shared, identical, live, route, message, deadline, report).await
 }
 

@@ -11,6 +11,7 @@
 //! long it outlives its callers) is `answer`'s; here is only the table of calls.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,6 +26,7 @@ use crate::observe::volume_id::volume_id;
 use crate::observe::Report;
 use crate::validate::idempotency::{Part, KEYS};
 
+use crate::metrics::PROTECTION_OLDEST;
 use crate::metrics::{
     SINGLE_FLIGHT_CALLS as IN_FLIGHT, SINGLE_FLIGHT_JOINED as JOINED, SINGLE_FLIGHT_KEPT as KEPT,
     SINGLE_FLIGHT_OLDEST as OLDEST,
@@ -347,8 +349,8 @@ impl Flights {
         left
     }
 
-    /// The calls running now, oldest first.
-    pub fn running(&self) -> Vec<InFlight> {
+    /// The calls running now, with when each began.
+    pub fn running(&self) -> Vec<(Instant, InFlight)> {
         let now = Instant::now();
         let flights = self.flights.lock().expect("flights");
         let mut all: Vec<(Instant, InFlight)> = flights
@@ -356,19 +358,13 @@ impl Flights {
             .filter_map(|f| match &f.state {
                 State::Running { joined, .. } => Some((
                     f.began,
-                    InFlight {
-                        method: f.route.method.method,
-                        volume: f.volume.clone(),
-                        age_seconds: (now - f.began).as_secs_f64(),
-                        joined_retries: *joined,
-                        client_dialect: f.route.dialect.to_string(),
-                    },
+                    in_flight(f.route, &f.volume, f.began, now, *joined),
                 )),
                 State::Kept { .. } => None,
             })
             .collect();
         all.sort_by_key(|(began, _)| *began);
-        all.into_iter().map(|(_, c)| c).collect()
+        all
     }
 
     /// Refreshes every method's gauges (the oldest call's age grows while nothing happens).
@@ -377,6 +373,98 @@ impl Flights {
         let flights = self.flights.lock().expect("flights");
         let routes: Vec<Route> = flights.values().map(|f| f.route).collect();
         routes.into_iter().for_each(|r| publish(&flights, r, now));
+    }
+}
+
+/// The calls of guarded methods that are not single flight (`max_in_flight`, `qps`,
+/// `serialize_per_volume`, a default deadline or validation), listed by `GET /calls` with the
+/// single-flight ones, and the age of each method's oldest (`PROTECTION_OLDEST`). Calls of
+/// methods with nothing switched on are never here: they stay on the splice's fast path.
+#[derive(Default)]
+pub struct Listed {
+    next: AtomicU64,
+    calls: Mutex<HashMap<u64, Tracked>>,
+}
+
+struct Tracked {
+    route: Route,
+    volume: String,
+    began: Instant,
+}
+
+/// A listed call, taken off the list when dropped (its answer in, or its caller gone).
+pub struct Listing<'a> {
+    listed: &'a Listed,
+    id: u64,
+}
+
+impl Drop for Listing<'_> {
+    fn drop(&mut self) {
+        let mut calls = self.listed.calls.lock().expect("listed calls");
+        if let Some(t) = calls.remove(&self.id) {
+            publish_listed(&calls, t.route, Instant::now());
+        }
+    }
+}
+
+impl Listed {
+    /// Lists a call of `route` on `volume` (empty: none) until the returned guard is dropped.
+    pub fn enter(&self, route: Route, volume: String) -> Listing<'_> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        let mut calls = self.calls.lock().expect("listed calls");
+        calls.insert(
+            id,
+            Tracked {
+                route,
+                volume,
+                began: now,
+            },
+        );
+        publish_listed(&calls, route, now);
+        Listing { listed: self, id }
+    }
+
+    /// The listed calls, as `GET /calls` shows them (never joined: they are not single flight).
+    pub fn running(&self) -> Vec<(Instant, InFlight)> {
+        let now = Instant::now();
+        let calls = self.calls.lock().expect("listed calls");
+        calls
+            .values()
+            .map(|t| (t.began, in_flight(t.route, &t.volume, t.began, now, 0)))
+            .collect()
+    }
+
+    /// Refreshes every listed method's oldest age.
+    pub fn publish_all(&self) {
+        let now = Instant::now();
+        let calls = self.calls.lock().expect("listed calls");
+        let routes: Vec<Route> = calls.values().map(|t| t.route).collect();
+        routes
+            .into_iter()
+            .for_each(|r| publish_listed(&calls, r, now));
+    }
+}
+
+/// `route`'s method's oldest listed call's age (0: none).
+fn publish_listed(calls: &HashMap<u64, Tracked>, route: Route, now: Instant) {
+    let path = route.method.path;
+    let oldest = calls
+        .values()
+        .filter(|t| t.route.method.path == path)
+        .map(|t| now - t.began)
+        .max()
+        .unwrap_or_default();
+    gauge!(PROTECTION_OLDEST, "method_name" => path).set(oldest.as_secs_f64());
+}
+
+fn in_flight(route: Route, volume: &str, began: Instant, now: Instant, joined: usize) -> InFlight {
+    InFlight {
+        method: route.method.method,
+        volume: volume.to_string(),
+        age_seconds: (now - began).as_secs_f64(),
+        joined_retries: joined,
+        client_dialect: route.dialect.to_string(),
     }
 }
 
@@ -611,7 +699,7 @@ mod tests {
             s.message().contains("CreateVolume request on volume pvc-1"),
             "{s:?}"
         );
-        assert_eq!(flights.running()[0].joined_retries, 1);
+        assert_eq!(flights.running()[0].1.joined_retries, 1);
         drop(waiter);
         let left = flights.finish(&first.key, answer(Code::Ok), Duration::from_secs(5));
         assert!(!left, "the retry still waits");
@@ -679,5 +767,30 @@ mod tests {
         drop(waiter);
         flights.finish(&third.key, answer(Code::Ok), Duration::ZERO);
         assert!(matches!(flights.enter(r, &third), Entry::Lead { .. }));
+    }
+
+    #[test]
+    fn listed_calls_leave_the_list_when_dropped() {
+        let listed = Listed::default();
+        let r = route("/csi.v1.Controller/DeleteVolume");
+        let a = listed.enter(r, "vol-a".into());
+        let b = listed.enter(r, String::new());
+        let mut running: Vec<_> = listed.running().into_iter().map(|(_, c)| c).collect();
+        running.sort_by(|x, y| x.volume.cmp(&y.volume));
+        assert_eq!(running.len(), 2);
+        assert_eq!(
+            (running[1].method, running[1].joined_retries),
+            ("DeleteVolume", 0)
+        );
+        assert_eq!(running[1].volume, "vol-a");
+        drop(a);
+        let left: Vec<_> = listed
+            .running()
+            .into_iter()
+            .map(|(_, c)| c.volume)
+            .collect();
+        assert_eq!(left, vec![String::new()]);
+        drop(b);
+        assert!(listed.running().is_empty());
     }
 }

@@ -69,6 +69,8 @@ pub struct Protection {
     buckets: HashMap<&'static str, Mutex<Bucket>>,
     /// The single-flight calls.
     pub flights: super::guard::Flights,
+    /// The other calls of guarded methods, for `GET /calls`.
+    pub listed: super::guard::Listed,
 }
 
 /// What an admitted call holds until it is answered.
@@ -120,6 +122,7 @@ impl Protection {
             buckets,
             volumes: Arc::default(),
             flights: Default::default(),
+            listed: Default::default(),
             policy,
         }
     }

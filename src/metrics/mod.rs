@@ -45,6 +45,7 @@ pub const SINGLE_FLIGHT_JOINED: &str = "csi_gateway_single_flight_joined_total";
 pub const SINGLE_FLIGHT_KEPT: &str = "csi_gateway_single_flight_kept_total";
 /// The queues of `max_in_flight` and `qps` (`call::protect`), per method.
 pub const PROTECTION_QUEUED: &str = "csi_gateway_protection_queued";
+pub const PROTECTION_OLDEST: &str = "csi_gateway_protection_oldest_seconds";
 pub const PROTECTION_QUEUE_WAIT: &str = "csi_gateway_protection_queue_wait_seconds";
 
 /// The CSI sidecars' buckets (csi-lib-utils `operationsLatencyBuckets`).
@@ -148,6 +149,11 @@ fn describe() {
     describe_counter!(
         SINGLE_FLIGHT_KEPT,
         "Single-flight calls that finished after all their callers had left, by final code"
+    );
+    describe_gauge!(
+        PROTECTION_OLDEST,
+        Unit::Seconds,
+        "Age of the oldest call of a guarded method that is not single flight, by method (0: none)"
     );
     describe_gauge!(
         PROTECTION_QUEUED,

@@ -75,6 +75,7 @@ async fn route(endpoint: &Endpoint, req: Request<Incoming>) -> Response<Full<Byt
         path if path == endpoint.metrics_path => {
             // The oldest call's age grows while nothing else updates it.
             endpoint.calls.protection.flights.publish_all();
+            endpoint.calls.protection.listed.publish_all();
             text(StatusCode::OK, endpoint.prometheus.render())
         }
         "/calls" => calls(endpoint),
@@ -101,10 +102,15 @@ async fn route(endpoint: &Endpoint, req: Request<Incoming>) -> Response<Full<Byt
     }
 }
 
-/// The single-flight calls running at the plugin, oldest first, as JSON: method, volume, age,
-/// joined retries, client dialect — never a request's other fields, so no secret.
+/// The calls of guarded methods in flight (single-flight ones and the others), oldest first,
+/// as JSON: method, volume, age, joined retries, client dialect — never a request's other
+/// fields, so no secret.
 fn calls(endpoint: &Endpoint) -> Response<Full<Bytes>> {
-    let running = endpoint.calls.protection.flights.running();
+    let protection = &endpoint.calls.protection;
+    let mut running = protection.flights.running();
+    running.extend(protection.listed.running());
+    running.sort_by_key(|(began, _)| *began);
+    let running: Vec<_> = running.into_iter().map(|(_, call)| call).collect();
     let body = serde_json::json!({ "calls": running }).to_string();
     let mut response = text(StatusCode::OK, body);
     response.headers_mut().insert(
