@@ -25,14 +25,16 @@
 //!   socket (`splice::listener`, `splice::socket`) and on the appliance listener over mutual
 //!   TLS (`splice::appliance`); and the one HTTP/2 front (`splice::conn`): a client
 //!   connection's frames copied onto an upstream connection of its own, only header blocks
-//!   decoded, with the calls the gateway answers itself (`conn::local`) and the streams of its
-//!   own services (`conn::service`); a connection for which none could be had at accept
+//!   decoded; a stream's work, whatever its kind (relayed, translated, answered by the gateway
+//!   itself in `conn::local`, a stream of its own services in `conn::service`), on one borrow
+//!   bundle of what a stream may touch (`conn::calls`); a connection for which none could be had at accept
 //!   starts as one whose upstream went (`Splice::unattached`), its calls answered on the
 //!   gateway's shared upstream connection. What one connection may make the gateway do is
 //!   `splice::limits`.
 //! - **call** — [`call`]: what becomes of one call, without a transport — its route by gRPC
 //!   path ([`call::router`]), its plan ([`call::plan`], one decision for every path), its
-//!   answer and rescue, protection and request checks, the gateway's own services
+//!   answer and rescue, protection, the driver's guardian ([`call::guard`]: single flight,
+//!   calls that outlive their caller) and request checks, the gateway's own services
 //!   ([`call::services`]: reflection, health), and its one pipeline to the plugin
 //!   ([`call::Pipeline`]: [`call::paths`] (target paths) → [`call::staging`] emulation →
 //!   translation); what every call needs, shared by all connections ([`call::Shared`]), with

@@ -32,7 +32,7 @@ use crate::hub::Request as Req;
 /// The directory under the root of the paths the mirror cannot map (module doc).
 pub const UNMAPPED: &str = ".unmapped";
 
-/// `request` with every node path it names moved under `root` ([`under`]). An empty path
+/// `request` with every node path it names moved under `root` (`under`). An empty path
 /// stays empty: the plugin refuses it as it would have.
 pub fn request(root: &Path, request: Req) -> Req {
     let map = |path: &mut String| {
