@@ -125,13 +125,10 @@ impl Drop for Proc {
     }
 }
 
-/// A loopback port nobody listens on right now.
+/// A loopback port nobody listens on right now, given to no other caller in this test binary
+/// (`crate::free_port`).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    crate::free_port()
 }
 
 /// A loopback port that refuses every connection while this lives: bound, never listening, so

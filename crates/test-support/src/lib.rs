@@ -390,11 +390,21 @@ pub async fn connect(path: &Path) -> Channel {
 
 /// A loopback TCP port that was free a moment ago (the OS picks it).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    // The kernel may hand the same free port to two binds in a row once the first is closed:
+    // a port is given to one caller of this test binary only (two gateways of one test were
+    // once given the same appliance port, and the second failed to listen).
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if GIVEN.lock().unwrap().insert(port) {
+            return port;
+        }
+    }
 }
 
 /// Polls `cond` until true or panics after `limit` (for file-system effects of another process).
