@@ -40,6 +40,11 @@ pub(super) struct Flow {
     pub(super) replies_paused: Option<Instant>,
 }
 
+/// Replies a connection may hold, whatever the gateway's budget, while it reads the upstream
+/// (`Flow::reads_upstream`): a read's worth, the slack every connection already has past the
+/// budget (it reads before it knows).
+const READ_RESERVE: usize = 64 * 1024;
+
 impl Flow {
     /// A new connection's: nothing held yet of the gateway's `budget`.
     pub(super) fn new(budget: &Arc<Budget>) -> Flow {
@@ -70,11 +75,14 @@ impl Flow {
         self.holds() < limits::CONNECTION_BUFFERED && budget.room()
     }
 
-    /// Whether the upstream is read: not while this connection holds replies and it or the
-    /// gateway may hold no more. The plugin's replies then wait in the plugin, paced by flow
-    /// control, rather than in the gateway.
+    /// Whether the upstream is read: not while this connection holds `READ_RESERVE` of
+    /// replies or more and it or the gateway may hold no more. The plugin's replies then wait
+    /// in the plugin, paced by flow control, rather than in the gateway. Below the reserve a
+    /// connection reads on whatever others hold, so that a client that reads its replies gets
+    /// a small one whole even while clients that do not read hold the whole budget (it stopped
+    /// midway before, and waited `BUDGET_WAIT` for a refusal).
     pub(super) fn reads_upstream(&self, budget: &Budget) -> bool {
-        self.replies.is_empty() || self.may_grant(budget)
+        self.replies.len() < READ_RESERVE || self.may_grant(budget)
     }
 
     /// The splice grants the client `n` more bytes of connection window, counted where the
