@@ -538,17 +538,10 @@ mod tests {
     use crate::dialect::Dialect;
     use prost::Message;
 
+    /// The router's own route for a v1 path.
     fn route(path: &str) -> Route {
-        Route {
-            dialect: Dialect::V1,
-            method: Dialect::V1.method(path).unwrap(),
-            v0_2: false,
-            decode: true,
-            identical: None,
-            inline: [None; 4],
-            inline_request: [crate::call::router::InlineRequest::Translated; 4],
-            hub: None,
-        }
+        let router = crate::call::router::Router::new(&[Dialect::V1]).unwrap();
+        router.route(path).unwrap()
     }
 
     const CREATE: &str = "/csi.v1.Controller/CreateVolume";

@@ -346,17 +346,10 @@ mod tests {
     use crate::grpc::Code;
     use prost::Message;
 
+    /// The router's own route for a v1 path.
     fn route(path: &str) -> Route {
-        Route {
-            dialect: Dialect::V1,
-            method: Dialect::V1.method(path).unwrap(),
-            v0_2: false,
-            decode: true,
-            identical: None,
-            inline: [None; 4],
-            inline_request: [crate::call::router::InlineRequest::Translated; 4],
-            hub: None,
-        }
+        let router = crate::call::router::Router::new(&[Dialect::V1]).unwrap();
+        router.route(path).unwrap()
     }
 
     fn protection(toml: &str) -> Protection {
